@@ -1,0 +1,3 @@
+std = "lua54"
+globals = { "cuda" }
+max_line_length = 120

@@ -1,0 +1,137 @@
+/*
+ * cuda.c — the `cuda` module: gathers every binding into one table, plus the small argument
+ * helpers they share.
+ */
+#include "gpulab.h"
+
+#include <math.h>
+#include <string.h>
+
+lua_Integer gl_opt_int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *fn) {
+    lua_getfield(L, t, name);
+    lua_Integer v = def;
+    if (!lua_isnil(L, -1)) {
+        int isint = 0;
+        v = lua_tointegerx(L, -1, &isint);
+        if (!isint) {
+            if (lua_type(L, -1) == LUA_TNUMBER)
+                luaL_error(L, "%s: option '%s' must be an integer, got %s", fn, name,
+                           lua_tostring(L, -1));
+            luaL_error(L, "%s: option '%s' must be an integer, got %s", fn, name,
+                       luaL_typename(L, -1));
+        }
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+double gl_opt_num_field(lua_State *L, int t, const char *name, double def, const char *fn) {
+    lua_getfield(L, t, name);
+    double v = def;
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TNUMBER)
+            luaL_error(L, "%s: option '%s' must be a number, got %s", fn, name, luaL_typename(L, -1));
+        v = lua_tonumber(L, -1);
+        if (isnan(v)) luaL_error(L, "%s: option '%s' must be a number, got NaN", fn, name);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+bool gl_opt_bool_field(lua_State *L, int t, const char *name, bool def, const char *fn) {
+    lua_getfield(L, t, name);
+    bool v = def;
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TBOOLEAN)
+            luaL_error(L, "%s: option '%s' must be a boolean, got %s", fn, name, luaL_typename(L, -1));
+        v = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* The returned string stays valid while table t holds it. */
+const char *gl_opt_str_field(lua_State *L, int t, const char *name, const char *def, const char *fn) {
+    lua_getfield(L, t, name);
+    const char *v = def;
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: option '%s' must be a string, got %s", fn, name, luaL_typename(L, -1));
+        v = lua_tostring(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+void gl_check_known_fields(lua_State *L, int t, const char *const known[], const char *fn) {
+    t = lua_absindex(L, t);
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        bool ok = false;
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            const char *k = lua_tostring(L, -1);
+            for (int i = 0; known[i]; i++)
+                if (strcmp(k, known[i]) == 0) { ok = true; break; }
+        }
+        if (!ok) {
+            luaL_Buffer b;
+            luaL_buffinit(L, &b);
+            for (int i = 0; known[i]; i++) {
+                if (i) luaL_addstring(&b, ", ");
+                luaL_addstring(&b, known[i]);
+            }
+            luaL_pushresult(&b);
+            const char *list = lua_tostring(L, -1);
+            if (lua_type(L, -2) == LUA_TSTRING)
+                luaL_error(L, "%s: unknown option '%s' (known: %s)", fn, lua_tostring(L, -2), list);
+            luaL_error(L, "%s: unexpected %s key in the options table (known: %s)", fn,
+                       luaL_typename(L, -2), list);
+        }
+    }
+}
+
+void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods) {
+    luaL_newmetatable(L, tname); /* sets __name */
+    if (meta) luaL_setfuncs(L, meta, 0);
+    if (methods) {
+        lua_newtable(L);
+        luaL_setfuncs(L, methods, 0);
+        lua_setfield(L, -2, "__index");
+    }
+    lua_pushliteral(L, "gpulab object"); /* getmetatable() from scripts sees this, not internals */
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+}
+
+/* Runs when the Lua state closes, after the objects (it is created first, finalized last):
+ * wait for outstanding work so parked releases can run, then free them. */
+static int l_shutdown(lua_State *L) {
+    (void)L;
+    if (gl_context_usable() && gl_release_pending() > 0) {
+        if (gl_cu.cuCtxSynchronize() == CUDA_SUCCESS) gl_done_seq = gl_work_seq;
+        gl_release_drain();
+    }
+    return 0;
+}
+
+int luaopen_cuda(lua_State *L) {
+    lua_newuserdatauv(L, 0, 0);
+    lua_newtable(L);
+    lua_pushcfunction(L, l_shutdown);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, LUA_REGISTRYINDEX, "gpulab.shutdown");
+
+    lua_newtable(L);
+    gl_open_driver(L);
+    gl_open_device(L);
+    gl_open_nvrtc(L);
+    gl_open_memory(L);
+    gl_open_module(L);
+    gl_open_launch(L);
+    gl_open_stream(L);
+    gl_open_tensormap(L);
+    gl_open_isolate(L);
+    return 1;
+}

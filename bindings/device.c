@@ -1,0 +1,3 @@
+/* device.c — placeholder until this binding is written. */
+#include "gpulab.h"
+void gl_open_device(lua_State *L) { (void)L; }

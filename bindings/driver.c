@@ -1,0 +1,469 @@
+/*
+ * driver.c — opening libcuda at run time, the one error path, the lazily created primary
+ * context, the poisoned state after a sticky error, the launch log and deadline waits.
+ */
+#define _GNU_SOURCE
+#include "gpulab.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+gl_driver gl_cu;
+
+static struct {
+    bool tried, ok;
+    const char *reason;
+    char reason_buf[512];
+    int version;
+} drv;
+
+static struct {
+    bool created;
+    int ordinal;
+    CUcontext ctx;
+    CUdevice dev;
+    char poisoned[2048]; /* empty while healthy */
+} ctx;
+
+typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
+                                CUdriverProcAddressQueryResult *);
+
+static bool fetch_entry_points(get_proc_fn get_proc) {
+#define GL_FETCH(name)                                                                          \
+    {                                                                                           \
+        void *p = NULL;                                                                         \
+        CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;                        \
+        if (get_proc(#name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS \
+            || p == NULL) {                                                                     \
+            snprintf(drv.reason_buf, sizeof drv.reason_buf,                                     \
+                     "the CUDA driver has no entry point %s for CUDA %d (driver too old?)",     \
+                     #name, CUDA_VERSION);                                                      \
+            return false;                                                                       \
+        }                                                                                       \
+        memcpy(&gl_cu.name, &p, sizeof p);                                                      \
+    }
+    GL_DRIVER_FUNCS(GL_FETCH)
+#undef GL_FETCH
+    return true;
+}
+
+bool gl_driver_open(const char **reason) {
+    if (!drv.tried) {
+        drv.tried = true;
+        const char *path = getenv("GPULAB_LIBCUDA");
+        if (path == NULL || *path == '\0') path = "libcuda.so.1";
+        void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (lib == NULL) {
+            const char *why = dlerror();
+            snprintf(drv.reason_buf, sizeof drv.reason_buf,
+                     "no CUDA driver: cannot open %s (%s)", path, why ? why : "unknown reason");
+        } else {
+            get_proc_fn get_proc = (get_proc_fn)dlsym(lib, "cuGetProcAddress_v2");
+            if (get_proc == NULL) {
+                snprintf(drv.reason_buf, sizeof drv.reason_buf,
+                         "no CUDA driver: %s has no cuGetProcAddress_v2 (driver older than 12.0)",
+                         path);
+            } else if (fetch_entry_points(get_proc)) {
+                CUresult r = gl_cu.cuInit(0);
+                if (r != CUDA_SUCCESS) {
+                    char name[96];
+                    snprintf(drv.reason_buf, sizeof drv.reason_buf,
+                             "CUDA driver %s present but cuInit failed: %s", path,
+                             gl_cuda_error_name(r, name, sizeof name));
+                } else {
+                    int v = 0;
+                    if (gl_cu.cuDriverGetVersion(&v) == CUDA_SUCCESS) drv.version = v;
+                    drv.ok = true;
+                }
+            }
+            if (!drv.ok) memset(&gl_cu, 0, sizeof gl_cu);
+        }
+        drv.reason = drv.ok ? NULL : drv.reason_buf;
+    }
+    if (reason) *reason = drv.reason;
+    return drv.ok;
+}
+
+int gl_driver_version(void) { return drv.ok ? drv.version : 0; }
+
+/* ---------------------------------------------------------------------------------------- */
+
+const char *gl_cuda_error_name(CUresult r, char *buf, size_t len) {
+    const char *name = NULL;
+    if (drv.ok && gl_cu.cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
+    if (name)
+        snprintf(buf, len, "%s (%d)", name, (int)r);
+    else
+        snprintf(buf, len, "CUDA error %d", (int)r);
+    return buf;
+}
+
+bool gl_is_sticky_error(CUresult r) {
+    switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+        return true;
+    default:
+        return false;
+    }
+}
+
+void gl_raise_cuda(lua_State *L, CUresult r, const char *fn, const char *what) {
+    char name[128];
+    const char *desc = NULL;
+    if (drv.ok && gl_cu.cuGetErrorString(r, &desc) != CUDA_SUCCESS) desc = NULL;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_pushfstring(L, "%s: %s: %s", fn, what, gl_cuda_error_name(r, name, sizeof name));
+    luaL_addvalue(&b);
+    if (desc) {
+        luaL_addstring(&b, ": ");
+        luaL_addstring(&b, desc);
+    }
+    if (gl_is_sticky_error(r)) {
+        gl_log_describe(&b);
+        luaL_pushresult(&b);
+        snprintf(ctx.poisoned, sizeof ctx.poisoned,
+                 "context poisoned by %s; restart the process (a sticky CUDA error cannot be "
+                 "recovered in-process)", lua_tostring(L, -1));
+        lua_pushfstring(L, "\n(the context is now poisoned: every later GPU call fails; "
+                           "restart the process)");
+        lua_concat(L, 2);
+        lua_error(L);
+    }
+    luaL_pushresult(&b);
+    lua_error(L);
+    abort(); /* not reached */
+}
+
+const char *gl_poisoned_reason(void) { return ctx.poisoned[0] ? ctx.poisoned : NULL; }
+
+bool gl_context_usable(void) { return drv.ok && ctx.created && ctx.poisoned[0] == '\0'; }
+
+int gl_current_device(void) { return ctx.ordinal; }
+
+static void make_current(lua_State *L, int ordinal, const char *fn) {
+    CUdevice dev;
+    GL_CHECK(L, gl_cu.cuDeviceGet(&dev, ordinal), fn, "cuDeviceGet");
+    CUcontext c;
+    GL_CHECK(L, gl_cu.cuDevicePrimaryCtxRetain(&c, dev), fn, "cuDevicePrimaryCtxRetain");
+    CUresult r = gl_cu.cuCtxSetCurrent(c);
+    if (r != CUDA_SUCCESS) {
+        gl_cu.cuDevicePrimaryCtxRelease(dev);
+        gl_raise_cuda(L, r, fn, "cuCtxSetCurrent");
+    }
+    /* The previous device's context stays retained: its objects may still be alive. */
+    ctx.created = true;
+    ctx.ordinal = ordinal;
+    ctx.ctx = c;
+    ctx.dev = dev;
+}
+
+void gl_require_gpu(lua_State *L, const char *fn) {
+    const char *why;
+    if (!gl_driver_open(&why)) luaL_error(L, "%s: %s", fn, why);
+    if (ctx.poisoned[0]) luaL_error(L, "%s: %s", fn, ctx.poisoned);
+    if (!ctx.created) make_current(L, ctx.ordinal, fn);
+}
+
+void gl_select_device(lua_State *L, int ordinal, const char *fn) {
+    gl_require_gpu(L, fn);
+    if (ordinal != ctx.ordinal) make_current(L, ordinal, fn);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Launch log: a ring of the most recent submissions since the last good sync.
+ * ------------------------------------------------------------------------------------------ */
+#define LOG_SLOTS 8
+typedef struct {
+    char kernel[64];
+    unsigned grid[3], block[3];
+    CUstream stream;
+} log_entry;
+static struct {
+    log_entry ring[LOG_SLOTS];
+    unsigned long long count; /* launches since the last sync covering everything */
+} lg;
+
+void gl_log_launch(const char *kernel, const unsigned grid[3], const unsigned block[3],
+                   CUstream stream) {
+    log_entry *e = &lg.ring[lg.count % LOG_SLOTS];
+    size_t n = strlen(kernel);
+    if (n >= sizeof e->kernel) n = sizeof e->kernel - 1;
+    memcpy(e->kernel, kernel, n);
+    e->kernel[n] = '\0';
+    memcpy(e->grid, grid, sizeof e->grid);
+    memcpy(e->block, block, sizeof e->block);
+    e->stream = stream;
+    lg.count++;
+}
+
+void gl_log_sync_ok(CUstream stream) {
+    /* A stream sync proves only that stream's work done; keep it simple and exact: forget
+     * everything only on a full sync, and on a stream sync drop that stream's trailing entries. */
+    if (stream == NULL) {
+        lg.count = 0;
+        return;
+    }
+    while (lg.count > 0 && lg.ring[(lg.count - 1) % LOG_SLOTS].stream == stream) lg.count--;
+}
+
+static void fmt_dim(char *buf, size_t len, const unsigned d[3]) {
+    if (d[1] == 1 && d[2] == 1)
+        snprintf(buf, len, "%u", d[0]);
+    else
+        snprintf(buf, len, "(%u,%u,%u)", d[0], d[1], d[2]);
+}
+
+void gl_log_describe(luaL_Buffer *b) {
+    if (lg.count == 0) {
+        luaL_addstring(b, "; no launches since the last good sync");
+        return;
+    }
+    char line[256], g[48], k[48];
+    snprintf(line, sizeof line, "; %llu launch%s since the last good sync", lg.count,
+             lg.count == 1 ? "" : "es");
+    luaL_addstring(b, line);
+    unsigned long long shown = lg.count < LOG_SLOTS ? lg.count : LOG_SLOTS;
+    if (lg.count > shown) {
+        snprintf(line, sizeof line, " (last %llu shown)", shown);
+        luaL_addstring(b, line);
+    }
+    luaL_addstring(b, ":");
+    for (unsigned long long i = lg.count - shown; i < lg.count; i++) {
+        const log_entry *e = &lg.ring[i % LOG_SLOTS];
+        fmt_dim(g, sizeof g, e->grid);
+        fmt_dim(k, sizeof k, e->block);
+        snprintf(line, sizeof line, " %s<<<%s, %s>>>%s", e->kernel, g, k,
+                 e->stream ? " on a stream" : " on the default stream");
+        luaL_addstring(b, line);
+        if (i + 1 < lg.count) luaL_addstring(b, ",");
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Waiting with a deadline. A stream is polled with cuStreamQuery; the whole context is waited
+ * for by a helper thread in cuCtxSynchronize, because the driver offers no context query.
+ * ------------------------------------------------------------------------------------------ */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    CUresult result;
+    int refs; /* the waiter and the thread; the last one frees */
+} ctx_waiter;
+
+static void waiter_unref(ctx_waiter *w) {
+    pthread_mutex_lock(&w->mu);
+    int left = --w->refs;
+    pthread_mutex_unlock(&w->mu);
+    if (left == 0) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+    }
+}
+
+static void *ctx_sync_thread(void *arg) {
+    ctx_waiter *w = arg;
+    gl_cu.cuCtxSetCurrent(ctx.ctx);
+    CUresult r = gl_cu.cuCtxSynchronize();
+    pthread_mutex_lock(&w->mu);
+    w->result = r;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    waiter_unref(w);
+    return NULL;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static __attribute__((noreturn)) void raise_timeout(lua_State *L, const char *fn, double t) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_pushfstring(L, "%s: timed out after %f s waiting for the GPU", fn, t);
+    luaL_addvalue(&b);
+    gl_log_describe(&b);
+    luaL_addstring(&b, " (the work is still running; a kernel that never ends needs a restart)");
+    luaL_pushresult(&b);
+    lua_error(L);
+    abort();
+}
+
+/* Returns true when done, false on timeout; *res holds the sync's result when done. */
+static bool ctx_sync_deadline(double timeout_s, CUresult *res) {
+    ctx_waiter *w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        *res = gl_cu.cuCtxSynchronize();
+        return true;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->refs = 2;
+    pthread_t th;
+    if (pthread_create(&th, NULL, ctx_sync_thread, w) != 0) {
+        w->refs = 1;
+        waiter_unref(w);
+        *res = gl_cu.cuCtxSynchronize();
+        return true;
+    }
+    pthread_detach(th);
+    double end = now_s() + timeout_s;
+    struct timespec abs;
+    clock_gettime(CLOCK_REALTIME, &abs);
+    double frac = abs.tv_nsec * 1e-9 + timeout_s;
+    abs.tv_sec += (time_t)frac;
+    abs.tv_nsec = (long)((frac - (double)(time_t)frac) * 1e9);
+    pthread_mutex_lock(&w->mu);
+    while (!w->done && now_s() < end)
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &abs) == ETIMEDOUT) break;
+    bool done = w->done;
+    *res = w->result;
+    pthread_mutex_unlock(&w->mu);
+    waiter_unref(w);
+    return done;
+}
+
+void gl_wait(lua_State *L, CUstream stream, double timeout_s, const char *fn) {
+    gl_require_gpu(L, fn);
+    CUresult r;
+    if (timeout_s < 0) {
+        r = stream ? gl_cu.cuStreamSynchronize(stream) : gl_cu.cuCtxSynchronize();
+    } else if (stream == NULL) {
+        if (!ctx_sync_deadline(timeout_s, &r)) raise_timeout(L, fn, timeout_s);
+    } else {
+        double end = now_s() + timeout_s;
+        long sleep_ns = 2000;
+        for (;;) {
+            r = gl_cu.cuStreamQuery(stream);
+            if (r != CUDA_ERROR_NOT_READY) break;
+            if (now_s() >= end) raise_timeout(L, fn, timeout_s);
+            struct timespec ts = {0, sleep_ns};
+            nanosleep(&ts, NULL);
+            if (sleep_ns < 1000000) sleep_ns *= 2;
+        }
+    }
+    if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, stream ? "stream sync" : "context sync");
+    if (stream == NULL) gl_done_seq = gl_work_seq;
+    gl_log_sync_ok(stream);
+    gl_release_drain();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * cuda.available, cuda.version, cuda.sync, cuda.stats
+ * ------------------------------------------------------------------------------------------ */
+static int l_available(lua_State *L) {
+    const char *why;
+    if (!gl_driver_open(&why)) {
+        lua_pushboolean(L, 0);
+        lua_pushstring(L, why);
+        return 2;
+    }
+    int n = 0;
+    CUresult r = gl_cu.cuDeviceGetCount(&n);
+    if (r != CUDA_SUCCESS || n == 0) {
+        char name[96];
+        lua_pushboolean(L, 0);
+        if (r != CUDA_SUCCESS)
+            lua_pushfstring(L, "the CUDA driver reports no device: %s",
+                            gl_cuda_error_name(r, name, sizeof name));
+        else
+            lua_pushstring(L, "the CUDA driver reports no device");
+        return 2;
+    }
+    if (ctx.poisoned[0]) {
+        lua_pushboolean(L, 0);
+        lua_pushstring(L, ctx.poisoned);
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+extern void gl_push_nvrtc_version(lua_State *L); /* nvrtc.c */
+
+static int l_version(lua_State *L) {
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, GPULAB_VERSION);
+    lua_setfield(L, -2, "gpulab");
+    lua_pushstring(L, LUA_RELEASE);
+    lua_setfield(L, -2, "lua");
+    gl_push_nvrtc_version(L);
+    lua_setfield(L, -2, "nvrtc");
+    if (gl_driver_open(NULL)) {
+        int v = gl_driver_version();
+        lua_pushfstring(L, "%d.%d", v / 1000, (v % 1000) / 10);
+        lua_setfield(L, -2, "driver");
+    }
+    return 1;
+}
+
+static int l_sync(lua_State *L) {
+    double timeout = -1;
+    if (!lua_isnoneornil(L, 1)) {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        static const char *const known[] = {"timeout", NULL};
+        gl_check_known_fields(L, 1, known, "cuda.sync");
+        timeout = gl_opt_num_field(L, 1, "timeout", -1, "cuda.sync");
+        if (timeout != -1 && !(timeout >= 0)) luaL_error(L, "cuda.sync: timeout must be >= 0 seconds");
+    }
+    gl_wait(L, NULL, timeout, "cuda.sync");
+    return 0;
+}
+
+static int l_stats(lua_State *L) {
+    gl_release_drain();
+    lua_createtable(L, 0, 12);
+#define F(name)                                                                                \
+    lua_pushinteger(L, gl_live.name);                                                          \
+    lua_setfield(L, -2, #name);
+    F(arrays) F(hosts) F(modules) F(streams) F(events) F(graphs) F(tensormaps) F(prepared)
+    F(device_bytes) F(pinned_bytes)
+#undef F
+    lua_pushinteger(L, gl_release_pending());
+    lua_setfield(L, -2, "deferred");
+    return 1;
+}
+
+/* Device memory as the driver sees it: free, total (bytes). */
+static int l_mem_info(lua_State *L) {
+    gl_require_gpu(L, "cuda.mem_info");
+    size_t fr = 0, total = 0;
+    GL_CHECK(L, gl_cu.cuMemGetInfo(&fr, &total), "cuda.mem_info", "cuMemGetInfo");
+    lua_pushinteger(L, (lua_Integer)fr);
+    lua_pushinteger(L, (lua_Integer)total);
+    return 2;
+}
+
+static int l_poisoned(lua_State *L) {
+    const char *p = gl_poisoned_reason();
+    if (p) lua_pushstring(L, p); else lua_pushnil(L);
+    return 1;
+}
+
+void gl_open_driver(lua_State *L) {
+    static const luaL_Reg fns[] = {
+        {"available", l_available}, {"version", l_version}, {"sync", l_sync},
+        {"stats", l_stats},         {"mem_info", l_mem_info}, {"poisoned", l_poisoned},
+        {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
+}

@@ -1,0 +1,3 @@
+/* tensormap.c — placeholder until this binding is written. */
+#include "gpulab.h"
+void gl_open_tensormap(lua_State *L) { (void)L; }

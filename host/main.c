@@ -1,0 +1,217 @@
+/*
+ * main.c — the gpulab command line. It follows lua(1): options run in order, then the script
+ * with its `arg` table, then the REPL when asked for (or when there is nothing else to do).
+ */
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpulab.h"
+#include "host.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: %s [options] [script [args...]]\n"
+            "Available options are:\n"
+            "  -e stat          execute string 'stat'\n"
+            "  -i               enter interactive mode after running the script\n"
+            "  -l mod           require library 'mod' into global 'mod'\n"
+            "  -l g=mod         require library 'mod' into global 'g'\n"
+            "  -v               show version information\n"
+            "  --sanitize=TOOL  re-run under compute-sanitizer (memcheck, racecheck, synccheck,\n"
+            "                   initcheck); kernels are compiled with line info\n"
+            "  --watch          re-run the script whenever it, a module it required or a kernel\n"
+            "                   it compiled changes\n"
+            "  --json FILE      write lab results to FILE (read by gpulab.lab)\n"
+            "  --help           show this help\n"
+            "  --               stop handling options\n"
+            "  -                stop handling options and execute stdin\n"
+            "With no script, gpulab starts the REPL when stdin is a terminal and runs stdin "
+            "otherwise.\n",
+            gl_progname);
+}
+
+typedef struct {
+    bool interactive, version, has_e, watch;
+    const char *sanitize, *json;
+    int script;       /* index of the script in argv, 0 if none */
+    int first_action; /* index where -e/-l start being processed */
+} cli;
+
+/* Scans argv the way lua(1) does; returns false (after printing why) on a bad option. */
+static bool parse_args(int argc, char **argv, cli *o) {
+    memset(o, 0, sizeof *o);
+    int i;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-') break;
+        if (strcmp(a, "--") == 0) { i++; break; }
+        if (strcmp(a, "-") == 0) break;
+        if (strcmp(a, "-i") == 0) { o->interactive = o->version = true; continue; }
+        if (strcmp(a, "-v") == 0) { o->version = true; continue; }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); exit(EXIT_SUCCESS); }
+        if (strcmp(a, "--watch") == 0) { o->watch = true; continue; }
+        if (strncmp(a, "--sanitize=", 11) == 0) { o->sanitize = a + 11; continue; }
+        if (strcmp(a, "--sanitize") == 0) { o->sanitize = "memcheck"; continue; }
+        if (strcmp(a, "--json") == 0 || strncmp(a, "--json=", 7) == 0) {
+            if (a[6] == '=') o->json = a + 7;
+            else if (i + 1 < argc) o->json = argv[++i];
+            if (o->json == NULL || *o->json == '\0') {
+                fprintf(stderr, "%s: '--json' needs a file name\n", gl_progname);
+                return false;
+            }
+            continue;
+        }
+        if (strcmp(a, "-e") == 0 || strcmp(a, "-l") == 0 || strncmp(a, "-e", 2) == 0 ||
+            strncmp(a, "-l", 2) == 0) {
+            if (a[1] == 'e') o->has_e = true;
+            if (a[2] == '\0') {
+                if (i + 1 >= argc || argv[i + 1][0] == '-') {
+                    fprintf(stderr, "%s: '%s' needs argument\n", gl_progname, a);
+                    usage(stderr);
+                    return false;
+                }
+                i++;
+            }
+            continue;
+        }
+        fprintf(stderr, "%s: unrecognized option '%s'\n", gl_progname, a);
+        usage(stderr);
+        return false;
+    }
+    o->script = i < argc ? i : 0;
+    return true;
+}
+
+/* The `arg` table: script at 0, its arguments at 1.., interpreter and options at negatives. */
+static void create_arg_table(lua_State *L, int argc, char **argv, int script) {
+    /* no script: the interpreter's name is arg[0], as lua(1) does */
+    lua_createtable(L, argc - script, script + 1);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i - script);
+    }
+    lua_setglobal(L, "arg");
+}
+
+static int run_chunk_status(lua_State *L, int status) {
+    if (status == LUA_OK) status = gl_docall(L, 0, 0);
+    return gl_report(L, status);
+}
+
+static int run_string(lua_State *L, const char *s) {
+    return run_chunk_status(L, gl_loadbuffer_text(L, s, strlen(s), "=(command line)"));
+}
+
+static int run_require(lua_State *L, const char *spec) {
+    const char *eq = strchr(spec, '=');
+    const char *mod = eq ? eq + 1 : spec;
+    lua_getglobal(L, "require");
+    lua_pushstring(L, mod);
+    int status = gl_docall(L, 1, 1);
+    if (status == LUA_OK) {
+        if (eq) lua_pushlstring(L, spec, (size_t)(eq - spec)); else lua_pushstring(L, mod);
+        lua_insert(L, -2);
+        lua_setglobal(L, lua_tostring(L, -2));
+        lua_pop(L, 1);
+    }
+    return gl_report(L, status);
+}
+
+static int run_actions(lua_State *L, char **argv, int until) {
+    for (int i = 1; i < until; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || (a[1] != 'e' && a[1] != 'l')) {
+            if (strcmp(a, "--json") == 0) i++;
+            continue;
+        }
+        if (strncmp(a, "--", 2) == 0) continue;
+        const char *val = a[2] ? a + 2 : argv[++i];
+        int st = a[1] == 'e' ? run_string(L, val) : run_require(L, val);
+        if (st != LUA_OK) return st;
+    }
+    return LUA_OK;
+}
+
+static int run_script(lua_State *L, int argc, char **argv, int script) {
+    const char *path = argv[script];
+    if (strcmp(path, "-") == 0 && (script == 0 || strcmp(argv[script - 1], "--") != 0)) path = NULL;
+    int status = gl_loadfile_text(L, path);
+    if (status == LUA_OK) {
+        int n = argc - script - 1;
+        luaL_checkstack(L, n + 3, "too many arguments to script");
+        for (int i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);
+        status = gl_docall(L, n, LUA_MULTRET);
+    }
+    return gl_report(L, status);
+}
+
+static void print_version(void) {
+    printf("gpulab %s  (%s, NVRTC and the CUDA driver API)\n", GPULAB_VERSION, LUA_RELEASE);
+    fflush(stdout);
+}
+
+typedef struct {
+    int argc;
+    char **argv;
+    cli *o;
+    int exit_status;
+} main_args;
+
+static int pmain(lua_State *L) {
+    main_args *m = lua_touserdata(L, 1);
+    cli *o = m->o;
+    luaL_checkversion(L);
+    gl_setup_state(L, m->argv[0]);
+    if (o->json) {
+        lua_pushstring(L, o->json);
+        lua_setfield(L, LUA_REGISTRYINDEX, "gpulab.json");
+    }
+    create_arg_table(L, m->argc, m->argv, o->script);
+    if (o->version) print_version();
+    int until = o->script ? o->script : m->argc;
+    if (run_actions(L, m->argv, until) != LUA_OK) return 0;
+    if (o->script) {
+        if (run_script(L, m->argc, m->argv, o->script) != LUA_OK) return 0;
+    }
+    if (o->interactive) {
+        m->exit_status = gl_repl(L, getenv("GPULAB_REPLAY"));
+        return 0;
+    }
+    if (o->script == 0 && !o->has_e && !o->version) {
+        if (isatty(STDIN_FILENO)) {
+            m->exit_status = gl_repl(L, getenv("GPULAB_REPLAY"));
+        } else if (run_script(L, 1, (char *[]){"-", NULL}, 0) != LUA_OK) {
+            return 0;
+        }
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argv[0] && argv[0][0]) gl_progname = argv[0];
+    cli o;
+    if (!parse_args(argc, argv, &o)) return EXIT_FAILURE;
+    if (o.sanitize) return gl_sanitize_run(argc, argv, o.sanitize);
+    if (o.watch) return gl_watch_run(argc, argv);
+
+    lua_State *L = luaL_newstate();
+    if (L == NULL) {
+        fprintf(stderr, "%s: cannot create the Lua state: not enough memory\n", gl_progname);
+        return EXIT_FAILURE;
+    }
+    main_args m = {argc, argv, &o, EXIT_SUCCESS};
+    lua_pushcfunction(L, pmain);
+    lua_pushlightuserdata(L, &m);
+    int status = lua_pcall(L, 1, 1, 0);
+    int ok = lua_toboolean(L, -1);
+    gl_report(L, status);
+    lua_close(L);
+    if (status != LUA_OK || !ok) return EXIT_FAILURE;
+    return m.exit_status;
+}
