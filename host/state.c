@@ -98,6 +98,13 @@ static int l_load_text(lua_State *L) {
         const char *mode = luaL_checkstring(L, 3);
         if (strchr(mode, 'b')) return luaL_error(L, "bad argument #3 to 'load' (gpulab loads text chunks only)");
     }
+    size_t len;
+    const char *chunk = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &len) : NULL;
+    if (chunk && len > 0 && chunk[0] == LUA_SIGNATURE[0]) {
+        luaL_pushfail(L);
+        lua_pushliteral(L, "precompiled binary chunks are refused; gpulab loads source text only");
+        return 2;
+    }
     lua_pushliteral(L, "t");
     lua_replace(L, 3);
     lua_pushvalue(L, lua_upvalueindex(1));

@@ -1,0 +1,61 @@
+-- t.lua — the tiny assertion library the Lua tests share.
+-- Usage: local T = dofile("tests/lua/t.lua"); T.test("name", function() ... end); T.done()
+local T = { passed = 0, failed = 0, skipped = 0 }
+
+local function fmt(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  return tostring(v)
+end
+
+function T.eq(got, want, what)
+  if got ~= want then
+    error(string.format("%sexpected %s, got %s", what and (what .. ": ") or "", fmt(want), fmt(got)), 2)
+  end
+end
+
+function T.ok(cond, what)
+  if not cond then error("assertion failed: " .. (what or "?"), 2) end
+end
+
+function T.near(got, want, tol, what)
+  if math.abs(got - want) > tol then
+    error(string.format("%sexpected %s ± %s, got %s", what and (what .. ": ") or "", want, tol, got), 2)
+  end
+end
+
+-- Calls fn and checks that it raises an error whose message contains `pattern` (plain text).
+function T.raises(fn, pattern, what)
+  local ok, err = pcall(fn)
+  if ok then error((what or "call") .. ": expected an error matching " .. fmt(pattern) .. ", got none", 2) end
+  err = tostring(err)
+  if pattern and not err:find(pattern, 1, true) then
+    error((what or "call") .. ": error " .. fmt(err) .. " does not contain " .. fmt(pattern), 2)
+  end
+  return err
+end
+
+function T.test(name, fn)
+  local ok, err = xpcall(fn, debug.traceback)
+  if ok then
+    T.passed = T.passed + 1
+  else
+    T.failed = T.failed + 1
+    io.stderr:write("FAIL ", name, ": ", tostring(err), "\n")
+  end
+end
+
+-- Without a usable device a GPU test file calls this: ctest maps exit code 77 to "skipped".
+function T.require_gpu()
+  local ok, why = cuda.available()
+  if not ok then
+    print("skipped: " .. tostring(why))
+    os.exit(77)
+  end
+end
+
+function T.done()
+  print(string.format("%d passed, %d failed", T.passed, T.failed))
+  os.exit(T.failed == 0 and 0 or 1)
+end
+
+return T
