@@ -1,0 +1,73 @@
+/*
+ * objects.h — the userdata types that more than one binding reads. Each is owned by one file
+ * (named beside it), which alone creates, frees and prints it; others only use check_*/test_*.
+ */
+#ifndef GPULAB_OBJECTS_H
+#define GPULAB_OBJECTS_H
+
+#include "gpulab.h"
+
+/* dtypes ------------------------------------------------------------------ memory.c/dtype.c */
+typedef enum gl_dtype {
+    GL_F16, GL_BF16, GL_F32, GL_F64,
+    GL_I8, GL_I16, GL_I32, GL_I64,
+    GL_U8, GL_U16, GL_U32, GL_U64,
+    GL_DTYPE_COUNT
+} gl_dtype;
+/* Returns -1 for an unknown name. */
+int gl_dtype_from_name(const char *name);
+const char *gl_dtype_name(gl_dtype t);
+size_t gl_dtype_size(gl_dtype t);
+
+#define GL_MAX_DIMS 8
+
+/* Device array "cuda.array" ------------------------------------------------------ memory.c */
+#define GL_ARRAY_T "cuda.array"
+typedef struct gl_array {
+    CUdeviceptr ptr;      /* 0 once freed */
+    size_t nbytes, numel;
+    gl_dtype dtype;
+    int ndim;
+    int64_t shape[GL_MAX_DIMS];
+    gl_use use;           /* mark on every submission that reads or writes it */
+} gl_array;
+/* Raise "fn: argument #n: expected cuda.array, got X" / "... cuda.array was freed". */
+gl_array *gl_check_array(lua_State *L, int idx, const char *fn);
+gl_array *gl_test_array(lua_State *L, int idx); /* NULL if not an array (freed ones included) */
+
+/* Host array "cuda.host" --------------------------------------------------------- memory.c */
+#define GL_HOST_T "cuda.host"
+typedef struct gl_host {
+    void *data;           /* NULL once freed */
+    size_t nbytes, numel;
+    gl_dtype dtype;
+    int ndim;
+    int64_t shape[GL_MAX_DIMS];
+    bool pinned;
+    gl_use use;           /* async copies from/to pinned memory mark it */
+} gl_host;
+gl_host *gl_check_host(lua_State *L, int idx, const char *fn);
+gl_host *gl_test_host(lua_State *L, int idx);
+
+/* Stream "cuda.stream" ----------------------------------------------------------- stream.c */
+#define GL_STREAM_T "cuda.stream"
+typedef struct gl_stream {
+    CUstream handle;      /* valid while track != NULL */
+    gl_stream_track *track; /* NULL once freed */
+    int priority;
+    bool nonblocking;
+} gl_stream;
+gl_stream *gl_test_stream(lua_State *L, int idx);
+/* Resolves an optional stream argument: nil/none -> the default stream's track. */
+gl_stream_track *gl_opt_stream_track(lua_State *L, int idx, const char *fn);
+
+/* Tensor map "cuda.tensormap" -------------------------------------------------- tensormap.c */
+#define GL_TENSORMAP_T "cuda.tensormap"
+typedef struct gl_tensormap {
+    CUtensorMap map;      /* 64-byte aligned, 128 bytes: passed by value to kernels */
+    bool valid;           /* false once freed */
+    gl_use use;
+} gl_tensormap;
+gl_tensormap *gl_test_tensormap(lua_State *L, int idx);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * fake.h — shared by the files of the driver stand-in (libfakecuda.so). Functions named
+ * fake_<driver name> (fake_cuMemAlloc for cuMemAlloc) are what cuGetProcAddress hands out;
+ * any entry point without one answers CUDA_ERROR_NOT_SUPPORTED.
+ *
+ * Fault injection, read from the environment once (fake_core.c):
+ *   GPULAB_FAKE_FAIL=name:code[:nth]   the nth call (default 1st) of `name` returns `code`;
+ *                                       several specs separated by commas
+ *   GPULAB_FAKE_HANG=1                  work never completes: queries say NOT_READY, syncs block
+ *                                       (cuStreamSynchronize/cuCtxSynchronize/cuEventSynchronize
+ *                                       sleep forever)
+ *   GPULAB_FAKE_LOG=path                append one line per recorded call (launches with their
+ *                                       packed arguments in hex, copies, frees)
+ *   GPULAB_FAKE_DEVICES=n               number of devices (default 1)
+ * A sticky code (700, ...) makes every later call fail with the same code, as a real context.
+ */
+#ifndef GPULAB_FAKE_H
+#define GPULAB_FAKE_H
+
+#include <cuda.h>
+#include <stdbool.h>
+
+/* Call first in every fake entry point: returns the injected or sticky error, or CUDA_SUCCESS. */
+CUresult fake_enter(const char *name);
+bool fake_hang(void);
+/* printf-style line into GPULAB_FAKE_LOG (no-op without it). */
+void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define FAKE_ENTER(name)                                                                        \
+    do {                                                                                        \
+        CUresult fr_ = fake_enter(name);                                                        \
+        if (fr_ != CUDA_SUCCESS) return fr_;                                                    \
+    } while (0)
+
+#endif
