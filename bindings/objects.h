@@ -1,6 +1,6 @@
 /*
  * objects.h — the userdata types that more than one binding reads. Each is owned by one file
- * (named beside it), which alone creates, frees and prints it; others only use check_*/test_*.
+ * (named beside it), which alone creates, frees and prints it; others only use the check and test functions.
  */
 #ifndef GPULAB_OBJECTS_H
 #define GPULAB_OBJECTS_H
