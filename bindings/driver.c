@@ -33,12 +33,20 @@ static struct {
 typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
                                 CUdriverProcAddressQueryResult *);
 
+/* cuda.h's plain prototype is what gl_cu's field types follow. Where CUDA 13 added a new version
+ * under the same base name with a different signature and no macro (cuCtxSynchronize_v2 takes a
+ * context), ask for the version that matches the plain prototype. */
+static int proc_version(const char *name) {
+    if (strcmp(name, "cuCtxSynchronize") == 0) return 2000;
+    return CUDA_VERSION;
+}
+
 static bool fetch_entry_points(get_proc_fn get_proc) {
 #define GL_FETCH(name)                                                                          \
     {                                                                                           \
         void *p = NULL;                                                                         \
         CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;                        \
-        if (get_proc(#name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS \
+        if (get_proc(#name, &p, proc_version(#name), CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS \
             || p == NULL) {                                                                     \
             snprintf(drv.reason_buf, sizeof drv.reason_buf,                                     \
                      "the CUDA driver has no entry point %s for CUDA %d (driver too old?)",     \
