@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
-# Builds gpulab and runs every test (ctest: unit, Lua, CLI, REPL, stand-in driver; GPU tests
-# are skipped without a device), then luacheck.
+# Builds gpulab and runs every test: luacheck, then ctest (C unit tests, Lua tests, CLI and REPL
+# tests, the driver stand-in; GPU tests report as skipped without a device), then the same CPU
+# tests again on an AddressSanitizer + UndefinedBehaviorSanitizer build.
+# GPULAB_TEST_QUICK=1 skips the sanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+
+luacheck --quiet lua labs tests tools
+
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
-luacheck --quiet lua labs tests
 ctest --test-dir build --output-on-failure -j"$jobs"
+
+if [ "${GPULAB_TEST_QUICK:-0}" != 1 ]; then
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGPULAB_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j"$jobs"
+  export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:halt_on_error=1
+  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE 'gpu|nosan'
+fi
