@@ -1,0 +1,129 @@
+-- api_driver.lua — turns fuzz bytes into a sequence of gpulab API calls (used by fuzz_api.c and
+-- by tests/lua/test_api_sequences.lua with pseudo-random bytes). Every call runs under pcall:
+-- errors are the expected answer to bad input; only crashes and sanitizer reports are findings.
+local bytes = ...
+local pos = 0
+
+local function byte()
+  pos = pos + 1
+  if pos > #bytes then return nil end
+  return bytes:byte(pos)
+end
+
+local function pick(list)
+  local b = byte() or 0
+  return list[b % #list + 1]
+end
+
+-- Objects made so far, so later calls can use (and misuse) them.
+local pool = {}
+
+local scalars = {
+  function() return nil end,
+  function() return 0 end,
+  function() return 1 end,
+  function() return -1 end,
+  function() return 0.5 end,
+  function() return 0 / 0 end,
+  function() return math.huge end,
+  function() return math.maxinteger end,
+  function() return math.mininteger end,
+  function() return 1 << 40 end,
+  function() return (byte() or 0) + 1 end,
+  function() return "f32" end,
+  function() return "f16" end,
+  function() return "u8" end,
+  function() return "nope" end,
+  function() return "" end,
+  function() return {} end,
+  function() return { 4, 4 } end,
+  function() return { 1 << 31, 1 << 31, 1 << 31 } end,
+  function() return { grid = byte() or 1, block = 32 } end,
+  function() return { pinned = true } end,
+  function() return { timeout = 0.01 } end,
+  function() return { dtype = "f16", dims = { 64, 64 }, box = { 64, 64 } } end,
+  function() return print end,
+  function() return pool[#pool > 0 and ((byte() or 0) % #pool + 1) or 1] end,
+  function() return pool[#pool > 0 and ((byte() or 0) % #pool + 1) or 1] end,
+}
+
+local function arg()
+  return pick(scalars)()
+end
+
+local function args(n)
+  local t = {}
+  for i = 1, n do t[i] = arg() end
+  return t
+end
+
+-- Functions of the cuda table, except ones that would leave the process or take seconds.
+local skip = { run_isolated = true, compile = true, compile_file = true, bench = true }
+local entry_points = {}
+for name, fn in pairs(cuda) do
+  if type(fn) == "function" and not skip[name] then entry_points[#entry_points + 1] = fn end
+end
+table.sort(entry_points, function(a, b) return tostring(a) < tostring(b) end)
+
+local function methods_of(obj)
+  local mt = debug.getmetatable(obj)
+  if type(mt) ~= "table" then return {} end
+  local out = {}
+  local idx = rawget(mt, "__index")
+  if type(idx) == "table" then
+    for k, v in pairs(idx) do
+      if type(v) == "function" then out[#out + 1] = { k, v } end
+    end
+  end
+  for _, k in ipairs({ "__gc", "__close", "__tostring", "__len", "__index", "__newindex", "__call" }) do
+    if type(rawget(mt, k)) == "function" then out[#out + 1] = { k, rawget(mt, k) } end
+  end
+  table.sort(out, function(a, b) return a[1] < b[1] end)
+  return out
+end
+
+local function remember(...)
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if type(v) == "userdata" or (type(v) == "table" and getmetatable(v) ~= nil) then
+      pool[#pool + 1] = v
+      if #pool > 32 then table.remove(pool, 1) end
+    end
+  end
+end
+
+local steps = 0
+while pos < #bytes and steps < 200 do
+  steps = steps + 1
+  local op = byte() % 8
+  if op <= 2 and #entry_points > 0 then
+    local fn = pick(entry_points)
+    local a = args((byte() or 0) % 4)
+    remember(select(2, pcall(fn, table.unpack(a, 1, 4))))
+  elseif op <= 5 and #pool > 0 then
+    local obj = pick(pool)
+    local ms = methods_of(obj)
+    if #ms > 0 then
+      local m = pick(ms)
+      local a = args((byte() or 0) % 3)
+      -- self is usually the object, sometimes another one or garbage (wrong self)
+      local self = ((byte() or 0) % 5 == 0) and arg() or obj
+      remember(select(2, pcall(m[2], self, a[1], a[2], a[3])))
+    end
+  elseif op == 6 then
+    if (byte() or 0) % 2 == 0 then collectgarbage() else collectgarbage("step", 10) end
+  else
+    -- field reads and writes on objects, including unknown keys
+    local obj = #pool > 0 and pick(pool) or nil
+    if obj ~= nil then
+      local key = pick({ "ptr", "dtype", "shape", "numel", "nbytes", "name", "params", "box_bytes", 1, 0, -1,
+        1 << 40, "nope" })
+      pcall(function() return obj[key] end)
+      pcall(function() obj[key] = arg() end)
+      pcall(tostring, obj)
+    end
+  end
+end
+pool = nil
+collectgarbage()
+collectgarbage()
