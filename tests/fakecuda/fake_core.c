@@ -1,0 +1,775 @@
+/*
+ * fake_core.c — the heart of the driver stand-in (libfakecuda.so): entry-point lookup, fault
+ * injection, the call log, devices, the primary context, modules, functions and launches.
+ *
+ * Nothing here runs a kernel. cuLaunchKernel checks its arguments the way the driver does and
+ * writes one log line with the packed parameter bytes, so tests can check argument packing
+ * byte for byte. Module images are searched for `.entry NAME(` (PTX, or PTX text embedded in
+ * any image) to learn parameter lists, `.maxnreg`/`.maxntid` and static `.shared` sizes.
+ */
+#define _GNU_SOURCE
+#include "fake.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------------------------
+ * Environment: injected failures, hang, log, device count (read once).
+ * ------------------------------------------------------------------------------------------ */
+#define MAX_FAIL_SPECS 16
+typedef struct {
+    char name[64];
+    int code;
+    long nth;   /* which call fails (1-based) */
+    long calls; /* calls seen so far */
+} fail_spec;
+
+static struct {
+    int ready;
+    fail_spec fails[MAX_FAIL_SPECS];
+    int nfails;
+    int hang;
+    int devices;
+    FILE *log;
+    CUresult sticky; /* once set, every call answers it */
+} env;
+
+static int is_sticky_code(int code) {
+    switch (code) {
+    case 214: /* ECC_UNCORRECTABLE */
+    case 700: case 702: case 709: case 710: case 714: case 715: case 716: case 717:
+    case 718: case 719:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void parse_fail_specs(const char *s) {
+    while (s && *s && env.nfails < MAX_FAIL_SPECS) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        char spec[128];
+        if (len < sizeof spec) {
+            memcpy(spec, s, len);
+            spec[len] = '\0';
+            char *c1 = strchr(spec, ':');
+            if (c1) {
+                *c1 = '\0';
+                fail_spec *f = &env.fails[env.nfails];
+                snprintf(f->name, sizeof f->name, "%.63s", spec);
+                char *c2 = strchr(c1 + 1, ':');
+                if (c2) *c2 = '\0';
+                f->code = atoi(c1 + 1);
+                f->nth = c2 ? atol(c2 + 1) : 1;
+                if (f->nth < 1) f->nth = 1;
+                if (f->code != 0) env.nfails++;
+            }
+        }
+        s = end ? end + 1 : NULL;
+    }
+}
+
+static void env_init(void) {
+    if (env.ready) return;
+    env.ready = 1;
+    parse_fail_specs(getenv("GPULAB_FAKE_FAIL"));
+    const char *h = getenv("GPULAB_FAKE_HANG");
+    env.hang = h && *h && strcmp(h, "0") != 0;
+    const char *d = getenv("GPULAB_FAKE_DEVICES");
+    env.devices = d && *d ? atoi(d) : 1;
+    if (env.devices < 0) env.devices = 0;
+    const char *lp = getenv("GPULAB_FAKE_LOG");
+    if (lp && *lp) env.log = fopen(lp, "a");
+}
+
+CUresult fake_enter(const char *name) {
+    env_init();
+    if (env.sticky != CUDA_SUCCESS) return env.sticky;
+    for (int i = 0; i < env.nfails; i++) {
+        fail_spec *f = &env.fails[i];
+        if (strcmp(f->name, name) != 0) continue;
+        if (++f->calls != f->nth) continue;
+        fake_log("fail %s %d", name, f->code);
+        if (is_sticky_code(f->code)) env.sticky = (CUresult)f->code;
+        return (CUresult)f->code;
+    }
+    return CUDA_SUCCESS;
+}
+
+bool fake_hang(void) {
+    env_init();
+    return env.hang != 0;
+}
+
+void fake_log(const char *fmt, ...) {
+    env_init();
+    if (env.log == NULL) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(env.log, fmt, ap);
+    va_end(ap);
+    fputc('\n', env.log);
+    fflush(env.log);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Entry points: cuGetProcAddress hands out fake_<name>, or a function that says "not supported".
+ * ------------------------------------------------------------------------------------------ */
+static CUresult not_supported(void) { return CUDA_ERROR_NOT_SUPPORTED; }
+
+/* This library's own handle: it is loaded RTLD_LOCAL, so RTLD_DEFAULT would not see it. */
+static void *self_handle(void) {
+    static void *self;
+    if (self == NULL) {
+        Dl_info info;
+        if (dladdr((void *)not_supported, &info) && info.dli_fname)
+            self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+        if (self == NULL) self = RTLD_DEFAULT;
+    }
+    return self;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status) {
+    (void)version;
+    (void)flags;
+    if (symbol == NULL || pfn == NULL) return CUDA_ERROR_INVALID_VALUE;
+    char name[160];
+    snprintf(name, sizeof name, "fake_%s", symbol);
+    void *p = dlsym(self_handle(), name);
+    if (p == NULL) p = (void *)not_supported;
+    *pfn = p;
+    if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Driver, errors.
+ * ------------------------------------------------------------------------------------------ */
+CUresult fake_cuInit(unsigned flags) {
+    FAKE_ENTER("cuInit");
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (env.devices == 0) return CUDA_ERROR_NO_DEVICE;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDriverGetVersion(int *v) {
+    FAKE_ENTER("cuDriverGetVersion");
+    if (v == NULL) return CUDA_ERROR_INVALID_VALUE;
+    *v = 13000;
+    return CUDA_SUCCESS;
+}
+
+static const struct {
+    int code;
+    const char *name, *text;
+} error_table[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {4, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
+    {214, "CUDA_ERROR_ECC_UNCORRECTABLE", "uncorrectable ECC error encountered"},
+    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {300, "CUDA_ERROR_INVALID_SOURCE", "device kernel image is invalid"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {600, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {702, "CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"},
+    {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+    {710, "CUDA_ERROR_ASSERT", "device-side assert triggered"},
+    {714, "CUDA_ERROR_HARDWARE_STACK_ERROR", "hardware stack error"},
+    {715, "CUDA_ERROR_ILLEGAL_INSTRUCTION", "an illegal instruction was encountered"},
+    {716, "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"},
+    {717, "CUDA_ERROR_INVALID_ADDRESS_SPACE", "operation not supported on global/shared address space"},
+    {718, "CUDA_ERROR_INVALID_PC", "invalid program counter"},
+    {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static int error_index(CUresult r) {
+    for (size_t i = 0; i < sizeof error_table / sizeof error_table[0]; i++)
+        if (error_table[i].code == (int)r) return (int)i;
+    return -1;
+}
+
+/* Like the driver, the error-name functions answer even after a sticky error. */
+CUresult fake_cuGetErrorName(CUresult r, const char **out) {
+    int i = error_index(r);
+    if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if (i < 0) {
+        *out = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *out = error_table[i].name;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGetErrorString(CUresult r, const char **out) {
+    int i = error_index(r);
+    if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if (i < 0) {
+        *out = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *out = error_table[i].text;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Devices: an H100/H200-like Hopper part.
+ * ------------------------------------------------------------------------------------------ */
+#define FAKE_SMEM_OPTIN (227 * 1024)
+#define FAKE_SMEM_PER_SM (228 * 1024)
+#define FAKE_SMEM_RESERVED 1024
+#define FAKE_REGS_PER_SM 65536
+#define FAKE_THREADS_PER_SM 2048
+#define FAKE_BLOCKS_PER_SM 32
+
+static int valid_device(CUdevice d) { return d >= 0 && d < env.devices; }
+
+CUresult fake_cuDeviceGetCount(int *n) {
+    FAKE_ENTER("cuDeviceGetCount");
+    if (n == NULL) return CUDA_ERROR_INVALID_VALUE;
+    *n = env.devices;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGet(CUdevice *d, int ordinal) {
+    FAKE_ENTER("cuDeviceGet");
+    if (d == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+    *d = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetName(char *name, int len, CUdevice d) {
+    FAKE_ENTER("cuDeviceGetName");
+    if (name == NULL || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "gpulab stand-in");
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice d) {
+    FAKE_ENTER("cuDeviceTotalMem");
+    if (bytes == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = (size_t)150754820096ULL; /* 140.4 GiB, as an H200 reports */
+    return CUDA_SUCCESS;
+}
+
+static int device_attribute(CUdevice_attribute a) {
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 48 * 1024;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: return 65536;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH: return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: return 65536;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1980000;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return 512;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED: return 0;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: return 1;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x19;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 3201000;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 6144;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 60 * 1024 * 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return FAKE_THREADS_PER_SM;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 3;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return FAKE_SMEM_PER_SM;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: return FAKE_REGS_PER_SM;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return FAKE_SMEM_OPTIN;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return FAKE_BLOCKS_PER_SM;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: return 48 * 1024 * 1024;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: return FAKE_SMEM_RESERVED;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 1;
+    default: return 0;
+    }
+}
+
+CUresult fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+    FAKE_ENTER("cuDeviceGetAttribute");
+    if (v == NULL || (int)a < 1 || a >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+    *v = device_attribute(a);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Primary contexts: one static object per device; the handle is its address.
+ * ------------------------------------------------------------------------------------------ */
+#define FAKE_MAX_DEVICES 16
+static struct fake_ctx {
+    int device;
+    int refs;
+} contexts[FAKE_MAX_DEVICES];
+static __thread CUcontext current;
+
+CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+    FAKE_ENTER("cuDevicePrimaryCtxRetain");
+    if (c == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d) || d >= FAKE_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    contexts[d].device = d;
+    contexts[d].refs++;
+    *c = (CUcontext)&contexts[d];
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDevicePrimaryCtxRelease(CUdevice d) {
+    FAKE_ENTER("cuDevicePrimaryCtxRelease");
+    if (!valid_device(d) || d >= FAKE_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    if (contexts[d].refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+    contexts[d].refs--;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxSetCurrent(CUcontext c) {
+    FAKE_ENTER("cuCtxSetCurrent");
+    current = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetCurrent(CUcontext *c) {
+    FAKE_ENTER("cuCtxGetCurrent");
+    if (c == NULL) return CUDA_ERROR_INVALID_VALUE;
+    *c = current;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxSynchronize(void) {
+    FAKE_ENTER("cuCtxSynchronize");
+    if (current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+    if (fake_hang())
+        for (;;) pause();
+    fake_log("ctx_sync");
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Reading an image: the text of `.entry NAME(...)` when present.
+ * ------------------------------------------------------------------------------------------ */
+#define FAKE_MAX_PARAMS 64
+typedef struct fake_param {
+    size_t offset, size;
+} fake_param;
+
+typedef struct fake_func {
+    struct fake_func *next;
+    struct fake_module *module;
+    char *name;
+    int nparams; /* -1: unknown (binary image without PTX text) */
+    fake_param params[FAKE_MAX_PARAMS];
+    int regs, static_smem, max_threads, max_dynamic_smem;
+} fake_func;
+
+typedef struct fake_module {
+    char *image;
+    size_t len;
+    fake_func *funcs;
+} fake_module;
+
+static const char *find_bytes(const char *hay, size_t hlen, const char *needle, size_t nlen) {
+    return nlen == 0 ? hay : memmem(hay, hlen, needle, nlen);
+}
+
+static int is_ident(int c) { return isalnum(c) || c == '_' || c == '$' || c == '.'; }
+
+/* The position just after `.entry NAME` (followed by a non-identifier char), or NULL. */
+static const char *find_entry(const char *img, size_t len, const char *name) {
+    size_t nlen = strlen(name);
+    const char *p = img, *end = img + len;
+    while ((p = find_bytes(p, (size_t)(end - p), ".entry", 6)) != NULL) {
+        const char *q = p + 6;
+        while (q < end && isspace((unsigned char)*q)) q++;
+        if ((size_t)(end - q) >= nlen && memcmp(q, name, nlen) == 0 &&
+            (q + nlen == end || !is_ident((unsigned char)q[nlen])))
+            return q + nlen;
+        p += 6;
+    }
+    return NULL;
+}
+
+static size_t ptx_type_size(const char *t, size_t n) {
+    if (n < 2) return 0;
+    if (n == 4 && memcmp(t, "pred", 4) == 0) return 1;
+    int bits = atoi(t + 1);
+    if (strchr("usfb", t[0]) == NULL || bits < 8 || bits % 8) return 0;
+    return (size_t)bits / 8;
+}
+
+/* Parses `( .param .type [.align N] name[[count]], ... )` starting at p. */
+static int parse_params(const char *p, const char *end, fake_param *out) {
+    while (p < end && *p != '(' && *p != '{') p++;
+    if (p >= end || *p != '(') return 0;
+    const char *close = memchr(p, ')', (size_t)(end - p));
+    if (close == NULL) return -1;
+    int n = 0;
+    size_t offset = 0;
+    const char *q = p + 1;
+    while (n < FAKE_MAX_PARAMS) {
+        const char *par = find_bytes(q, (size_t)(close - q), ".param", 6);
+        if (par == NULL) break;
+        const char *stop = memchr(par, ',', (size_t)(close - par));
+        if (stop == NULL) stop = close;
+        size_t elem = 0, align = 0, count = 1;
+        for (const char *t = par + 6; t < stop;) {
+            while (t < stop && isspace((unsigned char)*t)) t++;
+            const char *w = t;
+            while (t < stop && !isspace((unsigned char)*t) && *t != '[') t++;
+            size_t wl = (size_t)(t - w);
+            if (wl == 6 && memcmp(w, ".align", 6) == 0) {
+                align = strtoul(t, (char **)&t, 10);
+            } else if (wl > 1 && w[0] == '.' && elem == 0) {
+                elem = ptx_type_size(w + 1, wl - 1);
+            } else if (t < stop && *t == '[') {
+                count = strtoul(t + 1, NULL, 10);
+                t = memchr(t, ']', (size_t)(stop - t));
+                if (t == NULL) t = stop; else t++;
+            }
+        }
+        if (elem == 0) elem = 1;
+        if (align == 0) align = elem;
+        size_t size = elem * (count ? count : 1);
+        offset = (offset + align - 1) / align * align;
+        out[n].offset = offset;
+        out[n].size = size;
+        offset += size;
+        n++;
+        q = stop;
+    }
+    return n;
+}
+
+/* The body `{...}` of the entry starting after its parameter list. */
+static void entry_body(const char *p, const char *end, const char **b0, const char **b1) {
+    *b0 = *b1 = NULL;
+    const char *open = memchr(p, '{', (size_t)(end - p));
+    if (open == NULL) return;
+    int depth = 0;
+    for (const char *q = open; q < end; q++) {
+        if (*q == '{') depth++;
+        if (*q == '}' && --depth == 0) {
+            *b0 = open;
+            *b1 = q;
+            return;
+        }
+    }
+}
+
+static long directive_number(const char *p, const char *end, const char *dir) {
+    const char *d = find_bytes(p, (size_t)(end - p), dir, strlen(dir));
+    if (d == NULL) return -1;
+    return strtol(d + strlen(dir), NULL, 10);
+}
+
+/* Sum of `.shared ... name[N]` arrays declared in the body (element size times N). */
+static int static_shared(const char *b0, const char *b1) {
+    long total = 0;
+    const char *p = b0;
+    while (p && (p = find_bytes(p, (size_t)(b1 - p), ".shared", 7)) != NULL) {
+        const char *semi = memchr(p, ';', (size_t)(b1 - p));
+        if (semi == NULL) break;
+        const char *br = memchr(p, '[', (size_t)(semi - p));
+        size_t elem = 1;
+        for (const char *t = p + 7; t < semi; t++)
+            if (*t == '.' && (t[1] == 'b' || t[1] == 'u' || t[1] == 's' || t[1] == 'f') &&
+                isdigit((unsigned char)t[2])) {
+                elem = (size_t)atoi(t + 2) / 8;
+                break;
+            }
+        if (br && br[1] != ']') total += (long)elem * strtol(br + 1, NULL, 10);
+        p = semi;
+    }
+    return (int)total;
+}
+
+static void describe_function(fake_func *f, const char *after_name, const char *end) {
+    f->nparams = parse_params(after_name, end, f->params);
+    const char *b0, *b1;
+    entry_body(after_name, end, &b0, &b1);
+    f->regs = 32;
+    f->max_threads = 1024;
+    f->static_smem = 0;
+    if (b0) {
+        long r = directive_number(after_name, b0, ".maxnreg");
+        if (r > 0 && r <= 255) f->regs = (int)r;
+        long t = directive_number(after_name, b0, ".maxntid");
+        if (t > 0 && t <= 1024) f->max_threads = (int)t;
+        f->static_smem = static_shared(b0, b1);
+    }
+    f->max_dynamic_smem = 48 * 1024 - f->static_smem;
+    if (f->max_dynamic_smem < 0) f->max_dynamic_smem = 0;
+}
+
+/* Length of an image handed to cuModuleLoadData: ELF and fatbin carry it in their header. */
+static size_t image_length(const void *image) {
+    const unsigned char *b = image;
+    if (memcmp(b, "\x7f" "ELF", 4) == 0 && b[4] == 2) { /* ELF64: section table ends it */
+        uint64_t shoff;
+        uint16_t shentsize, shnum;
+        memcpy(&shoff, b + 0x28, 8);
+        memcpy(&shentsize, b + 0x3a, 2);
+        memcpy(&shnum, b + 0x3c, 2);
+        return (size_t)(shoff + (uint64_t)shentsize * shnum);
+    }
+    uint32_t magic;
+    memcpy(&magic, b, 4);
+    if (magic == 0xBA55ED50u) { /* fatbin: 16-byte header with the payload size */
+        uint16_t hsize;
+        uint64_t fsize;
+        memcpy(&hsize, b + 6, 2);
+        memcpy(&fsize, b + 8, 8);
+        return (size_t)(hsize + fsize);
+    }
+    return strlen(image) + 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Modules and functions.
+ * ------------------------------------------------------------------------------------------ */
+CUresult fake_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned nopts,
+                                 CUjit_option *opts, void **vals) {
+    (void)nopts;
+    (void)opts;
+    (void)vals;
+    FAKE_ENTER("cuModuleLoadDataEx");
+    if (m == NULL || image == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if (current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+    fake_module *mod = calloc(1, sizeof *mod);
+    if (mod == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    mod->len = image_length(image);
+    mod->image = malloc(mod->len ? mod->len : 1);
+    if (mod->image == NULL) {
+        free(mod);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(mod->image, image, mod->len);
+    fake_log("module_load %p bytes=%zu", (void *)mod, mod->len);
+    *m = (CUmodule)mod;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuModuleUnload(CUmodule m) {
+    FAKE_ENTER("cuModuleUnload");
+    if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    fake_module *mod = (fake_module *)m;
+    for (fake_func *f = mod->funcs, *next; f; f = next) {
+        next = f->next;
+        free(f->name);
+        free(f);
+    }
+    fake_log("module_unload %p", (void *)mod);
+    free(mod->image);
+    free(mod);
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name) {
+    FAKE_ENTER("cuModuleGetFunction");
+    if (out == NULL || m == NULL || name == NULL || *name == '\0') return CUDA_ERROR_INVALID_VALUE;
+    fake_module *mod = (fake_module *)m;
+    for (fake_func *f = mod->funcs; f; f = f->next)
+        if (strcmp(f->name, name) == 0) {
+            *out = (CUfunction)f;
+            return CUDA_SUCCESS;
+        }
+    const char *end = mod->image + mod->len;
+    const char *after = find_entry(mod->image, mod->len, name);
+    if (after == NULL && find_bytes(mod->image, mod->len, name, strlen(name)) == NULL)
+        return CUDA_ERROR_NOT_FOUND;
+    fake_func *f = calloc(1, sizeof *f);
+    if (f == NULL || (f->name = strdup(name)) == NULL) {
+        free(f);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    f->module = mod;
+    if (after)
+        describe_function(f, after, end);
+    else {
+        f->nparams = -1;
+        f->regs = 32;
+        f->max_threads = 1024;
+        f->max_dynamic_smem = 48 * 1024;
+    }
+    f->next = mod->funcs;
+    mod->funcs = f;
+    *out = (CUfunction)f;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction fn) {
+    FAKE_ENTER("cuFuncGetAttribute");
+    if (v == NULL || fn == NULL) return CUDA_ERROR_INVALID_VALUE;
+    const fake_func *f = (const fake_func *)fn;
+    switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = f->max_threads; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *v = f->static_smem; break;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *v = 0; break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *v = 0; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *v = f->regs; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *v = 90; break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *v = 90; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = f->max_dynamic_smem; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *v = -1; break;
+    default: *v = 0; break;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuFuncSetAttribute(CUfunction fn, CUfunction_attribute a, int v) {
+    FAKE_ENTER("cuFuncSetAttribute");
+    if (fn == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    fake_func *f = (fake_func *)fn;
+    if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+        if (v < 0 || v + f->static_smem > FAKE_SMEM_OPTIN) return CUDA_ERROR_INVALID_VALUE;
+        f->max_dynamic_smem = v;
+        fake_log("func_set_attribute %s max_dynamic_smem=%d", f->name, v);
+        return CUDA_SUCCESS;
+    }
+    if (a == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) return CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult fake_cuFuncGetParamInfo(CUfunction fn, size_t index, size_t *offset, size_t *size) {
+    FAKE_ENTER("cuFuncGetParamInfo");
+    if (fn == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    const fake_func *f = (const fake_func *)fn;
+    if (f->nparams < 0 || index >= (size_t)f->nparams || offset == NULL || size == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *offset = f->params[index].offset;
+    *size = f->params[index].size;
+    return CUDA_SUCCESS;
+}
+
+/* The occupancy model gpulab's k:occupancy documents: threads, registers (allocated per warp in
+ * units of 256), shared memory (with the per-block reservation) and the blocks-per-SM cap. */
+CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction fn, int block,
+                                                          size_t dyn_smem) {
+    FAKE_ENTER("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (n == NULL || fn == NULL || block <= 0) return CUDA_ERROR_INVALID_VALUE;
+    const fake_func *f = (const fake_func *)fn;
+    if (block > f->max_threads) {
+        *n = 0;
+        return CUDA_SUCCESS;
+    }
+    int warps = (block + 31) / 32;
+    long best = FAKE_BLOCKS_PER_SM;
+    long by_threads = FAKE_THREADS_PER_SM / (warps * 32);
+    if (by_threads < best) best = by_threads;
+    long regs_per_warp = ((long)f->regs * 32 + 255) / 256 * 256;
+    long by_regs = (FAKE_REGS_PER_SM / regs_per_warp) / warps;
+    if (by_regs < best) best = by_regs;
+    long smem = (long)f->static_smem + (long)dyn_smem + FAKE_SMEM_RESERVED;
+    long by_smem = FAKE_SMEM_PER_SM / smem;
+    if (by_smem < best) best = by_smem;
+    *n = (int)best;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Launches: checked like the driver, logged with their parameter bytes, never run.
+ * ------------------------------------------------------------------------------------------ */
+static void hex_append(char *out, size_t cap, size_t *pos, const unsigned char *b, size_t n) {
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n && *pos + 3 < cap; i++) {
+        out[(*pos)++] = digits[b[i] >> 4];
+        out[(*pos)++] = digits[b[i] & 15];
+    }
+    out[*pos] = '\0';
+}
+
+static CUresult read_extra(void **extra, const unsigned char **buf, size_t *size) {
+    *buf = NULL;
+    *size = 0;
+    int have_size = 0;
+    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            *buf = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+            *size = *(size_t *)extra[i + 1];
+            have_size = 1;
+        } else
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (*buf == NULL || !have_size) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static int launch_dims_ok(const unsigned g[3], const unsigned b[3]) {
+    if (!g[0] || !g[1] || !g[2] || !b[0] || !b[1] || !b[2]) return 0;
+    if (g[0] > 2147483647u || g[1] > 65535 || g[2] > 65535) return 0;
+    if (b[0] > 1024 || b[1] > 1024 || b[2] > 64) return 0;
+    return (unsigned long long)b[0] * b[1] * b[2] <= 1024;
+}
+
+CUresult fake_cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned smem, CUstream stream,
+                             void **params, void **extra) {
+    FAKE_ENTER("cuLaunchKernel");
+    if (fn == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    const fake_func *f = (const fake_func *)fn;
+    const unsigned g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
+    if (!launch_dims_ok(g, b) || bx * by * bz > (unsigned)f->max_threads)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (smem > (unsigned)f->max_dynamic_smem) return CUDA_ERROR_INVALID_VALUE;
+    if (params && extra) return CUDA_ERROR_INVALID_VALUE;
+    if (f->nparams > 0 && !params && !extra) return CUDA_ERROR_INVALID_VALUE;
+
+    static char hex[64 * 1024];
+    size_t pos = 0;
+    hex[0] = '\0';
+    if (extra) {
+        const unsigned char *buf;
+        size_t size;
+        CUresult r = read_extra(extra, &buf, &size);
+        if (r != CUDA_SUCCESS) return r;
+        if (f->nparams < 0) {
+            hex_append(hex, sizeof hex, &pos, buf, size);
+        } else {
+            for (int i = 0; i < f->nparams; i++) {
+                if (f->params[i].offset + f->params[i].size > size) return CUDA_ERROR_INVALID_VALUE;
+                if (i) hex[pos++] = ' ';
+                hex_append(hex, sizeof hex, &pos, buf + f->params[i].offset, f->params[i].size);
+            }
+        }
+    } else if (params && f->nparams > 0) {
+        for (int i = 0; i < f->nparams; i++) {
+            if (params[i] == NULL) return CUDA_ERROR_INVALID_VALUE;
+            if (i) hex[pos++] = ' ';
+            hex_append(hex, sizeof hex, &pos, params[i], f->params[i].size);
+        }
+    }
+    fake_log("launch %s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=%#lx args=%s", f->name, gx, gy,
+             gz, bx, by, bz, smem, (unsigned long)(uintptr_t)stream, hex);
+    return CUDA_SUCCESS;
+}
