@@ -1,0 +1,10 @@
+# Hardening: random API sequences through the driver stand-in, in three collector modes.
+gl_add_lua_test(api_sequences_incremental tests/lua/test_api_sequences.lua FAKE)
+set_tests_properties(api_sequences_incremental PROPERTIES
+  ENVIRONMENT "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_CACHE=0")
+add_test(NAME api_sequences_generational COMMAND gpulab tests/lua/test_api_sequences.lua generational
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+add_test(NAME api_sequences_gc_every_call COMMAND gpulab tests/lua/test_api_sequences.lua gc-every-call 60
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(api_sequences_generational api_sequences_gc_every_call PROPERTIES
+  ENVIRONMENT "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_CACHE=0" LABELS cpu TIMEOUT 600)
