@@ -1,0 +1,63 @@
+/*
+ * module.h — devices' launch limits (device.c), modules and kernels (module.c), shared with
+ * launch.c, which packs arguments against a kernel's parameter list.
+ */
+#ifndef GPULAB_MODULE_H
+#define GPULAB_MODULE_H
+
+#include "gpulab.h"
+#include "ptx.h"
+
+/* Limits of one device, read once per device (launch checks must not query the driver). */
+typedef struct gl_device_limits {
+    int ordinal;
+    int max_threads_per_block;
+    int max_block[3], max_grid[3];
+    int smem_per_block;       /* without opt-in (48 KB) */
+    int smem_optin;           /* per block with cuFuncSetAttribute (227 KB on Hopper) */
+    int smem_per_sm, smem_reserved;
+    int regs_per_sm, threads_per_sm, blocks_per_sm, warp_size, sm_count;
+    int cc_major, cc_minor;
+} gl_device_limits;
+
+/* The limits of the current device (gl_require_gpu first). Raises "fn: ..." on a driver error. */
+const gl_device_limits *gl_device_limits_current(lua_State *L, const char *fn);
+
+/* Compute capability of the current device without raising: 1 and the numbers, or 0 when no
+ * usable device (no driver, no device, poisoned context). For picking an NVRTC arch. */
+int gl_device_cc(int *major, int *minor);
+
+/* Module "cuda.module" ---------------------------------------------------------- module.c */
+#define GL_MODULE_T "cuda.module"
+typedef struct gl_module {
+    CUmodule handle;  /* NULL once freed */
+    int ordinal;      /* device it was loaded on */
+    int nkernels;     /* kernels taken from it so far (for __tostring) */
+    gl_use use;       /* launches of its kernels mark it */
+} gl_module;
+/* uservalue 1: PTX text (string) or nil; uservalue 2: lowered-name table or nil;
+ * uservalue 3: a short description of where it came from */
+
+/* Kernel "cuda.kernel" ---------------------------------------------------------- module.c */
+#define GL_KERNEL_T "cuda.kernel"
+#define GL_MAX_PARAMS 1024
+typedef struct gl_kernel {
+    CUfunction fn;
+    gl_module *module;      /* kept alive by uservalue 1 */
+    const gl_device_limits *limits;
+    const char *name;       /* the entry name (mangled for C++), stored after params */
+    int nparams;
+    bool typed;             /* params' kinds came from PTX (else only sizes are known) */
+    unsigned argbytes;      /* size of the packed parameter buffer */
+    int regs, static_smem, local_bytes, const_bytes, max_threads;
+    int max_dynamic_smem;   /* as last set/read; re-read before refusing a launch */
+    gl_param params[];      /* nparams entries, then the name's bytes */
+} gl_kernel;
+
+gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn);
+
+/* Module methods/fields table for launch.c to add k:launch and k:prepare to. Pushes the
+ * kernel class's method table. */
+void gl_push_kernel_methods(lua_State *L);
+
+#endif
