@@ -1,3 +1,513 @@
-/* module.c — placeholder until this binding is written. */
-#include "gpulab.h"
-void gl_open_module(lua_State *L) { (void)L; }
+/*
+ * module.c — cuda.load(prog | image | path), modules ("cuda.module") and their kernels
+ * ("cuda.kernel"): attributes, parameter lists, occupancy and the dynamic shared memory opt-in.
+ *
+ * A kernel holds its module (uservalue), so dropping the module variable never unloads code a
+ * kernel may still launch; unloading goes through gl_release, so queued launches finish first.
+ */
+#define _GNU_SOURCE
+#include "module.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ptx.c provides it; a weak reference keeps the build linking while it is absent, in which
+ * case parameter lists come from cuFuncGetParamInfo (sizes only). */
+extern int gl_ptx_params(const char *ptx, size_t len, const char *entry, gl_param *out, int max,
+                         char *err, size_t errlen) __attribute__((weak));
+
+#define PROGRAM_T "cuda.program"
+#define UV_PTX 1
+#define UV_LOWERED 2
+#define UV_ORIGIN 3
+
+/* ------------------------------------------------------------------------------------------
+ * Modules
+ * ------------------------------------------------------------------------------------------ */
+static gl_module *check_module(lua_State *L, int idx, const char *fn) {
+    gl_module *m = luaL_testudata(L, idx, GL_MODULE_T);
+    if (m == NULL)
+        luaL_error(L, "bad argument #%d to '%s' (cuda.module expected, got %s)", idx, fn,
+                   luaL_typename(L, idx));
+    if (m->handle == NULL) luaL_error(L, "%s: the cuda.module was freed", fn);
+    return m;
+}
+
+static void unload_module(void *handle, uintptr_t extra) {
+    (void)extra;
+    gl_cu.cuModuleUnload((CUmodule)handle);
+}
+
+/* __gc, __close and :free(): idempotent, never raises. */
+static int module_free(lua_State *L) {
+    gl_module *m = luaL_testudata(L, 1, GL_MODULE_T);
+    if (m == NULL || m->handle == NULL) return 0;
+    CUmodule h = m->handle;
+    m->handle = NULL;
+    gl_live.modules--;
+    gl_release(&m->use, unload_module, h, 0);
+    return 0;
+}
+
+static bool has_prefix(const char *s, size_t len, const char *p, size_t plen) {
+    return len >= plen && memcmp(s, p, plen) == 0;
+}
+
+static bool is_binary_image(const char *s, size_t len) {
+    static const unsigned char fatbin_magic[4] = {0x50, 0xed, 0x55, 0xba};
+    return has_prefix(s, len, "\x7f" "ELF", 4) || has_prefix(s, len, (const char *)fatbin_magic, 4);
+}
+
+static bool looks_like_ptx(const char *s, size_t len) {
+    /* PTX always declares its version and target before any entry */
+    const char *v = memmem(s, len < 65536 ? len : 65536, ".version", 8);
+    return v != NULL && memmem(s, len, ".target", 7) != NULL;
+}
+
+/* Loads `image` (PTX text NUL-terminated, or cubin/fatbin) and pushes the module userdata. */
+static gl_module *load_image(lua_State *L, const char *image, const char *fn) {
+    char log[4096] = "";
+    CUjit_option opts[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
+    gl_module *m = lua_newuserdatauv(L, sizeof *m, 3);
+    memset(m, 0, sizeof *m);
+    CUmodule h = NULL;
+    CUresult r = gl_cu.cuModuleLoadDataEx(&h, image, 2, opts, vals);
+    if (r != CUDA_SUCCESS) {
+        log[sizeof log - 1] = '\0';
+        if (log[0]) {
+            char what[4200];
+            snprintf(what, sizeof what, "cuModuleLoadDataEx (JIT log: %s)", log);
+            gl_raise_cuda(L, r, fn, what);
+        }
+        gl_raise_cuda(L, r, fn, "cuModuleLoadDataEx");
+    }
+    m->handle = h;
+    m->ordinal = gl_current_device();
+    gl_live.modules++;
+    luaL_setmetatable(L, GL_MODULE_T);
+    return m;
+}
+
+static bool read_file(lua_State *L, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return false;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    char chunk[16384];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) luaL_addlstring(&b, chunk, n);
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    luaL_pushresult(&b);
+    if (bad) {
+        lua_pop(L, 1);
+        return false;
+    }
+    return true;
+}
+
+static int l_load(lua_State *L) {
+    const char *fn = "cuda.load";
+    int t = lua_type(L, 1);
+    if (t != LUA_TTABLE && t != LUA_TSTRING)
+        luaL_error(L, "bad argument #1 to '%s' (program, image string or path expected, got %s)", fn,
+                   luaL_typename(L, 1));
+    gl_require_gpu(L, fn);
+    lua_settop(L, 1);
+    if (t == LUA_TTABLE) {
+        lua_getfield(L, 1, "cubin");
+        lua_getfield(L, 1, "ptx");
+        bool has_cubin = lua_type(L, 2) == LUA_TSTRING, has_ptx = lua_type(L, 3) == LUA_TSTRING;
+        if (!has_cubin && !has_ptx)
+            luaL_error(L, "bad argument #1 to '%s' (program has neither a cubin nor a ptx string)", fn);
+        if (!has_cubin && !lua_isnil(L, 2))
+            luaL_error(L, "bad argument #1 to '%s' (program's cubin must be a string, got %s)", fn,
+                       luaL_typename(L, 2));
+        load_image(L, lua_tostring(L, has_cubin ? 2 : 3), fn); /* 4 */
+        if (has_ptx) {
+            lua_pushvalue(L, 3);
+            lua_setiuservalue(L, 4, UV_PTX);
+        }
+        lua_getfield(L, 1, "lowered");
+        if (lua_istable(L, -1)) lua_setiuservalue(L, 4, UV_LOWERED); else lua_pop(L, 1);
+        lua_getfield(L, 1, "name");
+        lua_pushfstring(L, "program %s (%s)", lua_isstring(L, -1) ? lua_tostring(L, -1) : "?",
+                        has_cubin ? "cubin" : "ptx");
+        lua_setiuservalue(L, 4, UV_ORIGIN);
+        lua_pop(L, 1);
+        return 1;
+    }
+    size_t len;
+    const char *s = lua_tolstring(L, 1, &len);
+    int img = 1;
+    const char *origin = NULL;
+    if (!is_binary_image(s, len) && !looks_like_ptx(s, len)) {
+        if (memchr(s, '\0', len) != NULL || len == 0 || len > 4096)
+            luaL_error(L, "bad argument #1 to '%s' (not a PTX, cubin or fatbin image)", fn);
+        if (!read_file(L, s))
+            luaL_error(L, "bad argument #1 to '%s' (not a PTX, cubin or fatbin image, and no "
+                          "readable file '%s': %s)", fn, s, strerror(errno));
+        img = 2;
+        origin = s;
+        s = lua_tolstring(L, 2, &len);
+        if (!is_binary_image(s, len) && !looks_like_ptx(s, len))
+            luaL_error(L, "%s: file '%s' is not a PTX, cubin or fatbin image", fn, origin);
+    }
+    bool ptx = !is_binary_image(s, len);
+    load_image(L, s, fn);
+    int mod = lua_gettop(L);
+    if (ptx) {
+        lua_pushvalue(L, img);
+        lua_setiuservalue(L, mod, UV_PTX);
+    }
+    if (origin)
+        lua_pushfstring(L, "%s (%s)", origin, ptx ? "ptx" : "binary");
+    else
+        lua_pushfstring(L, "%s image of %d bytes", ptx ? "ptx" : "binary", (int)len);
+    lua_setiuservalue(L, mod, UV_ORIGIN);
+    return 1;
+}
+
+static int module_tostring(lua_State *L) {
+    gl_module *m = luaL_checkudata(L, 1, GL_MODULE_T);
+    if (m->handle == NULL) {
+        lua_pushstring(L, "cuda.module (freed)");
+        return 1;
+    }
+    lua_getiuservalue(L, 1, UV_ORIGIN);
+    lua_pushfstring(L, "cuda.module: %s on device %d", lua_tostring(L, -1), m->ordinal);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Kernels
+ * ------------------------------------------------------------------------------------------ */
+gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn) {
+    gl_kernel *k = luaL_testudata(L, idx, GL_KERNEL_T);
+    if (k == NULL)
+        luaL_error(L, "bad argument #%d to '%s' (cuda.kernel expected, got %s)", idx, fn,
+                   luaL_typename(L, idx));
+    if (k->module->handle == NULL)
+        luaL_error(L, "%s: the module of kernel '%s' was freed", fn, k->name);
+    return k;
+}
+
+/* Writes the entry names found in PTX text as ", "-separated list into b (for "not found"). */
+static void add_entry_names(luaL_Buffer *b, const char *ptx, size_t len) {
+    const char *p = ptx, *end = ptx + len;
+    int n = 0;
+    while ((p = memmem(p, (size_t)(end - p), ".entry", 6)) != NULL && n < 20) {
+        p += 6;
+        while (p < end && (*p == ' ' || *p == '\t')) p++;
+        const char *q = p;
+        while (q < end && *q != '(' && *q != ' ' && *q != '\n' && *q != '\r' && *q != '\t') q++;
+        if (q > p) {
+            luaL_addstring(b, n++ ? ", " : "");
+            luaL_addlstring(b, p, (size_t)(q - p));
+        }
+    }
+    if (n == 0) luaL_addstring(b, "none found");
+}
+
+static int func_attr(lua_State *L, CUfunction f, CUfunction_attribute a, const char *fn) {
+    int v = 0;
+    GL_CHECK(L, gl_cu.cuFuncGetAttribute(&v, a, f), fn, "cuFuncGetAttribute");
+    return v;
+}
+
+static void kind_for_size(gl_param *p, size_t size) {
+    switch (size) {
+    case 1: case 2: case 4: case 8:
+        snprintf(p->kind, sizeof p->kind, "b%u", (unsigned)size * 8);
+        p->align = (unsigned)size;
+        break;
+    default:
+        snprintf(p->kind, sizeof p->kind, "b8");
+        p->align = 1;
+    }
+}
+
+/* Parameter list from the driver: offsets and sizes, kinds only as b8..b64. */
+static int params_from_driver(lua_State *L, CUfunction f, gl_param *out, const char *fn) {
+    int n = 0;
+    for (; n < GL_MAX_PARAMS; n++) {
+        size_t off = 0, size = 0;
+        CUresult r = gl_cu.cuFuncGetParamInfo(f, (size_t)n, &off, &size);
+        if (r == CUDA_ERROR_INVALID_VALUE) break;
+        if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, "cuFuncGetParamInfo");
+        kind_for_size(&out[n], size);
+        out[n].size = (unsigned)size;
+        out[n].offset = (unsigned)off;
+    }
+    return n;
+}
+
+static int l_module_kernel(lua_State *L) {
+    const char *fn = "mod:kernel";
+    gl_module *m = check_module(L, 1, fn);
+    const char *asked = luaL_checkstring(L, 2);
+    gl_require_gpu(L, fn);
+    if (m->ordinal != gl_current_device())
+        luaL_error(L, "%s: the module was loaded on device %d, but device %d is current", fn,
+                   m->ordinal, gl_current_device());
+    const char *entry = asked;
+    lua_getiuservalue(L, 1, UV_LOWERED); /* 3 */
+    if (lua_istable(L, 3)) {
+        lua_getfield(L, 3, asked);
+        if (lua_type(L, -1) == LUA_TSTRING) entry = lua_tostring(L, -1);
+        else lua_pop(L, 1);
+    }
+    size_t ptx_len = 0;
+    lua_getiuservalue(L, 1, UV_PTX);
+    const char *ptx = lua_tolstring(L, -1, &ptx_len);
+
+    CUfunction f;
+    CUresult r = gl_cu.cuModuleGetFunction(&f, m->handle, entry);
+    if (r == CUDA_ERROR_NOT_FOUND) {
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        lua_pushfstring(L, "%s: no kernel named '%s' in this module", fn, asked);
+        luaL_addvalue(&b);
+        if (ptx) {
+            luaL_addstring(&b, " (entries: ");
+            add_entry_names(&b, ptx, ptx_len);
+            luaL_addstring(&b, ")");
+        }
+        luaL_addstring(&b, "; C++ kernels need extern \"C\" or a name expression in "
+                           "cuda.compile{names=...}");
+        luaL_pushresult(&b);
+        lua_error(L);
+    }
+    if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, "cuModuleGetFunction");
+
+    gl_param params[GL_MAX_PARAMS];
+    int n = -1;
+    bool typed = false;
+    if (ptx && gl_ptx_params) {
+        char err[256] = "";
+        n = gl_ptx_params(ptx, ptx_len, entry, params, GL_MAX_PARAMS, err, sizeof err);
+        if (n > GL_MAX_PARAMS)
+            luaL_error(L, "%s: kernel '%s' has %d parameters; gpulab supports %d", fn, asked, n,
+                       GL_MAX_PARAMS);
+        typed = n >= 0;
+    }
+    if (n < 0) n = params_from_driver(L, f, params, fn);
+
+    size_t namelen = strlen(entry);
+    size_t size = sizeof(gl_kernel) + (size_t)n * sizeof(gl_param) + namelen + 1;
+    gl_kernel *k = lua_newuserdatauv(L, size, 1);
+    memset(k, 0, sizeof *k);
+    k->fn = f;
+    k->module = m;
+    k->nparams = n;
+    k->typed = typed;
+    memcpy(k->params, params, (size_t)n * sizeof(gl_param));
+    char *name = (char *)(k->params + n);
+    memcpy(name, entry, namelen + 1);
+    k->name = name;
+    unsigned end = 0;
+    for (int i = 0; i < n; i++)
+        if (params[i].offset + params[i].size > end) end = params[i].offset + params[i].size;
+    k->argbytes = end;
+    k->limits = gl_device_limits_current(L, fn);
+    k->regs = func_attr(L, f, CU_FUNC_ATTRIBUTE_NUM_REGS, fn);
+    k->static_smem = func_attr(L, f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn);
+    k->local_bytes = func_attr(L, f, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn);
+    k->const_bytes = func_attr(L, f, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, fn);
+    k->max_threads = func_attr(L, f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn);
+    k->max_dynamic_smem = func_attr(L, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);
+    luaL_setmetatable(L, GL_KERNEL_T);
+    m->nkernels++;
+    return 1;
+}
+
+/* k.params: { {kind=, size=, align=, offset=}, ... } (a fresh table each time) */
+static void push_params(lua_State *L, const gl_kernel *k) {
+    lua_createtable(L, k->nparams, 0);
+    for (int i = 0; i < k->nparams; i++) {
+        const gl_param *p = &k->params[i];
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, p->kind);
+        lua_setfield(L, -2, "kind");
+        lua_pushinteger(L, p->size);
+        lua_setfield(L, -2, "size");
+        lua_pushinteger(L, p->align);
+        lua_setfield(L, -2, "align");
+        lua_pushinteger(L, p->offset);
+        lua_setfield(L, -2, "offset");
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static int kernel_index(lua_State *L) {
+    gl_kernel *k = luaL_checkudata(L, 1, GL_KERNEL_T);
+    const char *key = lua_tostring(L, 2);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1)); /* methods first */
+    if (!lua_isnil(L, -1) || key == NULL) return 1;
+    if (strcmp(key, "name") == 0) lua_pushstring(L, k->name);
+    else if (strcmp(key, "regs") == 0) lua_pushinteger(L, k->regs);
+    else if (strcmp(key, "smem") == 0) lua_pushinteger(L, k->static_smem);
+    else if (strcmp(key, "local_bytes") == 0) lua_pushinteger(L, k->local_bytes);
+    else if (strcmp(key, "const_bytes") == 0) lua_pushinteger(L, k->const_bytes);
+    else if (strcmp(key, "max_threads") == 0) lua_pushinteger(L, k->max_threads);
+    else if (strcmp(key, "max_dynamic_smem") == 0) lua_pushinteger(L, k->max_dynamic_smem);
+    else if (strcmp(key, "params") == 0) push_params(L, k);
+    else if (strcmp(key, "module") == 0) lua_getiuservalue(L, 1, 1);
+    else lua_pushnil(L);
+    return 1;
+}
+
+static int kernel_tostring(lua_State *L) {
+    gl_kernel *k = luaL_checkudata(L, 1, GL_KERNEL_T);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "cuda.kernel ");
+    luaL_addstring(&b, k->name);
+    luaL_addchar(&b, '(');
+    for (int i = 0; i < k->nparams; i++) {
+        if (i) luaL_addstring(&b, ", ");
+        const gl_param *p = &k->params[i];
+        lua_pushfstring(L, "%s", p->kind);
+        luaL_addvalue(&b);
+        unsigned elem = (unsigned)atoi(p->kind + 1) / 8;
+        if (elem && p->size != elem) {
+            lua_pushfstring(L, "[%d]", (int)(p->size / elem));
+            luaL_addvalue(&b);
+        }
+    }
+    lua_pushfstring(L, "): %d regs, %d B static smem%s", k->regs, k->static_smem,
+                    k->module->handle ? "" : " (module freed)");
+    luaL_addvalue(&b);
+    luaL_pushresult(&b);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Occupancy: the driver's count, and which resource limits it, from the device's limits.
+ * ------------------------------------------------------------------------------------------ */
+typedef struct occupancy_limits {
+    long threads, registers, smem, blocks;
+} occupancy_limits;
+
+static occupancy_limits occupancy_model(const gl_kernel *k, int block, long dyn_smem) {
+    const gl_device_limits *d = k->limits;
+    occupancy_limits o;
+    int warps = (block + d->warp_size - 1) / d->warp_size;
+    o.threads = d->threads_per_sm / ((long)warps * d->warp_size);
+    /* registers are allocated per warp, in units of 256 */
+    long regs_per_warp = ((long)k->regs * d->warp_size + 255) / 256 * 256;
+    o.registers = regs_per_warp > 0 ? (d->regs_per_sm / regs_per_warp) / warps : d->blocks_per_sm;
+    long smem = k->static_smem + dyn_smem + d->smem_reserved;
+    o.smem = smem > 0 ? d->smem_per_sm / smem : d->blocks_per_sm;
+    o.blocks = d->blocks_per_sm;
+    return o;
+}
+
+static lua_Integer check_int_arg(lua_State *L, int idx, const char *fn, const char *what,
+                                 lua_Integer lo, lua_Integer hi) {
+    int isint = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &isint);
+    if (!isint) {
+        if (lua_type(L, idx) == LUA_TNUMBER)
+            luaL_error(L, "bad argument #%d to '%s' (%s must be an integer, got %s)", idx, fn, what,
+                       lua_tostring(L, idx));
+        luaL_error(L, "bad argument #%d to '%s' (%s expected, got %s)", idx, fn, what,
+                   luaL_typename(L, idx));
+    }
+    if (v < lo || v > hi)
+        luaL_error(L, "bad argument #%d to '%s' (%s %I out of range %I..%I)", idx, fn, what, v, lo,
+                   hi);
+    return v;
+}
+
+static int l_occupancy(lua_State *L) {
+    const char *fn = "k:occupancy";
+    gl_kernel *k = gl_check_kernel(L, 1, fn);
+    gl_require_gpu(L, fn);
+    int block = (int)check_int_arg(L, 2, fn, "block threads", 1, k->max_threads);
+    long dyn = 0;
+    if (!lua_isnoneornil(L, 3))
+        dyn = (long)check_int_arg(L, 3, fn, "dynamic shared memory bytes", 0,
+                                  k->limits->smem_optin - k->static_smem);
+    int n = 0;
+    GL_CHECK(L, gl_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, block, (size_t)dyn),
+             fn, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    occupancy_limits o = occupancy_model(k, block, dyn);
+    /* the first resource whose limit is the smallest; ties name the earlier one */
+    const char *names[4] = {"threads", "registers", "shared memory", "blocks"};
+    long vals[4] = {o.threads, o.registers, o.smem, o.blocks};
+    int best = 0;
+    for (int i = 1; i < 4; i++)
+        if (vals[i] < vals[best]) best = i;
+    lua_pushinteger(L, n);
+    lua_pushstring(L, names[best]);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, o.threads);
+    lua_setfield(L, -2, "threads");
+    lua_pushinteger(L, o.registers);
+    lua_setfield(L, -2, "registers");
+    lua_pushinteger(L, o.smem);
+    lua_setfield(L, -2, "shared_memory");
+    lua_pushinteger(L, o.blocks);
+    lua_setfield(L, -2, "blocks");
+    return 3;
+}
+
+static int l_set_max_dynamic_smem(lua_State *L) {
+    const char *fn = "k:set_max_dynamic_smem";
+    gl_kernel *k = gl_check_kernel(L, 1, fn);
+    gl_require_gpu(L, fn);
+    lua_Integer limit = k->limits->smem_optin - k->static_smem;
+    int isint = 0;
+    lua_Integer bytes = lua_tointegerx(L, 2, &isint);
+    if (!isint)
+        luaL_error(L, "bad argument #2 to '%s' (integer number of bytes expected, got %s)", fn,
+                   lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : luaL_typename(L, 2));
+    if (bytes < 0 || bytes > limit)
+        luaL_error(L, "bad argument #2 to '%s' (%I bytes of dynamic shared memory: the device allows "
+                      "%d bytes per block with opt-in, and kernel '%s' uses %d statically, so at "
+                      "most %I)", fn, bytes, k->limits->smem_optin, k->name, k->static_smem, limit);
+    GL_CHECK(L, gl_cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         (int)bytes), fn, "cuFuncSetAttribute");
+    k->max_dynamic_smem = (int)bytes;
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+void gl_push_kernel_methods(lua_State *L) {
+    luaL_getmetatable(L, GL_KERNEL_T);
+    lua_getfield(L, -1, "__methods");
+    lua_remove(L, -2);
+}
+
+void gl_open_module(lua_State *L) {
+    static const luaL_Reg module_meta[] = {{"__gc", module_free}, {"__close", module_free},
+                                           {"__tostring", module_tostring}, {NULL, NULL}};
+    static const luaL_Reg module_methods[] = {{"kernel", l_module_kernel}, {"free", module_free},
+                                              {NULL, NULL}};
+    gl_new_class(L, GL_MODULE_T, module_meta, module_methods);
+
+    static const luaL_Reg kernel_meta[] = {{"__tostring", kernel_tostring}, {NULL, NULL}};
+    gl_new_class(L, GL_KERNEL_T, kernel_meta, NULL);
+    static const luaL_Reg kernel_methods[] = {{"occupancy", l_occupancy},
+                                              {"set_max_dynamic_smem", l_set_max_dynamic_smem},
+                                              {NULL, NULL}};
+    luaL_getmetatable(L, GL_KERNEL_T);
+    lua_newtable(L);
+    luaL_setfuncs(L, kernel_methods, 0);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "__methods");
+    lua_pushcclosure(L, kernel_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+
+    static const luaL_Reg fns[] = {{"load", l_load}, {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
+}
