@@ -1,3 +1,577 @@
-/* launch.c — placeholder until this binding is written. */
-#include "gpulab.h"
-void gl_open_launch(lua_State *L) { (void)L; }
+/*
+ * launch.c — k:launch(cfg, ...) and k:prepare(cfg, ...): arguments checked against the kernel's
+ * parameter list and packed into one buffer at the PTX offsets, passed to cuLaunchKernel with
+ * CU_LAUNCH_PARAM_BUFFER_POINTER. A prepared launch ("cuda.prepared") packs once; calling it
+ * only re-checks that its objects are alive, marks them, logs and launches.
+ *
+ * Kernel arguments are numbered from 1 in messages ("argument 3" is the kernel's third
+ * parameter, whatever its position on the Lua call).
+ */
+#include "module.h"
+#include "objects.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define PREPARED_T "cuda.prepared"
+#define MAX_ARG_BYTES 32764 /* the driver's limit for kernel parameters (CUDA 12.1+, Volta+) */
+#define UV_KERNEL 1
+#define UV_STREAM 2
+#define UV_FIRST_ARG 3
+
+typedef enum { REF_NONE, REF_ARRAY, REF_TENSORMAP } ref_kind;
+typedef struct arg_ref {
+    ref_kind kind;
+    void *obj; /* gl_array* or gl_tensormap*, kept alive by the caller's stack or a uservalue */
+} arg_ref;
+
+typedef struct launch_cfg {
+    unsigned grid[3], block[3];
+    unsigned smem;
+    gl_stream *stream;       /* NULL: the default stream */
+    gl_stream_track *track;
+} launch_cfg;
+
+/* ------------------------------------------------------------------------------------------
+ * Number conversions
+ * ------------------------------------------------------------------------------------------ */
+/* Round to nearest even, straight from double (no double rounding through float). */
+static uint16_t to_half(double x) {
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    uint16_t sign = (uint16_t)((b >> 48) & 0x8000);
+    int exp = (int)((b >> 52) & 0x7ff);
+    uint64_t mant = b & 0xFFFFFFFFFFFFFULL;
+    if (exp == 0x7ff) return sign | 0x7c00 | (mant ? 0x200 : 0);
+    if (exp == 0) return sign; /* double subnormals are far below half's range */
+    int e = exp - 1023;
+    if (e > 15) return sign | 0x7c00;
+    uint64_t sig = mant | (1ULL << 52);
+    int shift = e >= -14 ? 42 : 42 + (-14 - e);
+    if (shift >= 54) return sign;
+    uint64_t kept = sig >> shift, rem = sig & ((1ULL << shift) - 1), half = 1ULL << (shift - 1);
+    if (rem > half || (rem == half && (kept & 1))) kept++;
+    if (e >= -14) return sign | (uint16_t)(((uint64_t)(e + 15) << 10) + kept - 1024);
+    return sign | (uint16_t)kept;
+}
+
+static uint16_t to_bfloat16(double x) {
+    float f = (float)x;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Argument checking and packing
+ * ------------------------------------------------------------------------------------------ */
+static unsigned elem_bytes(const gl_param *p) {
+    if (strcmp(p->kind, "pred") == 0) return 1;
+    if (strcmp(p->kind, "bf16") == 0) return 2;
+    unsigned bits = 0;
+    for (const char *c = p->kind + 1; *c >= '0' && *c <= '9'; c++) bits = bits * 10 + (unsigned)(*c - '0');
+    return bits / 8;
+}
+
+/* "f32 (4 bytes)" or "b8[24] (24 bytes, align 8)" */
+static const char *describe_param(lua_State *L, const gl_param *p) {
+    unsigned e = elem_bytes(p);
+    if (e && p->size != e)
+        return lua_pushfstring(L, "%s[%d] (%d bytes, align %d)", p->kind, (int)(p->size / e),
+                               (int)p->size, (int)p->align);
+    return lua_pushfstring(L, "%s (%d byte%s)", p->kind, (int)p->size, p->size == 1 ? "" : "s");
+}
+
+static const char *describe_value(lua_State *L, int idx) {
+    switch (lua_type(L, idx)) {
+    case LUA_TNUMBER: return lua_pushfstring(L, "%s", lua_tostring(L, idx));
+    case LUA_TSTRING: return lua_pushfstring(L, "a string of %d bytes", (int)lua_rawlen(L, idx));
+    case LUA_TUSERDATA:
+        if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) return lua_tostring(L, -1);
+        return lua_pushstring(L, "userdata");
+    default: return lua_pushstring(L, luaL_typename(L, idx));
+    }
+}
+
+static __attribute__((noreturn)) void arg_error(lua_State *L, const char *fn, int argno,
+                                                const gl_param *p, int idx, const char *why) {
+    const char *want = describe_param(L, p);
+    const char *got = describe_value(L, idx);
+    luaL_error(L, "%s: argument %d: kernel expects %s, got %s%s", fn, argno, want, got,
+               why ? why : "");
+    abort();
+}
+
+static void pack_integer(lua_State *L, int idx, const gl_param *p, unsigned char *dst,
+                         const char *fn, int argno, bool is_signed, bool raw_bits) {
+    int isint = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &isint);
+    if (!isint) arg_error(L, fn, argno, p, idx, raw_bits ? " (not an integer: untyped bits "
+                          "take an integer or a string of the parameter's size)" : " (not an integer)");
+    unsigned n = p->size;
+    if (n < 8) {
+        lua_Integer lo, hi;
+        if (raw_bits) { /* either signedness fits */
+            lo = -((lua_Integer)1 << (8 * n - 1));
+            hi = ((lua_Integer)1 << (8 * n)) - 1;
+        } else if (is_signed) {
+            lo = -((lua_Integer)1 << (8 * n - 1));
+            hi = ((lua_Integer)1 << (8 * n - 1)) - 1;
+        } else {
+            lo = 0;
+            hi = ((lua_Integer)1 << (8 * n)) - 1;
+        }
+        if (v < lo || v > hi) {
+            const char *r = lua_pushfstring(L, " (out of range %I..%I)", lo, hi);
+            arg_error(L, fn, argno, p, idx, r);
+        }
+    } else if (!is_signed && !raw_bits && v < 0) {
+        arg_error(L, fn, argno, p, idx, " (negative)");
+    }
+    uint64_t u = (uint64_t)v; /* little-endian: the low n bytes are the value */
+    memcpy(dst, &u, n);
+}
+
+static void pack_float(lua_State *L, int idx, const gl_param *p, unsigned char *dst,
+                       const char *fn, int argno) {
+    if (lua_type(L, idx) != LUA_TNUMBER) arg_error(L, fn, argno, p, idx, NULL);
+    double x = lua_tonumber(L, idx);
+    if (p->size == 8) {
+        memcpy(dst, &x, 8);
+    } else if (p->size == 4) {
+        if (isfinite(x) && fabs(x) > 3.4028235677973366e38)
+            arg_error(L, fn, argno, p, idx, " (out of f32 range)");
+        float f = (float)x;
+        memcpy(dst, &f, 4);
+    } else {
+        uint16_t h = strcmp(p->kind, "bf16") == 0 ? to_bfloat16(x) : to_half(x);
+        if (isfinite(x) && (h & 0x7fff) == 0x7c00 && strcmp(p->kind, "f16") == 0)
+            arg_error(L, fn, argno, p, idx, " (out of f16 range)");
+        memcpy(dst, &h, 2);
+    }
+}
+
+/* A device array's address for an 8-byte pointer-sized parameter. */
+static bool pack_array(lua_State *L, int idx, const gl_param *p, unsigned char *dst,
+                       arg_ref *ref, const char *fn, int argno) {
+    if (!luaL_testudata(L, idx, GL_ARRAY_T)) return false;
+    gl_array *a = gl_test_array(L, idx);
+    if (a == NULL || a->ptr == 0) arg_error(L, fn, argno, p, idx, " (the array was freed)");
+    uint64_t ptr = (uint64_t)a->ptr;
+    memcpy(dst, &ptr, 8);
+    ref->kind = REF_ARRAY;
+    ref->obj = a;
+    return true;
+}
+
+static bool pack_tensormap(lua_State *L, int idx, const gl_param *p, unsigned char *dst,
+                           arg_ref *ref, const char *fn, int argno) {
+    if (!luaL_testudata(L, idx, GL_TENSORMAP_T)) return false;
+    gl_tensormap *tm = gl_test_tensormap(L, idx);
+    if (tm == NULL || !tm->valid) arg_error(L, fn, argno, p, idx, " (the tensor map was freed)");
+    if (p->size != sizeof tm->map)
+        arg_error(L, fn, argno, p, idx, " (a tensor map is 128 bytes)");
+    if (p->offset % 64 != 0)
+        arg_error(L, fn, argno, p, idx, " (a tensor map parameter must be 64-byte aligned: "
+                                        "declare it const __grid_constant__ CUtensorMap)");
+    memcpy(dst, &tm->map, sizeof tm->map);
+    ref->kind = REF_TENSORMAP;
+    ref->obj = tm;
+    return true;
+}
+
+/* Checks the Lua value at idx against parameter p and writes it at dst (p->size bytes, zeroed
+ * by the caller). Raises "fn: argument N: kernel expects ..., got ..." on a mismatch. */
+static void pack_arg(lua_State *L, int idx, const gl_param *p, unsigned char *dst, arg_ref *ref,
+                     const char *fn, int argno) {
+    ref->kind = REF_NONE;
+    ref->obj = NULL;
+    int t = lua_type(L, idx);
+    if (t == LUA_TSTRING) { /* raw bytes: a by-value struct, or exact bits of any parameter */
+        size_t len;
+        const char *s = lua_tolstring(L, idx, &len);
+        if (len != p->size) arg_error(L, fn, argno, p, idx, NULL);
+        memcpy(dst, s, len);
+        return;
+    }
+    unsigned e = elem_bytes(p);
+    bool scalar = e != 0 && p->size == e;
+    char c = p->kind[0];
+    if (!scalar) { /* a by-value aggregate: struct blob string (above) or a tensor map */
+        if (t == LUA_TUSERDATA && pack_tensormap(L, idx, p, dst, ref, fn, argno)) return;
+        arg_error(L, fn, argno, p, idx, NULL);
+    }
+    if (p->size == 8 && c != 'f' && t == LUA_TUSERDATA && pack_array(L, idx, p, dst, ref, fn, argno))
+        return;
+    if (strcmp(p->kind, "pred") == 0) {
+        if (t == LUA_TBOOLEAN) {
+            *dst = (unsigned char)lua_toboolean(L, idx);
+            return;
+        }
+        if (t == LUA_TNUMBER) {
+            pack_integer(L, idx, p, dst, fn, argno, false, false);
+            if (*dst > 1) arg_error(L, fn, argno, p, idx, " (a predicate is 0 or 1)");
+            return;
+        }
+        arg_error(L, fn, argno, p, idx, NULL);
+    }
+    if (t != LUA_TNUMBER) arg_error(L, fn, argno, p, idx, NULL);
+    if (c == 'f' || strcmp(p->kind, "bf16") == 0)
+        pack_float(L, idx, p, dst, fn, argno);
+    else
+        pack_integer(L, idx, p, dst, fn, argno, c == 's', c == 'b');
+}
+
+/* Packs arguments at Lua stack indices first..first+nparams-1 into buf (zeroed first). */
+static void pack_all(lua_State *L, const gl_kernel *k, int first, unsigned char *buf,
+                     arg_ref *refs, int nrefs, const char *fn) {
+    memset(buf, 0, k->argbytes);
+    arg_ref scratch;
+    for (int i = 0; i < k->nparams; i++) {
+        const gl_param *p = &k->params[i];
+        pack_arg(L, first + i, p, buf + p->offset, i < nrefs ? &refs[i] : &scratch, fn, i + 1);
+    }
+}
+
+static void check_arg_count(lua_State *L, const gl_kernel *k, int given, const char *fn) {
+    if (given != k->nparams)
+        luaL_error(L, "%s: kernel '%s' takes %d argument%s, got %d", fn, k->name, k->nparams,
+                   k->nparams == 1 ? "" : "s", given);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Configuration: {grid=n|{x,y,z}, block=n|{x,y,z}, smem=bytes, stream=s}
+ * ------------------------------------------------------------------------------------------ */
+static unsigned check_dim(lua_State *L, int idx, const char *fn, const char *what, int axis,
+                          int limit) {
+    static const char axes[] = "xyz";
+    int isint = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &isint);
+    if (!isint) {
+        if (lua_type(L, idx) == LUA_TNUMBER)
+            luaL_error(L, "%s: %s.%c must be an integer, got %s", fn, what, axes[axis],
+                       lua_tostring(L, idx));
+        luaL_error(L, "%s: %s.%c must be an integer, got %s", fn, what, axes[axis],
+                   luaL_typename(L, idx));
+    }
+    if (v < 1 || v > limit)
+        luaL_error(L, "%s: %s.%c = %I is out of range 1..%d (device limit)", fn, what, axes[axis],
+                   v, limit);
+    return (unsigned)v;
+}
+
+static void read_dims(lua_State *L, int idx, const char *fn, const char *what, const int limits[3],
+                      unsigned out[3]) {
+    int t = lua_type(L, idx);
+    out[1] = out[2] = 1;
+    if (t == LUA_TNUMBER) {
+        out[0] = check_dim(L, idx, fn, what, 0, limits[0]);
+        return;
+    }
+    if (t != LUA_TTABLE) {
+        if (t == LUA_TNIL) luaL_error(L, "%s: option '%s' is required (a number or {x,y,z})", fn, what);
+        luaL_error(L, "%s: option '%s' must be a number or {x,y,z}, got %s", fn, what,
+                   luaL_typename(L, idx));
+    }
+    lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+    if (n < 1 || n > 3) luaL_error(L, "%s: option '%s' must have 1 to 3 entries, got %I", fn, what, n);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, idx, i + 1);
+        out[i] = check_dim(L, -1, fn, what, i, limits[i]);
+        lua_pop(L, 1);
+    }
+}
+
+/* Re-reads the kernel's dynamic shared memory limit: another kernel object for the same
+ * function may have raised it. */
+static int current_max_dynamic_smem(lua_State *L, gl_kernel *k, const char *fn) {
+    int v = 0;
+    GL_CHECK(L, gl_cu.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->fn),
+             fn, "cuFuncGetAttribute");
+    k->max_dynamic_smem = v;
+    return v;
+}
+
+static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const char *fn) {
+    if (lua_type(L, idx) != LUA_TTABLE)
+        luaL_error(L, "%s: argument #1 (launch configuration) must be a table "
+                      "{grid=, block=, smem=, stream=}, got %s", fn, luaL_typename(L, idx));
+    const gl_device_limits *d = k->limits;
+    int top = lua_gettop(L);
+    int present = 0;
+    present += lua_getfield(L, idx, "grid") != LUA_TNIL;
+    read_dims(L, top + 1, fn, "grid", d->max_grid, cfg->grid);
+    present += lua_getfield(L, idx, "block") != LUA_TNIL;
+    read_dims(L, top + 2, fn, "block", d->max_block, cfg->block);
+    unsigned long long threads = (unsigned long long)cfg->block[0] * cfg->block[1] * cfg->block[2];
+    int max_threads = k->max_threads < d->max_threads_per_block ? k->max_threads : d->max_threads_per_block;
+    if (threads > (unsigned long long)max_threads)
+        luaL_error(L, "%s: block of %d threads exceeds the limit of %d for kernel '%s' on this device",
+                   fn, (int)threads, max_threads, k->name);
+    cfg->smem = 0;
+    if (lua_getfield(L, idx, "smem") != LUA_TNIL) {
+        present++;
+        int isint = 0;
+        lua_Integer s = lua_tointegerx(L, -1, &isint);
+        if (!isint || s < 0)
+            luaL_error(L, "%s: option 'smem' must be a non-negative integer number of bytes, got %s",
+                       fn, lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        if (s > k->max_dynamic_smem && s > current_max_dynamic_smem(L, k, fn))
+            luaL_error(L, "%s: smem = %I bytes exceeds kernel '%s''s dynamic shared memory limit of "
+                          "%d bytes (k:set_max_dynamic_smem raises it, up to %d minus %d static)",
+                       fn, s, k->name, k->max_dynamic_smem, d->smem_optin, k->static_smem);
+        cfg->smem = (unsigned)s;
+    }
+    cfg->stream = NULL;
+    cfg->track = gl_default_track();
+    if (lua_getfield(L, idx, "stream") != LUA_TNIL) {
+        present++;
+        cfg->track = gl_opt_stream_track(L, top + 4, fn);
+        cfg->stream = gl_test_stream(L, top + 4);
+    }
+    /* unknown keys: counted cheaply here, named by the shared helper only on a mismatch */
+    int keys = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        keys++;
+    }
+    if (keys != present) {
+        static const char *const known[] = {"grid", "block", "smem", "stream", NULL};
+        gl_check_known_fields(L, idx, known, fn);
+    }
+    lua_settop(L, top);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Submitting
+ * ------------------------------------------------------------------------------------------ */
+static void check_module_usable(lua_State *L, const gl_kernel *k, const char *fn) {
+    if (k->module->handle == NULL)
+        luaL_error(L, "%s: the module of kernel '%s' was freed", fn, k->name);
+    if (k->module->ordinal != gl_current_device())
+        luaL_error(L, "%s: kernel '%s' was loaded on device %d, but device %d is current", fn,
+                   k->name, k->module->ordinal, gl_current_device());
+}
+
+static void mark_ref(const arg_ref *r, gl_stream_track *t, uint64_t seq) {
+    if (r->kind == REF_ARRAY) gl_use_mark(&((gl_array *)r->obj)->use, t, seq);
+    else if (r->kind == REF_TENSORMAP) gl_use_mark(&((gl_tensormap *)r->obj)->use, t, seq);
+}
+
+static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_track *track,
+                   void *buf, size_t *bufsize, const char *fn) {
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, bufsize,
+                     CU_LAUNCH_PARAM_END};
+    CUstream h = gl_track_handle(track);
+    gl_log_launch(k->name, cfg->grid, cfg->block, h);
+    GL_CHECK(L, gl_cu.cuLaunchKernel(k->fn, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
+                                     cfg->block[1], cfg->block[2], cfg->smem, h, NULL,
+                                     k->nparams ? extra : NULL),
+             fn, "cuLaunchKernel");
+}
+
+#define INLINE_REFS 32
+
+static int l_launch(lua_State *L) {
+    const char *fn = "k:launch";
+    gl_kernel *k = gl_check_kernel(L, 1, fn);
+    gl_require_gpu(L, fn);
+    check_module_usable(L, k, fn);
+    launch_cfg cfg;
+    read_cfg(L, 2, k, &cfg, fn);
+    check_arg_count(L, k, lua_gettop(L) - 2, fn);
+    if (k->argbytes > MAX_ARG_BYTES)
+        luaL_error(L, "%s: kernel '%s' takes %d bytes of parameters; the driver allows %d", fn,
+                   k->name, (int)k->argbytes, MAX_ARG_BYTES);
+    _Alignas(64) unsigned char buf[MAX_ARG_BYTES + 4];
+    arg_ref refs[INLINE_REFS];
+    pack_all(L, k, 3, buf, refs, INLINE_REFS, fn);
+
+    uint64_t seq = gl_next_seq();
+    gl_use_mark(&k->module->use, cfg.track, seq);
+    int inline_refs = k->nparams < INLINE_REFS ? k->nparams : INLINE_REFS;
+    for (int i = 0; i < inline_refs; i++) mark_ref(&refs[i], cfg.track, seq);
+    for (int i = INLINE_REFS; i < k->nparams; i++) { /* rare: many parameters */
+        gl_array *a = gl_test_array(L, 3 + i);
+        if (a) gl_use_mark(&a->use, cfg.track, seq);
+        gl_tensormap *tm = gl_test_tensormap(L, 3 + i);
+        if (tm) gl_use_mark(&tm->use, cfg.track, seq);
+    }
+    size_t size = k->argbytes;
+    submit(L, k, &cfg, cfg.track, buf, &size, fn);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Prepared launches
+ * ------------------------------------------------------------------------------------------ */
+typedef struct prepared {
+    gl_kernel *k;          /* uservalue UV_KERNEL keeps it (and its module) alive */
+    launch_cfg cfg;        /* cfg.stream is kept alive by uservalue UV_STREAM */
+    bool freed;
+    int nargs;
+    size_t bufsize;
+    unsigned char *buf;    /* inside this userdata, 64-byte aligned */
+    arg_ref refs[];        /* nargs entries; objects kept alive by uservalues UV_FIRST_ARG.. */
+} prepared;
+
+static prepared *check_prepared(lua_State *L, int idx, const char *fn) {
+    prepared *P = luaL_testudata(L, idx, PREPARED_T);
+    if (P == NULL)
+        luaL_error(L, "bad argument #%d to '%s' (cuda.prepared expected, got %s)", idx, fn,
+                   luaL_typename(L, idx));
+    if (P->freed) luaL_error(L, "%s: the prepared launch was freed", fn);
+    return P;
+}
+
+static int l_prepare(lua_State *L) {
+    const char *fn = "k:prepare";
+    gl_kernel *k = gl_check_kernel(L, 1, fn);
+    gl_require_gpu(L, fn);
+    check_module_usable(L, k, fn);
+    launch_cfg cfg;
+    read_cfg(L, 2, k, &cfg, fn);
+    int nargs = lua_gettop(L) - 2;
+    check_arg_count(L, k, nargs, fn);
+    if (k->argbytes > MAX_ARG_BYTES)
+        luaL_error(L, "%s: kernel '%s' takes %d bytes of parameters; the driver allows %d", fn,
+                   k->name, (int)k->argbytes, MAX_ARG_BYTES);
+    size_t head = sizeof(prepared) + (size_t)nargs * sizeof(arg_ref);
+    size_t size = head + 64 + k->argbytes;
+    prepared *P = lua_newuserdatauv(L, size, UV_FIRST_ARG - 1 + nargs);
+    memset(P, 0, head);
+    P->k = k;
+    P->cfg = cfg;
+    P->nargs = nargs;
+    P->bufsize = k->argbytes;
+    P->buf = (unsigned char *)(((uintptr_t)P + head + 63) & ~(uintptr_t)63);
+    int self = lua_gettop(L);
+    pack_all(L, k, 3, P->buf, P->refs, nargs, fn);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, self, UV_KERNEL);
+    if (cfg.stream) {
+        lua_getfield(L, 2, "stream");
+        lua_setiuservalue(L, self, UV_STREAM);
+    }
+    for (int i = 0; i < nargs; i++)
+        if (P->refs[i].kind != REF_NONE) {
+            lua_pushvalue(L, 3 + i);
+            lua_setiuservalue(L, self, UV_FIRST_ARG + i);
+        }
+    luaL_setmetatable(L, PREPARED_T);
+    gl_live.prepared++;
+    return 1;
+}
+
+/* L(): the hot path. Only liveness checks, marks, the log entry and the launch. */
+static int l_prepared_call(lua_State *L) {
+    const char *fn = "cuda.prepared";
+    prepared *P = check_prepared(L, 1, fn);
+    gl_kernel *k = P->k;
+    gl_require_gpu(L, fn);
+    check_module_usable(L, k, fn);
+    gl_stream_track *track = P->cfg.track;
+    if (P->cfg.stream) {
+        if (P->cfg.stream->track == NULL) luaL_error(L, "%s: its cuda.stream was freed", fn);
+        track = P->cfg.stream->track;
+    }
+    uint64_t seq = gl_next_seq();
+    for (int i = 0; i < P->nargs; i++) {
+        arg_ref *r = &P->refs[i];
+        if (r->kind == REF_ARRAY) {
+            gl_array *a = r->obj;
+            if (a->ptr == 0) luaL_error(L, "%s: argument %d: the cuda.array was freed", fn, i + 1);
+            gl_use_mark(&a->use, track, seq);
+        } else if (r->kind == REF_TENSORMAP) {
+            gl_tensormap *tm = r->obj;
+            if (!tm->valid) luaL_error(L, "%s: argument %d: the cuda.tensormap was freed", fn, i + 1);
+            /* tm:replace_address may have changed it since it was packed */
+            memcpy(P->buf + k->params[i].offset, &tm->map, sizeof tm->map);
+            gl_use_mark(&tm->use, track, seq);
+        }
+    }
+    gl_use_mark(&k->module->use, track, seq);
+    submit(L, k, &P->cfg, track, P->buf, &P->bufsize, fn);
+    return 0;
+}
+
+/* L:set(i, value): repacks kernel argument i. */
+static int l_prepared_set(lua_State *L) {
+    const char *fn = "L:set";
+    prepared *P = check_prepared(L, 1, fn);
+    int isint = 0;
+    lua_Integer i = lua_tointegerx(L, 2, &isint);
+    if (!isint || i < 1 || i > P->nargs)
+        luaL_error(L, "bad argument #1 to '%s' (argument index 1..%d expected, got %s)", fn, P->nargs,
+                   lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : luaL_typename(L, 2));
+    if (lua_gettop(L) < 3) luaL_error(L, "bad argument #2 to '%s' (value expected)", fn);
+    lua_settop(L, 3);
+    const gl_param *p = &P->k->params[i - 1];
+    unsigned char tmp[MAX_ARG_BYTES];
+    memset(tmp, 0, p->size);
+    arg_ref ref;
+    pack_arg(L, 3, p, tmp, &ref, fn, (int)i);
+    memcpy(P->buf + p->offset, tmp, p->size);
+    P->refs[i - 1] = ref;
+    if (ref.kind != REF_NONE) lua_pushvalue(L, 3); else lua_pushnil(L);
+    lua_setiuservalue(L, 1, UV_FIRST_ARG + (int)i - 1);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* __gc, __close, :free(): idempotent, never raises. */
+static int prepared_free(lua_State *L) {
+    prepared *P = luaL_testudata(L, 1, PREPARED_T);
+    if (P == NULL || P->freed) return 0;
+    P->freed = true;
+    gl_live.prepared--;
+    /* drop the references so the arguments, stream and kernel can be collected */
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, UV_STREAM);
+    for (int i = 0; i < P->nargs; i++) {
+        lua_pushnil(L);
+        lua_setiuservalue(L, 1, UV_FIRST_ARG + i);
+    }
+    return 0;
+}
+
+static void add_dims(luaL_Buffer *b, lua_State *L, const unsigned d[3]) {
+    if (d[1] == 1 && d[2] == 1) lua_pushfstring(L, "%d", (int)d[0]);
+    else lua_pushfstring(L, "(%d,%d,%d)", (int)d[0], (int)d[1], (int)d[2]);
+    luaL_addvalue(b);
+}
+
+static int prepared_tostring(lua_State *L) {
+    prepared *P = luaL_checkudata(L, 1, PREPARED_T);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "cuda.prepared ");
+    luaL_addstring(&b, P->k->name);
+    luaL_addstring(&b, "<<<");
+    add_dims(&b, L, P->cfg.grid);
+    luaL_addstring(&b, ", ");
+    add_dims(&b, L, P->cfg.block);
+    lua_pushfstring(L, ", %d>>> (%d args, %d bytes)%s", (int)P->cfg.smem, P->nargs,
+                    (int)P->bufsize, P->freed ? " (freed)" : "");
+    luaL_addvalue(&b);
+    luaL_pushresult(&b);
+    return 1;
+}
+
+void gl_open_launch(lua_State *L) {
+    static const luaL_Reg meta[] = {{"__call", l_prepared_call}, {"__gc", prepared_free},
+                                    {"__close", prepared_free}, {"__tostring", prepared_tostring},
+                                    {NULL, NULL}};
+    static const luaL_Reg methods[] = {{"set", l_prepared_set}, {"free", prepared_free},
+                                       {"launch", l_prepared_call}, {NULL, NULL}};
+    gl_new_class(L, PREPARED_T, meta, methods);
+    static const luaL_Reg kernel_methods[] = {{"launch", l_launch}, {"prepare", l_prepare},
+                                              {NULL, NULL}};
+    gl_push_kernel_methods(L);
+    luaL_setfuncs(L, kernel_methods, 0);
+    lua_pop(L, 1);
+}
