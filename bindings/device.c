@@ -270,7 +270,7 @@ static int check_ordinal(lua_State *L, int idx, const char *fn) {
     if (lua_isnoneornil(L, idx)) return gl_current_device();
     int isint = 0;
     lua_Integer i = lua_tointegerx(L, idx, &isint);
-    if (!isint) {
+    if (!isint || lua_type(L, idx) != LUA_TNUMBER) {
         if (lua_type(L, idx) == LUA_TNUMBER)
             luaL_error(L, "bad argument #%d to '%s' (device ordinal must be an integer, got %s)", idx,
                        fn, lua_tostring(L, idx));
@@ -356,7 +356,10 @@ static int check_device(lua_State *L, int idx, const char *fn) {
 static int l_attribute(lua_State *L) {
     const char *fn = "dev:attribute";
     int ordinal = check_device(L, 1, fn);
-    const char *name = luaL_checkstring(L, 2);
+    if (lua_type(L, 2) != LUA_TSTRING)
+        luaL_error(L, "bad argument #2 to '%s' (attribute name expected, got %s)", fn,
+                   luaL_typename(L, 2));
+    const char *name = lua_tostring(L, 2);
     const attr_name *a = find_attr(name);
     if (a == NULL)
         luaL_error(L,

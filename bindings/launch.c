@@ -89,10 +89,7 @@ static const char *describe_value(lua_State *L, int idx) {
     switch (lua_type(L, idx)) {
     case LUA_TNUMBER: return lua_pushfstring(L, "%s", lua_tostring(L, idx));
     case LUA_TSTRING: return lua_pushfstring(L, "a string of %d bytes", (int)lua_rawlen(L, idx));
-    case LUA_TUSERDATA:
-        if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) return lua_tostring(L, -1);
-        return lua_pushstring(L, "userdata");
-    default: return lua_pushstring(L, luaL_typename(L, idx));
+    default: return gl_type_name(L, idx);
     }
 }
 
@@ -329,6 +326,9 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     cfg->track = gl_default_track();
     if (lua_getfield(L, idx, "stream") != LUA_TNIL) {
         present++;
+        if (gl_test_stream(L, top + 4) == NULL)
+            luaL_error(L, "%s: option 'stream' must be a cuda.stream, got %s", fn,
+                       gl_type_name(L, top + 4));
         cfg->track = gl_opt_stream_track(L, top + 4, fn);
         cfg->stream = gl_test_stream(L, top + 4);
     }
@@ -423,7 +423,7 @@ static prepared *check_prepared(lua_State *L, int idx, const char *fn) {
     prepared *P = luaL_testudata(L, idx, PREPARED_T);
     if (P == NULL)
         luaL_error(L, "bad argument #%d to '%s' (cuda.prepared expected, got %s)", idx, fn,
-                   luaL_typename(L, idx));
+                   gl_type_name(L, idx));
     if (P->freed) luaL_error(L, "%s: the prepared launch was freed", fn);
     return P;
 }

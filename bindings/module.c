@@ -23,6 +23,11 @@ extern int gl_ptx_params(const char *ptx, size_t len, const char *entry, gl_para
 #define UV_LOWERED 2
 #define UV_ORIGIN 3
 
+const char *gl_type_name(lua_State *L, int idx) {
+    if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) return lua_tostring(L, -1);
+    return luaL_typename(L, idx);
+}
+
 /* ------------------------------------------------------------------------------------------
  * Modules
  * ------------------------------------------------------------------------------------------ */
@@ -30,7 +35,7 @@ static gl_module *check_module(lua_State *L, int idx, const char *fn) {
     gl_module *m = luaL_testudata(L, idx, GL_MODULE_T);
     if (m == NULL)
         luaL_error(L, "bad argument #%d to '%s' (cuda.module expected, got %s)", idx, fn,
-                   luaL_typename(L, idx));
+                   gl_type_name(L, idx));
     if (m->handle == NULL) luaL_error(L, "%s: the cuda.module was freed", fn);
     return m;
 }
@@ -189,7 +194,7 @@ gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn) {
     gl_kernel *k = luaL_testudata(L, idx, GL_KERNEL_T);
     if (k == NULL)
         luaL_error(L, "bad argument #%d to '%s' (cuda.kernel expected, got %s)", idx, fn,
-                   luaL_typename(L, idx));
+                   gl_type_name(L, idx));
     if (k->module->handle == NULL)
         luaL_error(L, "%s: the module of kernel '%s' was freed", fn, k->name);
     return k;

@@ -54,6 +54,9 @@ typedef struct gl_kernel {
     gl_param params[];      /* nparams entries, then the name's bytes */
 } gl_kernel;
 
+/* The __name of a userdata ("cuda.array") or the Lua type name, for messages. May push a value. */
+const char *gl_type_name(lua_State *L, int idx);
+
 gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn);
 
 /* Module methods/fields table for launch.c to add k:launch and k:prepare to. Pushes the

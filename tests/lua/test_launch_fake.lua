@@ -1,0 +1,496 @@
+-- Modules, kernels and checked launches through the driver stand-in (GPULAB_LIBCUDA=libfakecuda.so).
+-- The stand-in runs nothing: it logs each launch with its packed parameter bytes (hex, memory
+-- order, one group per parameter), so these tests check packing byte for byte, the messages,
+-- limits, error injection, the poisoned state and module lifetimes. No GPU result is claimed.
+local T = dofile("tests/lua/t.lua")
+
+local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
+local GPULAB = arg[-1]
+
+local function read_log()
+  local f = io.open(LOG, "r")
+  if not f then return {} end
+  local lines = {}
+  for l in f:lines() do lines[#lines + 1] = l end
+  f:close()
+  return lines
+end
+
+local function clear_log()
+  assert(io.open(LOG, "w")):close()
+end
+
+local function launches()
+  local out = {}
+  for _, l in ipairs(read_log()) do
+    if l:match("^launch ") then out[#out + 1] = l end
+  end
+  return out
+end
+
+local function last_launch()
+  local l = launches()
+  return l[#l]
+end
+
+local function count_lines(pattern)
+  local n = 0
+  for _, l in ipairs(read_log()) do if l:find(pattern, 1, true) then n = n + 1 end end
+  return n
+end
+
+local function hex(s)
+  return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+
+-- One kernel per parameter kind the packing rules distinguish.
+local PTX = [[
+//
+// test module for the driver stand-in
+.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry every_kind(
+	.param .u8 p_u8,
+	.param .u16 p_u16,
+	.param .u32 p_u32,
+	.param .u64 p_u64,
+	.param .s8 p_s8,
+	.param .s16 p_s16,
+	.param .s32 p_s32,
+	.param .s64 p_s64,
+	.param .f32 p_f32,
+	.param .f64 p_f64,
+	.param .u64 p_ptr
+)
+{
+	ret;
+}
+
+.visible .entry with_struct(
+	.param .u32 n,
+	.param .align 8 .b8 s[24],
+	.param .u8 flag
+)
+{
+	ret;
+}
+
+.visible .entry with_tensormap(
+	.param .u32 n,
+	.param .align 64 .b8 tm[128],
+	.param .u64 out
+)
+{
+	ret;
+}
+
+.visible .entry with_half(
+	.param .f16 h,
+	.param .b32 bits
+)
+{
+	ret;
+}
+
+.visible .entry empty()
+{
+	ret;
+}
+
+.visible .entry heavy(
+	.param .u64 a
+)
+.maxnreg 128
+{
+	.shared .align 16 .b8 tile[65536];
+	ret;
+}
+]]
+
+clear_log()
+local mod = cuda.load(PTX)
+
+T.test("module and kernel fields", function()
+  T.ok(tostring(mod):find("cuda.module", 1, true), tostring(mod))
+  local k = mod:kernel("every_kind")
+  T.eq(k.name, "every_kind")
+  T.eq(#k.params, 11)
+  local kinds = {}
+  for i, p in ipairs(k.params) do kinds[i] = p.kind end
+  T.eq(table.concat(kinds, ","), "u8,u16,u32,u64,s8,s16,s32,s64,f32,f64,u64")
+  T.eq(k.params[4].offset, 8, "u64 after u8,u16,u32 aligns to 8")
+  T.eq(k.params[4].align, 8)
+  T.eq(k.regs, 32)
+  T.eq(k.smem, 0)
+  T.eq(k.max_threads, 1024)
+  T.eq(k.local_bytes, 0)
+  T.eq(k.const_bytes, 0)
+  local s = mod:kernel("with_struct").params[2]
+  T.eq(s.size, 24); T.eq(s.align, 8); T.eq(s.offset, 8)
+  local h = mod:kernel("heavy")
+  T.eq(h.regs, 128); T.eq(h.smem, 65536)
+  T.ok(tostring(h):find("heavy(u64): 128 regs, 65536 B static smem", 1, true), tostring(h))
+end)
+
+T.test("unknown kernel names the entries", function()
+  local err = T.raises(function() mod:kernel("nope") end, "mod:kernel: no kernel named 'nope'")
+  T.ok(err:find("every_kind, with_struct, with_tensormap, with_half, empty, heavy", 1, true), err)
+  T.raises(function() mod.kernel(42, "x") end, "cuda.module expected, got number")
+  T.raises(function() mod:kernel() end, "bad argument #1 to 'kernel'")
+end)
+
+T.test("packing every scalar kind byte for byte", function()
+  local k = mod:kernel("every_kind")
+  clear_log()
+  k:launch({ grid = 3, block = 128 }, 0xab, 0xbeef, 0xdeadbeef, 0x0123456789abcdef,
+    -2, -300, -5, math.mininteger, 1.5, -0.25, 0x7f0000001000)
+  T.eq(last_launch(), "launch every_kind grid=3,1,1 block=128,1,1 smem=0 stream=0 args=" ..
+    "ab efbe efbeadde efcdab8967452301 fe d4fe fbffffff 0000000000000080 0000c03f " ..
+    "000000000000d0bf 00100000007f0000")
+  -- integral floats are integers; the extremes of each range are accepted
+  k:launch({ grid = 1, block = 1 }, 255, 65535, 4294967295, math.maxinteger, -128, 32767,
+    -2147483648, 3.0, 0, 1e308, 0)
+  T.eq(last_launch(), "launch every_kind grid=1,1,1 block=1,1,1 smem=0 stream=0 args=" ..
+    "ff ffff ffffffff ffffffffffffff7f 80 ff7f 00000080 0300000000000000 00000000 " ..
+    hex(string.pack("<d", 1e308)) .. " 0000000000000000")
+end)
+
+T.test("by-value struct blob and padding bytes", function()
+  local k = mod:kernel("with_struct")
+  clear_log()
+  local blob = string.pack("<i4i4d", 7, -1, 2.5) .. string.rep("\0", 8)
+  T.eq(#blob, 24)
+  k:launch({ grid = 1, block = 32 }, 5, blob, 1)
+  T.eq(last_launch(), "launch with_struct grid=1,1,1 block=32,1,1 smem=0 stream=0 args=05000000 " ..
+    hex(blob) .. " 01")
+  T.raises(function() k:launch({ grid = 1, block = 32 }, 5, "short", 1) end,
+    "k:launch: argument 2: kernel expects b8[24] (24 bytes, align 8), got a string of 5 bytes")
+  T.raises(function() k:launch({ grid = 1, block = 32 }, 5, 12, 1) end,
+    "k:launch: argument 2: kernel expects b8[24] (24 bytes, align 8), got 12")
+end)
+
+T.test("f16 rounding and untyped bits", function()
+  local k = mod:kernel("with_half")
+  clear_log()
+  k:launch({ grid = 1, block = 1 }, 1.0, 0x3f800000)
+  T.eq(last_launch():match("args=(.*)$"), "003c 0000803f")
+  k:launch({ grid = 1, block = 1 }, 65504, -1)
+  T.eq(last_launch():match("args=(.*)$"), "ff7b ffffffff")
+  k:launch({ grid = 1, block = 1 }, 1 + 2 ^ -11, 0) -- tie: rounds to even (1.0)
+  T.eq(last_launch():match("args=(.*)$"), "003c 00000000")
+  k:launch({ grid = 1, block = 1 }, 2 ^ -24, 0) -- smallest subnormal
+  T.eq(last_launch():match("args=(.*)$"), "0100 00000000")
+  k:launch({ grid = 1, block = 1 }, -math.huge, string.pack("<f", 0.5))
+  T.eq(last_launch():match("args=(.*)$"), "00fc 0000003f")
+  k:launch({ grid = 1, block = 1 }, 0 / 0, 0)
+  T.ok(last_launch():match("args=(....)"):match("^..7[c-f]$") or
+       last_launch():match("args=(....)"):match("^..f[c-f]$"), "NaN stays NaN: " .. last_launch())
+  T.raises(function() k:launch({ grid = 1, block = 1 }, 70000, 0) end,
+    "argument 1: kernel expects f16 (2 bytes), got 70000 (out of f16 range)")
+  T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 0.5) end,
+    "argument 2: kernel expects b32 (4 bytes), got 0.5 (not an integer")
+  T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 2 ^ 32) end,
+    "argument 2: kernel expects b32 (4 bytes), got 4294967296.0 (out of range -2147483648..4294967295)")
+end)
+
+T.test("every mismatch message names the argument and both types", function()
+  local k = mod:kernel("every_kind")
+  local cfg = { grid = 1, block = 1 }
+  local good = { 1, 2, 3, 4, 5, 6, 7, 8, 9.5, 10.5, 11 }
+  local function with(i, v)
+    local a = { table.unpack(good) }
+    a[i] = v
+    return function() k:launch(cfg, table.unpack(a, 1, 11)) end
+  end
+  T.raises(with(1, 256), "k:launch: argument 1: kernel expects u8 (1 byte), got 256 (out of range 0..255)")
+  T.raises(with(1, -1), "argument 1: kernel expects u8 (1 byte), got -1 (out of range 0..255)")
+  T.raises(with(2, 65536), "argument 2: kernel expects u16 (2 bytes), got 65536 (out of range 0..65535)")
+  T.raises(with(3, 2.5), "k:launch: argument 3: kernel expects u32 (4 bytes), got 2.5 (not an integer)")
+  T.raises(with(3, -1), "argument 3: kernel expects u32 (4 bytes), got -1 (out of range 0..4294967295)")
+  T.raises(with(4, -1), "argument 4: kernel expects u64 (8 bytes), got -1 (negative)")
+  T.raises(with(5, 128), "argument 5: kernel expects s8 (1 byte), got 128 (out of range -128..127)")
+  T.raises(with(6, -32769), "argument 6: kernel expects s16 (2 bytes), got -32769 (out of range -32768..32767)")
+  T.raises(with(7, 2 ^ 31), "argument 7: kernel expects s32 (4 bytes), got 2147483648.0 (out of range")
+  T.raises(with(7, 1 << 31), "argument 7: kernel expects s32 (4 bytes), got 2147483648 (out of range")
+  T.raises(with(7, 0 / 0), "argument 7: kernel expects s32 (4 bytes), got")
+  T.raises(with(8, 2 ^ 63), "argument 8: kernel expects s64 (8 bytes), got 9.2233720368548e+18 (not an integer)")
+  T.raises(with(9, "x"), "argument 9: kernel expects f32 (4 bytes), got a string of 1 bytes")
+  T.raises(with(9, true), "argument 9: kernel expects f32 (4 bytes), got boolean")
+  T.raises(with(9, 1e39), "argument 9: kernel expects f32 (4 bytes), got 1e+39 (out of f32 range)")
+  T.raises(with(10, {}), "argument 10: kernel expects f64 (8 bytes), got table")
+  T.raises(with(11, mod), "argument 11: kernel expects u64 (8 bytes), got cuda.module")
+  T.raises(with(11, nil), "argument 11: kernel expects u64 (8 bytes), got nil")
+  T.raises(function() k:launch(cfg, 1, 2, 3) end, "k:launch: kernel 'every_kind' takes 11 arguments, got 3")
+  local twelve = { table.unpack(good) }
+  twelve[12] = 12
+  T.raises(function() k:launch(cfg, table.unpack(twelve, 1, 12)) end, "takes 11 arguments, got 12")
+  T.raises(function() mod:kernel("empty"):launch(cfg, 1) end, "kernel 'empty' takes 0 arguments, got 1")
+end)
+
+T.test("nothing reaches the driver when a check fails", function()
+  clear_log()
+  local k = mod:kernel("every_kind")
+  pcall(k.launch, k, { grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "bad")
+  pcall(k.launch, k, { grid = 0, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+  T.eq(#launches(), 0)
+end)
+
+T.test("grid, block and smem limits", function()
+  local k = mod:kernel("empty")
+  T.raises(function() k:launch({ grid = 0, block = 1 }) end, "k:launch: grid.x = 0 is out of range 1..2147483647 (device limit)")
+  T.raises(function() k:launch({ grid = { 1, 65536 }, block = 1 }) end, "grid.y = 65536 is out of range 1..65535")
+  T.raises(function() k:launch({ grid = { 1, 1, 65536 }, block = 1 }) end, "grid.z = 65536 is out of range 1..65535")
+  T.raises(function() k:launch({ grid = 2 ^ 31, block = 1 }) end, "grid.x = 2147483648 is out of range")
+  T.raises(function() k:launch({ grid = 1.5, block = 1 }) end, "grid.x must be an integer, got 1.5")
+  T.raises(function() k:launch({ grid = 1, block = 1025 }) end, "block.x = 1025 is out of range 1..1024")
+  T.raises(function() k:launch({ grid = 1, block = { 1, 1, 65 } }) end, "block.z = 65 is out of range 1..64")
+  T.raises(function() k:launch({ grid = 1, block = { 64, 32 } }) end,
+    "k:launch: block of 2048 threads exceeds the limit of 1024 for kernel 'empty'")
+  T.raises(function() k:launch({ grid = 1, block = { 1, 2, 3, 4 } }) end, "option 'block' must have 1 to 3 entries, got 4")
+  T.raises(function() k:launch({ grid = 1 }) end, "option 'block' is required")
+  T.raises(function() k:launch({ block = 1 }) end, "option 'grid' is required")
+  T.raises(function() k:launch({ grid = "1", block = 1 }) end, "option 'grid' must be a number or {x,y,z}, got string")
+  T.raises(function() k:launch({ grid = 1, block = 1, smem = 49153 }) end,
+    "k:launch: smem = 49153 bytes exceeds kernel 'empty''s dynamic shared memory limit of 49152 bytes")
+  T.raises(function() k:launch({ grid = 1, block = 1, smem = -1 }) end, "option 'smem' must be a non-negative integer")
+  T.raises(function() k:launch({ grid = 1, block = 1, shmem = 0 }) end, "k:launch: unknown option 'shmem' (known: grid, block, smem, stream)")
+  T.raises(function() k:launch(nil) end, "k:launch: argument #1 (launch configuration) must be a table")
+  T.raises(function() k:launch({ grid = 1, block = 1, stream = 5 }) end, "k:launch: option 'stream' must be a cuda.stream, got number")
+  clear_log()
+  k:launch({ grid = { 7, 8, 9 }, block = { 4, 4, 4 }, smem = 49152 })
+  T.eq(last_launch(), "launch empty grid=7,8,9 block=4,4,4 smem=49152 stream=0 args=")
+end)
+
+T.test("dynamic shared memory opt-in", function()
+  local k = mod:kernel("empty")
+  T.eq(k:set_max_dynamic_smem(200 * 1024), k)
+  T.eq(k.max_dynamic_smem, 200 * 1024)
+  clear_log()
+  k:launch({ grid = 1, block = 1, smem = 200 * 1024 })
+  T.eq(last_launch(), "launch empty grid=1,1,1 block=1,1,1 smem=204800 stream=0 args=")
+  -- another kernel object for the same function sees the raised limit
+  mod:kernel("empty"):launch({ grid = 1, block = 1, smem = 150 * 1024 })
+  T.raises(function() k:set_max_dynamic_smem(227 * 1024 + 1) end,
+    "the device allows 232448 bytes per block with opt-in, and kernel 'empty' uses 0 statically, so at most 232448")
+  local h = mod:kernel("heavy")
+  T.raises(function() h:set_max_dynamic_smem(200 * 1024) end, "uses 65536 statically, so at most 166912")
+  T.raises(function() k:set_max_dynamic_smem(-1) end, "bad argument #2 to 'k:set_max_dynamic_smem'")
+  T.raises(function() k:set_max_dynamic_smem(1.5) end, "integer number of bytes expected, got 1.5")
+end)
+
+T.test("occupancy and the limiting resource", function()
+  local e = mod:kernel("empty")
+  local n, why, lim = e:occupancy(1024, 0)
+  T.eq(n, 2); T.eq(why, "threads")
+  T.eq(lim.threads, 2); T.eq(lim.registers, 2); T.eq(lim.blocks, 32)
+  n, why = e:occupancy(32, 0)
+  T.eq(n, 32); T.eq(why, "blocks")
+  n, why = e:occupancy(128, 100 * 1024)
+  T.eq(n, 2); T.eq(why, "shared memory")
+  local h = mod:kernel("heavy") -- 128 regs, 64 KB static shared memory
+  n, why, lim = h:occupancy(256, 0)
+  T.eq(lim.registers, 2); T.eq(lim.shared_memory, 3); T.eq(lim.threads, 8)
+  T.eq(n, 2); T.eq(why, "registers")
+  T.raises(function() e:occupancy(0) end, "block threads 0 out of range 1..1024")
+  T.raises(function() e:occupancy(1025) end, "out of range 1..1024")
+  T.raises(function() e:occupancy(32, -1) end, "dynamic shared memory bytes -1 out of range")
+  T.raises(function() e:occupancy(32, 227 * 1024 + 1) end, "out of range 0..232448")
+  T.raises(function() e:occupancy(32.5) end, "block threads must be an integer, got 32.5")
+end)
+
+T.test("prepared launch packs once, L:set repacks one argument", function()
+  local k = mod:kernel("every_kind")
+  local L = k:prepare({ grid = { 2, 2 }, block = 64 }, 1, 2, 3, 4, 5, 6, 7, 8, 0.5, 0.25, 0x1000)
+  T.eq(cuda.stats().prepared, 1)
+  T.ok(tostring(L):find("cuda.prepared every_kind<<<(2,2,1), 64, 0>>> (11 args", 1, true), tostring(L))
+  clear_log()
+  L()
+  L()
+  T.eq(#launches(), 2)
+  T.eq(launches()[1], launches()[2])
+  T.eq(last_launch(), "launch every_kind grid=2,2,1 block=64,1,1 smem=0 stream=0 args=" ..
+    "01 0200 03000000 0400000000000000 05 0600 07000000 0800000000000000 0000003f " ..
+    "000000000000d03f 0010000000000000")
+  T.eq(L:set(3, 0xffffffff), L)
+  L:set(9, -2)
+  L()
+  T.eq(last_launch(), "launch every_kind grid=2,2,1 block=64,1,1 smem=0 stream=0 args=" ..
+    "01 0200 ffffffff 0400000000000000 05 0600 07000000 0800000000000000 000000c0 " ..
+    "000000000000d03f 0010000000000000")
+  T.raises(function() L:set(3, -1) end, "L:set: argument 3: kernel expects u32 (4 bytes), got -1 (out of range")
+  T.raises(function() L:set(12, 1) end, "bad argument #1 to 'L:set' (argument index 1..11 expected, got 12)")
+  T.raises(function() L:set(0, 1) end, "argument index 1..11 expected, got 0")
+  T.raises(function() L:set(1) end, "bad argument #2 to 'L:set' (value expected)")
+  -- a failed set leaves the packed bytes as they were
+  clear_log()
+  L()
+  T.ok(last_launch():find("ffffffff", 1, true), last_launch())
+  T.raises(function() k:prepare({ grid = 1, block = 1 }, 1) end, "k:prepare: kernel 'every_kind' takes 11 arguments, got 1")
+  T.raises(function() k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "x") end,
+    "k:prepare: argument 11: kernel expects u64 (8 bytes), got a string of 1 bytes")
+  L:free()
+  L:free()
+  T.eq(cuda.stats().prepared, 0)
+  T.raises(function() L() end, "cuda.prepared: the prepared launch was freed")
+  T.raises(function() L:set(1, 1) end, "the prepared launch was freed")
+  T.ok(tostring(L):find("(freed)", 1, true))
+  do
+    local L2 <close> = k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+    T.eq(cuda.stats().prepared, 1)
+  end
+  T.eq(cuda.stats().prepared, 0)
+  local L3 = mod:kernel("empty"):prepare({ grid = 1, block = 1 })
+  L3 = nil
+  collectgarbage(); collectgarbage()
+  T.eq(cuda.stats().prepared, 0)
+end)
+
+T.test("wrong self and use of freed objects", function()
+  local k = mod:kernel("empty")
+  T.raises(function() k.launch(mod, { grid = 1, block = 1 }) end, "cuda.kernel expected, got cuda.module")
+  T.raises(function() k.occupancy({}, 32) end, "cuda.kernel expected, got table")
+  local m2 = cuda.load(PTX)
+  local k2 = m2:kernel("empty")
+  local L = k2:prepare({ grid = 1, block = 1 })
+  m2:free()
+  m2:free()
+  T.raises(function() k2:launch({ grid = 1, block = 1 }) end, "k:launch: the module of kernel 'empty' was freed")
+  T.raises(function() L() end, "the module of kernel 'empty' was freed")
+  T.raises(function() m2:kernel("empty") end, "mod:kernel: the cuda.module was freed")
+  T.eq(tostring(m2), "cuda.module (freed)")
+  T.ok(tostring(k2):find("(module freed)", 1, true), tostring(k2))
+  L:free()
+end)
+
+T.test("kernel keeps its module alive; unloading waits for queued launches", function()
+  collectgarbage(); collectgarbage()
+  local base = cuda.stats().modules
+  local m = cuda.load(PTX)
+  local k = m:kernel("empty")
+  T.eq(cuda.stats().modules, base + 1)
+  clear_log()
+  m = nil
+  collectgarbage(); collectgarbage()
+  T.eq(count_lines("module_unload"), 0, "module unloaded while a kernel holds it")
+  T.eq(cuda.stats().modules, base + 1)
+  k:launch({ grid = 1, block = 1 })
+  T.eq(#launches(), 1)
+  cuda.sync()
+  k = nil
+  collectgarbage(); collectgarbage()
+  T.eq(count_lines("module_unload"), 1)
+  T.eq(cuda.stats().modules, base)
+
+  -- a launch still queued: free defers the unload until a sync proves it done
+  local m3 = cuda.load(PTX)
+  m3:kernel("empty"):launch({ grid = 1, block = 1 })
+  clear_log()
+  m3:free()
+  T.eq(cuda.stats().modules, base)
+  T.eq(count_lines("module_unload"), 0, "unloaded before its launch was known complete")
+  cuda.sync()
+  T.eq(count_lines("module_unload"), 1)
+  T.eq(cuda.stats().deferred, 0)
+end)
+
+T.test("cuda.load from a program table, a file and bad input", function()
+  local prog = setmetatable({ ptx = PTX, lowered = { ["kern<int>"] = "with_half" }, name = "p.cu" }, {})
+  local m = cuda.load(prog)
+  T.ok(tostring(m):find("program p.cu (ptx)", 1, true), tostring(m))
+  local k = m:kernel("kern<int>")
+  T.eq(k.name, "with_half")
+  T.eq(k.params[1].kind, "f16")
+  local path = os.tmpname()
+  local f = assert(io.open(path, "wb")); f:write(PTX); f:close()
+  local m2 = cuda.load(path)
+  T.ok(tostring(m2):find(path, 1, true), tostring(m2))
+  T.eq(#m2:kernel("every_kind").params, 11)
+  os.remove(path)
+  T.raises(function() cuda.load(path) end, "bad argument #1 to 'cuda.load' (not a PTX, cubin or fatbin image, and no readable file")
+  T.raises(function() cuda.load(42) end, "bad argument #1 to 'cuda.load' (program, image string or path expected, got number)")
+  T.raises(function() cuda.load({}) end, "program has neither a cubin nor a ptx string")
+  T.raises(function() cuda.load({ cubin = 5, ptx = PTX }) end, "program's cubin must be a string, got number")
+  T.raises(function() cuda.load("a\0b") end, "not a PTX, cubin or fatbin image")
+  m:free(); m2:free()
+end)
+
+-- The remaining cases need a fresh process each (injected faults, a poisoned context).
+local function child(env, code)
+  local script = os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write("local PTX = ", string.format("%q", PTX), "\n", code)
+  f:close()
+  local p = assert(io.popen(env .. " GPULAB_FAKE_LOG=/dev/null " .. GPULAB .. " " .. script .. " 2>&1"))
+  local out = p:read("a")
+  local ok, how, rc = p:close()
+  os.remove(script)
+  return out, rc
+end
+
+T.test("an injected launch error names the function, the error and its number", function()
+  local out, rc = child("GPULAB_FAKE_FAIL=cuLaunchKernel:701:2", [[
+    local k = cuda.load(PTX):kernel("empty")
+    k:launch({grid=1, block=1})
+    local ok, err = pcall(k.launch, k, {grid=1, block=1})
+    print(err)
+    k:launch({grid=1, block=1})
+    print("third launch ok")
+    local L = k:prepare({grid=1, block=1})
+    print(pcall(L))
+  ]])
+  T.eq(rc, 0, out)
+  T.ok(out:find("k:launch: cuLaunchKernel: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701): too many resources requested for launch", 1, true), out)
+  T.ok(out:find("third launch ok", 1, true), out)
+  T.ok(out:find("true", 1, true), out)
+end)
+
+T.test("a sticky error poisons the context and later calls name the launches", function()
+  local out, rc = child("GPULAB_FAKE_FAIL=cuCtxSynchronize:700", [[
+    local m = cuda.load(PTX)
+    local k = m:kernel("with_struct")
+    k:launch({grid={4,2}, block=128}, 1, string.rep("\0", 24), 0)
+    m:kernel("empty"):launch({grid=1, block=32})
+    local ok, err = pcall(cuda.sync)
+    print("SYNC " .. err)
+    ok, err = pcall(k.launch, k, {grid=1, block=1}, 1, string.rep("\0", 24), 0)
+    print("NEXT " .. err)
+    print("AVAILABLE", cuda.available())
+    m:free()
+    print("STATS", cuda.stats().modules)
+  ]])
+  T.eq(rc, 0, out)
+  T.ok(out:find("SYNC cuda.sync: context sync: CUDA_ERROR_ILLEGAL_ADDRESS (700)", 1, true), out)
+  T.ok(out:find("2 launches since the last good sync: with_struct<<<(4,2,1), 128>>> on the default stream, empty<<<1, 32>>>", 1, true), out)
+  T.ok(out:find("NEXT k:launch: context poisoned by cuda.sync: context sync: CUDA_ERROR_ILLEGAL_ADDRESS (700)", 1, true), out)
+  T.ok(out:find("with_struct<<<(4,2,1), 128>>>", out:find("NEXT", 1, true), true), out)
+  T.ok(out:find("restart the process", 1, true), out)
+  T.ok(out:find("AVAILABLE\tfalse", 1, true), out)
+  T.ok(out:find("STATS\t0", 1, true), out)
+end)
+
+T.test("module load and function lookup errors", function()
+  local out, rc = child("GPULAB_FAKE_FAIL=cuModuleLoadDataEx:218,cuModuleGetFunction:500:1,cuFuncGetAttribute:2:1", [[
+    print(select(2, pcall(cuda.load, PTX)))
+    local m = cuda.load(PTX)
+    print(select(2, pcall(m.kernel, m, "empty")))
+    print(select(2, pcall(m.kernel, m, "empty")))
+    print(m:kernel("empty").name)
+  ]])
+  T.eq(rc, 0, out)
+  T.ok(out:find("cuda.load: cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX (218)", 1, true), out)
+  T.ok(out:find("mod:kernel: no kernel named 'empty' in this module", 1, true), out)
+  T.ok(out:find("mod:kernel: cuFuncGetAttribute: CUDA_ERROR_OUT_OF_MEMORY (2)", 1, true), out)
+  T.ok(out:find("\nempty\n", 1, true), out)
+end)
+
+mod:free()
+collectgarbage(); collectgarbage()
+T.test("stats return to zero", function()
+  local s = cuda.stats()
+  T.eq(s.modules, 0)
+  T.eq(s.prepared, 0)
+end)
+
+T.done()
