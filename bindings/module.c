@@ -13,12 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ptx.c provides it; a weak reference keeps the build linking while it is absent, in which
- * case parameter lists come from cuFuncGetParamInfo (sizes only). */
-extern int gl_ptx_params(const char *ptx, size_t len, const char *entry, gl_param *out, int max,
-                         char *err, size_t errlen) __attribute__((weak));
-
-#define PROGRAM_T "cuda.program"
 #define UV_PTX 1
 #define UV_LOWERED 2
 #define UV_ORIGIN 3
@@ -291,7 +285,7 @@ static int l_module_kernel(lua_State *L) {
     gl_param params[GL_MAX_PARAMS];
     int n = -1;
     bool typed = false;
-    if (ptx && gl_ptx_params) {
+    if (ptx) {
         char err[256] = "";
         n = gl_ptx_params(ptx, ptx_len, entry, params, GL_MAX_PARAMS, err, sizeof err);
         if (n > GL_MAX_PARAMS)
