@@ -26,6 +26,9 @@ int gl_report(lua_State *L, int status);
 int gl_loadfile_text(lua_State *L, const char *path);   /* NULL: stdin */
 int gl_loadbuffer_text(lua_State *L, const char *s, size_t len, const char *chunkname);
 extern const char *gl_progname;
+/* The command line gpulab was started with (set by main); :restart re-executes it. */
+extern int gl_argc;
+extern char **gl_argv;
 
 /* repl.c ----------------------------------------------------------------------------------- */
 /* Runs the interactive loop until end of input. Returns the process exit status.
@@ -39,5 +42,9 @@ int gl_sanitize_run(int argc, char **argv, const char *tool);
 /* watch.c ---------------------------------------------------------------------------------- */
 /* Runs the script in a child process, then again whenever a watched file changes. */
 int gl_watch_run(int argc, char **argv);
+/* In a child run by --watch (GPULAB_DEPFILE set): records every file `require` loads. */
+void gl_watch_child_setup(lua_State *L);
+/* Appends the absolute path of `path` to GPULAB_DEPFILE when set; does nothing otherwise. */
+void gl_watch_record(const char *path);
 
 #endif

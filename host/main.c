@@ -140,6 +140,7 @@ static int run_actions(lua_State *L, char **argv, int until) {
 static int run_script(lua_State *L, int argc, char **argv, int script) {
     const char *path = argv[script];
     if (strcmp(path, "-") == 0 && (script == 0 || strcmp(argv[script - 1], "--") != 0)) path = NULL;
+    if (path) gl_watch_record(path);
     int status = gl_loadfile_text(L, path);
     if (status == LUA_OK) {
         int n = argc - script - 1;
@@ -180,10 +181,12 @@ static int pmain(lua_State *L) {
     }
     if (o->interactive) {
         m->exit_status = gl_repl(L, getenv("GPULAB_REPLAY"));
-        return 0;
+        lua_pushboolean(L, 1);
+        return 1;
     }
     if (o->script == 0 && !o->has_e && !o->version) {
         if (isatty(STDIN_FILENO)) {
+            print_version();
             m->exit_status = gl_repl(L, getenv("GPULAB_REPLAY"));
         } else if (run_script(L, 1, (char *[]){"-", NULL}, 0) != LUA_OK) {
             return 0;
@@ -195,6 +198,8 @@ static int pmain(lua_State *L) {
 
 int main(int argc, char **argv) {
     if (argv[0] && argv[0][0]) gl_progname = argv[0];
+    gl_argc = argc;
+    gl_argv = argv;
     cli o;
     if (!parse_args(argc, argv, &o)) return EXIT_FAILURE;
     if (o.sanitize) return gl_sanitize_run(argc, argv, o.sanitize);

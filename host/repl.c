@@ -1,4 +1,772 @@
-/* repl.c — placeholder until the REPL is written. */
+/*
+ * repl.c — the interactive loop: libedit line editing with persistent history and completion
+ * of globals, table fields and methods; multi-line chunks; values printed (tables pretty);
+ * Ctrl-C to interrupt; REPL commands (:help, :history, :save, :restart with replay).
+ */
+#define _GNU_SOURCE
 #include "host.h"
+
+#include <errno.h>
+#include <histedit.h>
+#include <lauxlib.h>
+#include <limits.h>
+#include <locale.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
-int gl_repl(lua_State *L, const char *replay) { (void)L; (void)replay; fprintf(stderr, "no REPL yet\n"); return 1; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <wchar.h>
+
+#include "gpulab.h"
+
+#define PROMPT "gpulab> "
+#define PROMPT_MORE ">> "
+
+/* ---- the session's successful inputs -------------------------------------------------------
+ * `typed` is what the user entered (for :history); `code` is a statement that redoes it
+ * (a bare expression `x` becomes `print(x)`), used by :save and the :restart replay. */
+typedef struct {
+    char *typed, *code;
+} input;
+
+static struct {
+    input *items;
+    int n, cap;
+} session;
+
+static void session_add(const char *typed, const char *code) {
+    if (session.n == session.cap) {
+        int cap = session.cap ? session.cap * 2 : 32;
+        input *p = realloc(session.items, (size_t)cap * sizeof *p);
+        if (p == NULL) return;
+        session.items = p;
+        session.cap = cap;
+    }
+    char *t = strdup(typed), *c = strdup(code);
+    if (t == NULL || c == NULL) {
+        free(t);
+        free(c);
+        return;
+    }
+    session.items[session.n++] = (input){t, c};
+}
+
+static void session_free(void) {
+    for (int i = 0; i < session.n; i++) {
+        free(session.items[i].typed);
+        free(session.items[i].code);
+    }
+    free(session.items);
+    memset(&session, 0, sizeof session);
+}
+
+/* ---- Ctrl-C ----------------------------------------------------------------------------------
+ * While Lua runs, gl_docall turns SIGINT into a Lua error. At the prompt SIGINT is blocked
+ * except inside ppoll, so it can only arrive while we wait for a key: the line is dropped. */
+static volatile sig_atomic_t sigint_seen;
+static bool line_interrupted;
+
+static void on_prompt_sigint(int sig) {
+    (void)sig;
+    sigint_seen = 1;
+}
+
+static void install_prompt_handler(void) {
+    struct sigaction sa = {.sa_handler = on_prompt_sigint};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+static sigset_t unblocked_mask;
+
+/* libedit's character reader: a key, or a newline that ends an interrupted line. */
+static int read_key(EditLine *el, wchar_t *wc) {
+    (void)el;
+    mbstate_t st;
+    memset(&st, 0, sizeof st);
+    for (;;) {
+        if (sigint_seen) {
+            sigint_seen = 0;
+            line_interrupted = true;
+            *wc = L'\n';
+            return 1;
+        }
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        int r = ppoll(&p, 1, NULL, &unblocked_mask);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        char c;
+        ssize_t got = read(STDIN_FILENO, &c, 1);
+        if (got == 0) return 0;
+        if (got < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            return -1;
+        }
+        if (c == '\003') { /* ^C as a character: the terminal does not send signals */
+            sigint_seen = 1;
+            continue;
+        }
+        size_t k = mbrtowc(wc, &c, 1, &st);
+        if (k == (size_t)-2) continue;                  /* middle of a UTF-8 sequence */
+        if (k == (size_t)-1) *wc = (unsigned char)c;    /* not valid here: pass the byte */
+        return 1;
+    }
+}
+
+/* ---- history file ----------------------------------------------------------------------------- */
+
+static char history_path[PATH_MAX];
+static bool history_warned;
+
+static bool make_dirs(char *path) { /* mkdir -p of the folders above path's last slash */
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        bool ok = mkdir(path, 0700) == 0 || errno == EEXIST;
+        *p = '/';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static void find_history_path(void) {
+    const char *state = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    if (state && state[0] == '/')
+        snprintf(history_path, sizeof history_path, "%s/gpulab/history", state);
+    else if (home && *home)
+        snprintf(history_path, sizeof history_path, "%s/.local/state/gpulab/history", home);
+    else
+        history_path[0] = '\0';
+}
+
+static void history_warn(const char *what) {
+    if (history_warned) return;
+    history_warned = true;
+    fprintf(stderr, "%s: warning: cannot %s history file %s: %s (history is kept for this session only)\n",
+            gl_progname, what, history_path[0] ? history_path : "(no $HOME)", strerror(errno));
+}
+
+static void history_save(History *h) {
+    if (history_path[0] == '\0' || history_warned) return;
+    HistEvent ev;
+    errno = 0;
+    if (!make_dirs(history_path) || history(h, &ev, H_SAVE, history_path) < 0) {
+        if (errno == 0) errno = EIO;
+        history_warn("write");
+    }
+}
+
+/* ---- completion ---------------------------------------------------------------------------------
+ * Completion only reads (raw access, no metamethods run): "a.b:c<Tab>" looks up a, then b in a
+ * (following __index tables of metatables, which is where userdata keep their methods). */
+static lua_State *completion_state;
+
+static bool is_ident_char(char c) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* Pushes the __index table of the value at idx's metatable, or returns false. */
+static bool push_index_table(lua_State *L, int idx) {
+    if (!lua_getmetatable(L, idx)) return false;
+    if (lua_getfield(L, -1, "__index") == LUA_TTABLE) {
+        lua_remove(L, -2);
+        return true;
+    }
+    lua_pop(L, 2);
+    return false;
+}
+
+/* Replaces the value on top with its field `key`: raw lookup, then the __index chain. */
+static void step_into(lua_State *L, const char *key, size_t len) {
+    for (int hops = 0; hops < 8; hops++) {
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            lua_pushlstring(L, key, len);
+            if (lua_rawget(L, -2) != LUA_TNIL) {
+                lua_remove(L, -2);
+                return;
+            }
+            lua_pop(L, 1);
+        }
+        if (!push_index_table(L, -1)) break;
+        lua_remove(L, -2);
+    }
+    lua_pop(L, 1);
+    lua_pushnil(L);
+}
+
+typedef struct {
+    char **names;
+    int n, cap;
+} name_list;
+
+static void names_add(name_list *nl, const char *s) {
+    if (nl->n == nl->cap) {
+        int cap = nl->cap ? nl->cap * 2 : 64;
+        char **p = realloc(nl->names, (size_t)cap * sizeof *p);
+        if (p == NULL) return;
+        nl->names = p;
+        nl->cap = cap;
+    }
+    char *copy = strdup(s);
+    if (copy) nl->names[nl->n++] = copy;
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Adds the identifier keys of the value on top (and of its __index tables) that start with
+ * `prefix`. Leaves the stack as it found it. */
+static void collect_fields(lua_State *L, const char *prefix, name_list *out) {
+    size_t plen = strlen(prefix);
+    int pushed = 0;
+    for (int hops = 0; hops < 8; hops++) {
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            lua_pushnil(L);
+            while (lua_next(L, -2)) {
+                lua_pop(L, 1);
+                if (lua_type(L, -1) != LUA_TSTRING) continue;
+                const char *k = lua_tostring(L, -1);
+                if (strncmp(k, prefix, plen) != 0 || !is_ident_char(k[0]) || (k[0] >= '0' && k[0] <= '9'))
+                    continue;
+                bool ident = true;
+                for (const char *c = k; *c; c++) ident = ident && is_ident_char(*c);
+                if (ident) names_add(out, k);
+            }
+        }
+        if (!push_index_table(L, -1)) break;
+        pushed++;
+    }
+    lua_pop(L, pushed);
+}
+
+static void print_candidates(const name_list *nl) {
+    putchar('\n');
+    int col = 0;
+    for (int i = 0; i < nl->n; i++) {
+        int w = (int)strlen(nl->names[i]) + 2;
+        if (col > 0 && col + w > 80) {
+            putchar('\n');
+            col = 0;
+        }
+        printf("%s  ", nl->names[i]);
+        col += w;
+    }
+    putchar('\n');
+    fflush(stdout);
+}
+
+static unsigned char complete(EditLine *el, int ch) {
+    (void)ch;
+    lua_State *L = completion_state;
+    const LineInfo *li = el_line(el);
+    const char *end = li->cursor, *start = end;
+    while (start > li->buffer && (is_ident_char(start[-1]) || start[-1] == '.' || start[-1] == ':')) start--;
+    const char *last = end;
+    while (last > start && last[-1] != '.' && last[-1] != ':') last--;
+    char partial[256];
+    size_t plen = (size_t)(end - last);
+    if (plen >= sizeof partial || !lua_checkstack(L, 32)) return CC_REFRESH_BEEP;
+    memcpy(partial, last, plen);
+    partial[plen] = '\0';
+
+    int top = lua_gettop(L);
+    lua_pushglobaltable(L);
+    for (const char *p = start; p < last;) { /* walk "a.b:" */
+        const char *q = p;
+        while (q < last && *q != '.' && *q != ':') q++;
+        step_into(L, p, (size_t)(q - p));
+        p = q + 1;
+    }
+    name_list nl = {0};
+    collect_fields(L, partial, &nl);
+    if (last == start) { /* a bare word: keywords complete too */
+        static const char *const keywords[] = {"and", "break", "do", "else", "elseif", "end", "false",
+                                               "for", "function", "goto", "if", "in", "local", "nil",
+                                               "not", "or", "repeat", "return", "then", "true", "until",
+                                               "while"};
+        for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
+            if (strncmp(keywords[i], partial, plen) == 0) names_add(&nl, keywords[i]);
+    }
+    lua_settop(L, top);
+
+    qsort(nl.names, (size_t)nl.n, sizeof *nl.names, cmp_names);
+    int uniq = 0;
+    for (int i = 0; i < nl.n; i++) {
+        if (uniq > 0 && strcmp(nl.names[uniq - 1], nl.names[i]) == 0) {
+            free(nl.names[i]);
+            continue;
+        }
+        nl.names[uniq++] = nl.names[i];
+    }
+    nl.n = uniq;
+
+    unsigned char result = CC_REFRESH;
+    if (nl.n == 0) {
+        result = CC_REFRESH_BEEP;
+    } else {
+        size_t common = strlen(nl.names[0]);
+        for (int i = 1; i < nl.n; i++) {
+            size_t j = 0;
+            while (j < common && nl.names[i][j] == nl.names[0][j]) j++;
+            common = j;
+        }
+        if (common > plen) {
+            char ins[256];
+            snprintf(ins, sizeof ins, "%.*s", (int)(common - plen), nl.names[0] + plen);
+            el_insertstr(el, ins);
+        } else if (nl.n > 1) {
+            print_candidates(&nl);
+            result = CC_REDISPLAY;
+        }
+    }
+    for (int i = 0; i < nl.n; i++) free(nl.names[i]);
+    free(nl.names);
+    return result;
+}
+
+/* ---- printing values ----------------------------------------------------------------------------
+ * Tables are printed with sorted keys, nested up to a depth, cycles marked; everything else
+ * (userdata included) through tostring, so __tostring decides. */
+static const char pretty_source[] =
+    "local max_depth, width = ...\n"
+    "local function key_less(a, b)\n"
+    "  local ta, tb = type(a), type(b)\n"
+    "  if ta ~= tb then\n"
+    "    local rank = {number = 1, string = 2}\n"
+    "    return (rank[ta] or 3) < (rank[tb] or 3) or ((rank[ta] or 3) == (rank[tb] or 3) and ta < tb)\n"
+    "  end\n"
+    "  if ta == 'number' or ta == 'string' then return a < b end\n"
+    "  return tostring(a) < tostring(b)\n"
+    "end\n"
+    "local function quote(s) return (string.format('%q', s):gsub('\\\\\\n', '\\\\n')) end\n"
+    "local function show_key(k)\n"
+    "  if type(k) == 'string' and k:match('^[%a_][%w_]*$') then return k end\n"
+    "  return '[' .. (type(k) == 'string' and quote(k) or tostring(k)) .. ']'\n"
+    "end\n"
+    "local function show(v, indent, depth, open)\n"
+    "  if type(v) == 'string' then return quote(v) end\n"
+    "  if type(v) ~= 'table' then return tostring(v) end\n"
+    "  local mt = getmetatable(v)\n"
+    "  if type(mt) == 'table' and rawget(mt, '__tostring') then return tostring(v) end\n"
+    "  if open[v] then return '<cycle: ' .. tostring(v) .. '>' end\n"
+    "  if next(v) == nil then return '{}' end\n"
+    "  if depth >= max_depth then return '{...}' end\n"
+    "  open[v] = true\n"
+    "  local n, keys = #v, {}\n"
+    "  for k in next, v do\n"
+    "    if not (math.type(k) == 'integer' and k >= 1 and k <= n) then keys[#keys + 1] = k end\n"
+    "  end\n"
+    "  table.sort(keys, key_less)\n"
+    "  local parts, inner = {}, indent .. '  '\n"
+    "  for i = 1, n do parts[#parts + 1] = show(rawget(v, i), inner, depth + 1, open) end\n"
+    "  for _, k in ipairs(keys) do\n"
+    "    parts[#parts + 1] = show_key(k) .. ' = ' .. show(rawget(v, k), inner, depth + 1, open)\n"
+    "  end\n"
+    "  open[v] = nil\n"
+    "  local flat = '{' .. table.concat(parts, ', ') .. '}'\n"
+    "  if #flat + #indent <= width and not flat:find('\\n') then return flat end\n"
+    "  return '{\\n' .. inner .. table.concat(parts, ',\\n' .. inner) .. '\\n' .. indent .. '}'\n"
+    "end\n"
+    "return function(...)\n"
+    "  local out = {}\n"
+    "  for i = 1, select('#', ...) do\n"
+    "    local v = select(i, ...)\n"
+    "    out[i] = type(v) == 'string' and v or show(v, '', 0, {})\n"
+    "  end\n"
+    "  print(table.concat(out, '\\t'))\n"
+    "end\n";
+
+#define PRETTY_KEY "gpulab.repl.pretty"
+
+static void load_pretty_printer(lua_State *L) {
+    if (luaL_loadbufferx(L, pretty_source, sizeof pretty_source - 1, "=repl printer", "t") != LUA_OK) {
+        lua_pop(L, 1);
+        lua_getglobal(L, "print"); /* cannot happen with the text above; print plainly then */
+    } else {
+        lua_pushinteger(L, 4);
+        lua_pushinteger(L, 78);
+        lua_call(L, 2, 1);
+    }
+    lua_setfield(L, LUA_REGISTRYINDEX, PRETTY_KEY);
+}
+
+/* Prints the n values on top of the stack (and pops them). */
+static void print_values(lua_State *L, int n) {
+    if (n <= 0) return;
+    lua_getfield(L, LUA_REGISTRYINDEX, PRETTY_KEY);
+    lua_insert(L, -n - 1);
+    gl_report(L, gl_docall(L, n, 0));
+}
+
+/* ---- compiling input ------------------------------------------------------------------------------ */
+
+typedef enum { CHUNK_READY, CHUNK_INCOMPLETE, CHUNK_ERROR } chunk_state;
+
+/* A syntax error at <eof> means the chunk may still be completed by more lines. */
+static bool is_incomplete(lua_State *L, int status) {
+    if (status != LUA_ERRSYNTAX) return false;
+    size_t len;
+    const char *msg = lua_tolstring(L, -1, &len);
+    static const char eof_mark[] = "<eof>";
+    size_t m = sizeof eof_mark - 1;
+    return msg && len >= m && strcmp(msg + len - m, eof_mark) == 0;
+}
+
+/* Compiles `src`, pushing the function (READY) or the error message (ERROR); pushes nothing when
+ * INCOMPLETE. *is_expr says whether it compiled as an expression (its values are printed). */
+static chunk_state compile_input(lua_State *L, const char *src, bool first_line, bool *is_expr) {
+    const char *body = src[0] == '=' ? src + 1 : src; /* "=expr": lua 5.1's spelling */
+    *is_expr = false;
+    if (first_line || src[0] == '=') {
+        lua_pushfstring(L, "return %s;", body);
+        size_t len;
+        const char *ret = lua_tolstring(L, -1, &len);
+        int st = gl_loadbuffer_text(L, ret, len, "=stdin");
+        lua_remove(L, -2);
+        if (st == LUA_OK) {
+            *is_expr = true;
+            return CHUNK_READY;
+        }
+        lua_pop(L, 1);
+    }
+    int st = gl_loadbuffer_text(L, body, strlen(body), "=stdin");
+    if (st == LUA_OK) return CHUNK_READY;
+    if (is_incomplete(L, st)) {
+        lua_pop(L, 1);
+        return CHUNK_INCOMPLETE;
+    }
+    return CHUNK_ERROR;
+}
+
+/* The statement that redoes an input: itself when it is one, print(...) for an expression. */
+static char *replay_code(lua_State *L, const char *typed, bool is_expr) {
+    const char *body = typed[0] == '=' ? typed + 1 : typed;
+    char *code = NULL;
+    if (is_expr) {
+        int st = luaL_loadbufferx(L, body, strlen(body), "=stdin", "t");
+        lua_pop(L, 1);
+        if (st != LUA_OK) {
+            size_t n = strlen(body) + 16;
+            code = malloc(n);
+            if (code) snprintf(code, n, "print(%s\n)", body);
+            return code;
+        }
+    }
+    return strdup(body);
+}
+
+static void print_poison_hint(lua_State *L, const char *msg) {
+    (void)L;
+    if ((msg && strstr(msg, "context poisoned")) || gl_poisoned_reason()) {
+        printf("hint: the CUDA context is poisoned; every later GPU call fails. Type :restart to start a\n"
+               "      fresh gpulab that replays the %d input%s that succeeded.\n",
+               session.n, session.n == 1 ? "" : "s");
+        fflush(stdout);
+    }
+}
+
+/* Runs the compiled chunk on top; prints its values when `print_results`. Returns the status
+ * (an error has been reported). */
+static int run_chunk(lua_State *L, bool print_results) {
+    int base = lua_gettop(L) - 1;
+    int st = gl_docall(L, 0, LUA_MULTRET);
+    if (st != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        char *copy = msg ? strdup(msg) : NULL;
+        gl_report(L, st);
+        print_poison_hint(L, copy);
+        free(copy);
+        return st;
+    }
+    int n = lua_gettop(L) - base;
+    if (print_results) print_values(L, n); else lua_pop(L, n);
+    return LUA_OK;
+}
+
+/* ---- replay (after :restart) ------------------------------------------------------------------
+ * The file holds, per input: "<typed length> <code length>\n<typed><code>\n". */
+static bool write_replay(FILE *f) {
+    for (int i = 0; i < session.n; i++) {
+        const input *in = &session.items[i];
+        fprintf(f, "%zu %zu\n%s%s\n", strlen(in->typed), strlen(in->code), in->typed, in->code);
+    }
+    return !ferror(f);
+}
+
+static char *read_exact(FILE *f, size_t n) {
+    if (n > (size_t)64 << 20) return NULL;
+    char *s = malloc(n + 1);
+    if (s == NULL) return NULL;
+    if (fread(s, 1, n, f) != n) {
+        free(s);
+        return NULL;
+    }
+    s[n] = '\0';
+    return s;
+}
+
+static void replay_inputs(lua_State *L, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        fprintf(stderr, "%s: cannot read the inputs to replay from %s: %s\n", gl_progname, path, strerror(errno));
+        return;
+    }
+    /* the replayed inputs ran before: their output is not shown again */
+    fflush(stdout);
+    int saved_stdout = dup(STDOUT_FILENO);
+    FILE *null = fopen("/dev/null", "w");
+    if (null && saved_stdout >= 0) dup2(fileno(null), STDOUT_FILENO);
+    int done = 0, failed = 0;
+    size_t tlen, clen;
+    while (fscanf(f, "%zu %zu", &tlen, &clen) == 2 && fgetc(f) == '\n') {
+        char *typed = read_exact(f, tlen), *code = read_exact(f, clen);
+        fgetc(f);
+        if (typed && code) {
+            int st = gl_loadbuffer_text(L, code, clen, "=replay");
+            if (st == LUA_OK) st = run_chunk(L, false); else gl_report(L, st);
+            if (st == LUA_OK) session_add(typed, code), done++; else failed++;
+        }
+        free(typed);
+        free(code);
+    }
+    fclose(f);
+    fflush(stdout);
+    if (saved_stdout >= 0) {
+        dup2(saved_stdout, STDOUT_FILENO);
+        close(saved_stdout);
+    }
+    if (null) fclose(null);
+    unlink(path);
+    unsetenv("GPULAB_REPLAY");
+    printf("replayed %d input%s", done, done == 1 ? "" : "s");
+    if (failed) printf(" (%d failed again)", failed);
+    printf("\n");
+    fflush(stdout);
+}
+
+/* ---- REPL commands ------------------------------------------------------------------------------ */
+
+static void cmd_help(void) {
+    printf("Type Lua statements or expressions; expressions (also \"=expr\") print their values.\n"
+           "An unfinished chunk continues on the next line (prompt \"" PROMPT_MORE "\").\n"
+           "Tab completes globals, fields and methods; Ctrl-C interrupts running code or clears the line;\n"
+           "Ctrl-D exits. The `cuda` module is loaded as a global.\n"
+           "Commands:\n"
+           "  :help          this text\n"
+           "  :history       the inputs of this session that ran without error\n"
+           "  :save FILE     write those inputs to FILE as a script gpulab can run\n"
+           "  :restart       start a fresh gpulab process and replay those inputs (use it after a\n"
+           "                 sticky CUDA error poisoned the context)\n");
+}
+
+static void cmd_history(void) {
+    for (int i = 0; i < session.n; i++) {
+        const char *t = session.items[i].typed;
+        printf("%4d  ", i + 1);
+        for (const char *c = t; *c; c++) { /* continuation lines line up under the first */
+            putchar(*c);
+            if (*c == '\n') fputs("      ", stdout);
+        }
+        putchar('\n');
+    }
+    if (session.n == 0) printf("(no successful inputs yet)\n");
+}
+
+static void cmd_save(const char *file) {
+    while (*file == ' ' || *file == '\t') file++;
+    if (*file == '\0') {
+        printf(":save needs a file name\n");
+        return;
+    }
+    FILE *f = fopen(file, "w");
+    if (f == NULL) {
+        printf(":save: cannot write %s: %s\n", file, strerror(errno));
+        return;
+    }
+    time_t now = time(NULL);
+    char when[64];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
+    fprintf(f, "-- gpulab session saved %s; run it with: gpulab %s\n", when, file);
+    for (int i = 0; i < session.n; i++) fprintf(f, "%s\n", session.items[i].code);
+    bool ok = !ferror(f);
+    if (fclose(f) != 0) ok = false;
+    if (ok) printf("saved %d input%s to %s\n", session.n, session.n == 1 ? "" : "s", file);
+    else printf(":save: writing %s failed: %s\n", file, strerror(errno));
+}
+
+static void cmd_restart(EditLine *el, History *h) {
+    const char *tmp = getenv("TMPDIR");
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/gpulab-replay-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f == NULL || !write_replay(f) || fclose(f) != 0) {
+        printf(":restart: cannot write the inputs to replay (%s): %s\n", path, strerror(errno));
+        if (fd >= 0) unlink(path);
+        return;
+    }
+    history_save(h);
+    printf("restarting gpulab (%d input%s to replay)\n", session.n, session.n == 1 ? "" : "s");
+    fflush(stdout);
+    el_end(el); /* gives the terminal its settings back */
+    setenv("GPULAB_REPLAY", path, 1);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGINT, SIG_DFL);
+    if (gl_argv) execv("/proc/self/exe", gl_argv);
+    fprintf(stderr, "%s: :restart: cannot execute /proc/self/exe: %s\n", gl_progname, strerror(errno));
+    unlink(path);
+    exit(EXIT_FAILURE); /* the editor is gone; the session cannot continue */
+}
+
+/* Handles a ":command" line; returns false for a line that is not one. */
+static bool run_command(const char *line, EditLine *el, History *h) {
+    if (line[0] != ':') return false;
+    if (strcmp(line, ":help") == 0) cmd_help();
+    else if (strcmp(line, ":history") == 0) cmd_history();
+    else if (strncmp(line, ":save", 5) == 0 && (line[5] == ' ' || line[5] == '\0')) cmd_save(line + 5);
+    else if (strcmp(line, ":restart") == 0) cmd_restart(el, h);
+    else printf("unknown command %s (:help lists the commands)\n", line);
+    fflush(stdout);
+    return true;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------------ */
+
+static const char *current_prompt = PROMPT;
+static char *prompt_fn(EditLine *el) {
+    (void)el;
+    return (char *)current_prompt;
+}
+
+static unsigned char interrupt_key(EditLine *el, int ch) {
+    (void)el;
+    (void)ch;
+    line_interrupted = true;
+    return CC_NEWLINE;
+}
+
+static EditLine *open_editor(History **hp) {
+    EditLine *el = el_init(gl_progname, stdin, stdout, stderr);
+    History *h = history_init();
+    if (el == NULL || h == NULL) return NULL;
+    HistEvent ev;
+    history(h, &ev, H_SETSIZE, 1000);
+    history(h, &ev, H_SETUNIQUE, 1);
+    find_history_path();
+    if (history_path[0]) history(h, &ev, H_LOAD, history_path); /* a missing file is fine */
+    el_set(el, EL_EDITOR, "emacs");
+    el_set(el, EL_PROMPT, prompt_fn);
+    el_set(el, EL_HIST, history, h);
+    el_set(el, EL_GETCFN, read_key);
+    el_set(el, EL_ADDFN, "gpulab-complete", "complete a global, field or method", complete);
+    el_set(el, EL_BIND, "^I", "gpulab-complete", NULL);
+    el_set(el, EL_ADDFN, "gpulab-interrupt", "drop the line being typed", interrupt_key);
+    el_set(el, EL_BIND, "^C", "gpulab-interrupt", NULL);
+    el_source(el, NULL); /* the user's ~/.editrc */
+    *hp = h;
+    return el;
+}
+
+/* Reads one line (without its newline) into a malloc'd string; NULL at end of input. */
+static char *read_line(EditLine *el) {
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    install_prompt_handler();
+    sigprocmask(SIG_BLOCK, &block, &old);
+    unblocked_mask = old;
+    sigdelset(&unblocked_mask, SIGINT);
+    sigint_seen = 0;
+    line_interrupted = false;
+    fflush(stdout);
+    int count = 0;
+    const char *line = el_gets(el, &count);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (line == NULL || count <= 0) return NULL;
+    char *copy = strdup(line);
+    if (copy) copy[strcspn(copy, "\n")] = '\0';
+    return copy;
+}
+
+static char *append_line(char *chunk, const char *line) {
+    size_t a = chunk ? strlen(chunk) : 0, b = strlen(line);
+    char *s = realloc(chunk, a + b + 2);
+    if (s == NULL) return chunk;
+    if (a) s[a++] = '\n';
+    memcpy(s + a, line, b + 1);
+    return s;
+}
+
+int gl_repl(lua_State *L, const char *replay) {
+    setlocale(LC_CTYPE, ""); /* libedit edits in the terminal's character set */
+    completion_state = L;
+    load_pretty_printer(L);
+    History *h = NULL;
+    EditLine *el = open_editor(&h);
+    if (el == NULL) {
+        fprintf(stderr, "%s: cannot start the line editor\n", gl_progname);
+        return EXIT_FAILURE;
+    }
+    if (replay && *replay) replay_inputs(L, replay);
+
+    char *chunk = NULL;
+    for (;;) {
+        current_prompt = chunk ? PROMPT_MORE : PROMPT;
+        char *line = read_line(el);
+        if (line == NULL) {
+            putchar('\n');
+            break; /* Ctrl-D */
+        }
+        if (line_interrupted) { /* Ctrl-C: forget the line and any unfinished chunk */
+            free(line);
+            free(chunk);
+            chunk = NULL;
+            continue;
+        }
+        HistEvent ev;
+        if (line[strspn(line, " \t")] != '\0') {
+            history(h, &ev, H_ENTER, line);
+            history_save(h);
+        }
+        if (chunk == NULL && run_command(line, el, h)) {
+            free(line);
+            continue;
+        }
+        bool first = chunk == NULL;
+        chunk = append_line(chunk, line);
+        free(line);
+        if (chunk[strspn(chunk, " \t\n")] == '\0') { /* nothing typed */
+            free(chunk);
+            chunk = NULL;
+            continue;
+        }
+        bool is_expr;
+        chunk_state cs = compile_input(L, chunk, first, &is_expr);
+        if (cs == CHUNK_INCOMPLETE) continue;
+        if (cs == CHUNK_ERROR) {
+            gl_report(L, LUA_ERRSYNTAX);
+        } else if (run_chunk(L, is_expr) == LUA_OK) {
+            char *code = replay_code(L, chunk, is_expr);
+            if (code) session_add(chunk, code);
+            free(code);
+        }
+        free(chunk);
+        chunk = NULL;
+    }
+    free(chunk);
+    history_save(h);
+    el_end(el);
+    history_end(h);
+    session_free();
+    return EXIT_SUCCESS;
+}

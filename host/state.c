@@ -18,6 +18,8 @@
 #include "gpulab.h"
 
 const char *gl_progname = "gpulab";
+int gl_argc;
+char **gl_argv;
 static char data_dir[PATH_MAX];
 
 static bool is_dir(const char *p) {
@@ -113,6 +115,34 @@ static int l_load_text(lua_State *L) {
     return lua_gettop(L);
 }
 
+/* package.searchers[2] replacement: finds `name` on package.path like the stock searcher but
+ * loads the file as text, so `require` cannot be used to run a precompiled chunk either. */
+static int searcher_text(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    lua_getfield(L, lua_upvalueindex(1), "searchpath");
+    lua_pushvalue(L, 1);
+    lua_getfield(L, lua_upvalueindex(1), "path");
+    if (!lua_isstring(L, -1)) return luaL_error(L, "'package.path' must be a string");
+    lua_call(L, 2, 2);
+    if (lua_isnil(L, -2)) return 1; /* searchpath's "no file ..." list explains the miss */
+    lua_pop(L, 1);
+    const char *filename = lua_tostring(L, -1);
+    if (gl_loadfile_text(L, filename) != LUA_OK)
+        return luaL_error(L, "error loading module '%s' from file '%s':\n\t%s", name, filename,
+                          lua_tostring(L, -1));
+    lua_insert(L, -2); /* loader, then the file name as the loader's second argument */
+    return 2;
+}
+
+static void install_text_searcher(lua_State *L) {
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchers");
+    lua_pushvalue(L, -2);
+    lua_pushcclosure(L, searcher_text, 1);
+    lua_rawseti(L, -2, 2);
+    lua_pop(L, 2);
+}
+
 static void restrict_loaders(lua_State *L) {
     static const char *const names[] = {"load", "loadfile", "dofile"};
     /* load: force mode "t"; loadfile/dofile: wrap likewise through load's mode argument. */
@@ -138,6 +168,7 @@ void gl_setup_state(lua_State *L, const char *argv0) {
     find_data_dir(argv0);
     luaL_openlibs(L);
     restrict_loaders(L);
+    install_text_searcher(L);
     add_package_path(L);
     luaL_requiref(L, "cuda", luaopen_cuda, 1); /* also the global `cuda` */
     lua_pop(L, 1);
@@ -145,6 +176,7 @@ void gl_setup_state(lua_State *L, const char *argv0) {
     lua_pushstring(L, data_dir);
     lua_setfield(L, -2, "home");
     lua_pop(L, 1);
+    if (getenv("GPULAB_DEPFILE")) gl_watch_child_setup(L);
 }
 
 /* ---------------------------------------------------------------------------------------- */
