@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define PREPARED_T "cuda.prepared"
 #define MAX_ARG_BYTES 32764 /* the driver's limit for kernel parameters (CUDA 12.1+, Volta+) */
@@ -102,31 +103,24 @@ static __attribute__((noreturn)) void arg_error(lua_State *L, const char *fn, in
     abort();
 }
 
+/* Integer parameters. NVCC declares C's signed types as .u8/.u16/.u32/.u64 in PTX, so
+ * u-kinds take either signedness (-2^(n-1) .. 2^n - 1); only s-kinds (hand-written PTX) are
+ * strictly signed. b-kinds are untyped bits and also accept a string of their size. */
 static void pack_integer(lua_State *L, int idx, const gl_param *p, unsigned char *dst,
-                         const char *fn, int argno, bool is_signed, bool raw_bits) {
+                         const char *fn, int argno, bool strictly_signed, bool untyped) {
     int isint = 0;
     lua_Integer v = lua_tointegerx(L, idx, &isint);
-    if (!isint) arg_error(L, fn, argno, p, idx, raw_bits ? " (not an integer: untyped bits "
+    if (!isint) arg_error(L, fn, argno, p, idx, untyped ? " (not an integer: untyped bits "
                           "take an integer or a string of the parameter's size)" : " (not an integer)");
     unsigned n = p->size;
     if (n < 8) {
-        lua_Integer lo, hi;
-        if (raw_bits) { /* either signedness fits */
-            lo = -((lua_Integer)1 << (8 * n - 1));
-            hi = ((lua_Integer)1 << (8 * n)) - 1;
-        } else if (is_signed) {
-            lo = -((lua_Integer)1 << (8 * n - 1));
-            hi = ((lua_Integer)1 << (8 * n - 1)) - 1;
-        } else {
-            lo = 0;
-            hi = ((lua_Integer)1 << (8 * n)) - 1;
-        }
+        lua_Integer lo = -((lua_Integer)1 << (8 * n - 1));
+        lua_Integer hi = strictly_signed ? ((lua_Integer)1 << (8 * n - 1)) - 1
+                                         : ((lua_Integer)1 << (8 * n)) - 1;
         if (v < lo || v > hi) {
             const char *r = lua_pushfstring(L, " (out of range %I..%I)", lo, hi);
             arg_error(L, fn, argno, p, idx, r);
         }
-    } else if (!is_signed && !raw_bits && v < 0) {
-        arg_error(L, fn, argno, p, idx, " (negative)");
     }
     uint64_t u = (uint64_t)v; /* little-endian: the low n bytes are the value */
     memcpy(dst, &u, n);
@@ -562,6 +556,15 @@ static int prepared_tostring(lua_State *L) {
     return 1;
 }
 
+/* cuda.now(): a monotonic host clock in seconds, for measuring launch overhead from scripts
+ * (device events time the GPU's side; this times the CPU's). */
+static int l_now(lua_State *L) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
 void gl_open_launch(lua_State *L) {
     static const luaL_Reg meta[] = {{"__call", l_prepared_call}, {"__gc", prepared_free},
                                     {"__close", prepared_free}, {"__tostring", prepared_tostring},
@@ -574,4 +577,6 @@ void gl_open_launch(lua_State *L) {
     gl_push_kernel_methods(L);
     luaL_setfuncs(L, kernel_methods, 0);
     lua_pop(L, 1);
+    lua_pushcfunction(L, l_now);
+    lua_setfield(L, -2, "now");
 }

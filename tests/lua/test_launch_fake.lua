@@ -155,6 +155,10 @@ T.test("packing every scalar kind byte for byte", function()
   T.eq(last_launch(), "launch every_kind grid=1,1,1 block=1,1,1 smem=0 stream=0 args=" ..
     "ff ffff ffffffff ffffffffffffff7f 80 ff7f 00000080 0300000000000000 00000000 " ..
     hex(string.pack("<d", 1e308)) .. " 0000000000000000")
+  -- NVCC declares C's int as .u32: negative values pack as two's complement
+  k:launch({ grid = 1, block = 1 }, -1, -2, -3, -4, 0, 0, 0, 0, 0, 0, -1)
+  T.eq(last_launch():match("args=(.*)$"), "ff feff fdffffff fcffffffffffffff 00 0000 00000000 " ..
+    "0000000000000000 00000000 0000000000000000 ffffffffffffffff")
 end)
 
 T.test("by-value struct blob and padding bytes", function()
@@ -204,12 +208,11 @@ T.test("every mismatch message names the argument and both types", function()
     a[i] = v
     return function() k:launch(cfg, table.unpack(a, 1, 11)) end
   end
-  T.raises(with(1, 256), "k:launch: argument 1: kernel expects u8 (1 byte), got 256 (out of range 0..255)")
-  T.raises(with(1, -1), "argument 1: kernel expects u8 (1 byte), got -1 (out of range 0..255)")
-  T.raises(with(2, 65536), "argument 2: kernel expects u16 (2 bytes), got 65536 (out of range 0..65535)")
+  T.raises(with(1, 256), "k:launch: argument 1: kernel expects u8 (1 byte), got 256 (out of range -128..255)")
+  T.raises(with(1, -129), "argument 1: kernel expects u8 (1 byte), got -129 (out of range -128..255)")
+  T.raises(with(2, 65536), "argument 2: kernel expects u16 (2 bytes), got 65536 (out of range -32768..65535)")
   T.raises(with(3, 2.5), "k:launch: argument 3: kernel expects u32 (4 bytes), got 2.5 (not an integer)")
-  T.raises(with(3, -1), "argument 3: kernel expects u32 (4 bytes), got -1 (out of range 0..4294967295)")
-  T.raises(with(4, -1), "argument 4: kernel expects u64 (8 bytes), got -1 (negative)")
+  T.raises(with(3, 1 << 32), "argument 3: kernel expects u32 (4 bytes), got 4294967296 (out of range -2147483648..4294967295)")
   T.raises(with(5, 128), "argument 5: kernel expects s8 (1 byte), got 128 (out of range -128..127)")
   T.raises(with(6, -32769), "argument 6: kernel expects s16 (2 bytes), got -32769 (out of range -32768..32767)")
   T.raises(with(7, 2 ^ 31), "argument 7: kernel expects s32 (4 bytes), got 2147483648.0 (out of range")
@@ -319,7 +322,7 @@ T.test("prepared launch packs once, L:set repacks one argument", function()
   T.eq(last_launch(), "launch every_kind grid=2,2,1 block=64,1,1 smem=0 stream=0 args=" ..
     "01 0200 ffffffff 0400000000000000 05 0600 07000000 0800000000000000 000000c0 " ..
     "000000000000d03f 0010000000000000")
-  T.raises(function() L:set(3, -1) end, "L:set: argument 3: kernel expects u32 (4 bytes), got -1 (out of range")
+  T.raises(function() L:set(3, 1 << 32) end, "L:set: argument 3: kernel expects u32 (4 bytes), got 4294967296 (out of range")
   T.raises(function() L:set(12, 1) end, "bad argument #1 to 'L:set' (argument index 1..11 expected, got 12)")
   T.raises(function() L:set(0, 1) end, "argument index 1..11 expected, got 0")
   T.raises(function() L:set(1) end, "bad argument #2 to 'L:set' (value expected)")

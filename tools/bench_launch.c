@@ -1,0 +1,108 @@
+/*
+ * bench_launch_raw — the baseline for tools/bench_launch.lua: a plain C loop over cuLaunchKernel.
+ * Loads a cubin or PTX file holding `empty_kernel` and `args4` (kernels/bench_launch.cu), launches
+ * each N times on the default stream and prints microseconds per launch (best of 3 runs):
+ *     empty <us>
+ *     args4 <us>
+ * Usage: bench_launch_raw FILE [N]   (libcuda is opened at run time, as gpulab does)
+ */
+#include "gpulab.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void check(CUresult r, const char *what) {
+    if (r == CUDA_SUCCESS) return;
+    const char *name = NULL;
+    gl_cu.cuGetErrorName(r, &name);
+    fprintf(stderr, "bench_launch_raw: %s: %s (%d)\n", what, name ? name : "?", (int)r);
+    exit(1);
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0'; /* PTX is loaded as a NUL-terminated string */
+    fclose(f);
+    return buf;
+}
+
+/* Seconds per launch for n launches of f, the queue drained before and after. */
+static double time_launches(CUfunction f, void **params, long n) {
+    check(gl_cu.cuCtxSynchronize(), "cuCtxSynchronize");
+    double t0 = now_s();
+    for (long i = 0; i < n; i++)
+        check(gl_cu.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel");
+    check(gl_cu.cuCtxSynchronize(), "cuCtxSynchronize");
+    return (now_s() - t0) / (double)n;
+}
+
+static double best_of_3(CUfunction f, void **params, long n) {
+    time_launches(f, params, n / 10 + 1); /* warm-up */
+    double best = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        double t = time_launches(f, params, n);
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s FILE.cubin|FILE.ptx [N]\n", argv[0]);
+        return 2;
+    }
+    long n = argc > 2 ? atol(argv[2]) : 200000;
+    if (n <= 0) n = 200000;
+    const char *why;
+    if (!gl_driver_open(&why)) {
+        fprintf(stderr, "bench_launch_raw: %s\n", why);
+        return 1;
+    }
+    char *image = read_file(argv[1]);
+    if (image == NULL) {
+        fprintf(stderr, "bench_launch_raw: cannot read %s\n", argv[1]);
+        return 1;
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    check(gl_cu.cuDeviceGet(&dev, 0), "cuDeviceGet");
+    check(gl_cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    check(gl_cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    CUmodule mod;
+    check(gl_cu.cuModuleLoadDataEx(&mod, image, 0, NULL, NULL), "cuModuleLoadDataEx");
+    CUfunction empty, args4;
+    check(gl_cu.cuModuleGetFunction(&empty, mod, "empty_kernel"), "cuModuleGetFunction(empty_kernel)");
+    check(gl_cu.cuModuleGetFunction(&args4, mod, "args4"), "cuModuleGetFunction(args4)");
+
+    CUdeviceptr buf;
+    check(gl_cu.cuMemAlloc(&buf, 1024), "cuMemAlloc");
+    CUdeviceptr out = buf, in = buf + 512;
+    unsigned count = 1000;
+    float scale = 2.0f;
+    void *params[] = {&out, &in, &count, &scale};
+
+    printf("empty %.4f\n", best_of_3(empty, NULL, n) * 1e6);
+    printf("args4 %.4f\n", best_of_3(args4, params, n) * 1e6);
+    gl_cu.cuMemFree(buf);
+    gl_cu.cuModuleUnload(mod);
+    free(image);
+    return 0;
+}
