@@ -1,4 +1,725 @@
-/* nvrtc.c — placeholder until this binding is written. */
+/*
+ * nvrtc.c — cuda.compile, cuda.compile_file and cuda.cache_key: CUDA C++ to PTX/cubin with
+ * NVRTC (no GPU needed), through the compile cache (cache.c). A program is a plain Lua table
+ * with the "cuda.program" metatable, so scripts read its fields directly; prog:params(kernel)
+ * reads a kernel's signature from its PTX (ptx.c).
+ */
+#define _GNU_SOURCE /* memmem */
 #include "gpulab.h"
-void gl_open_nvrtc(lua_State *L) { (void)L; }
-void gl_push_nvrtc_version(lua_State *L) { lua_pushstring(L, "?"); }
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <nvrtc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cache.h"
+#include "host.h"
+#include "module.h"
+#include "ptx.h"
+
+#define PROGRAM_T "cuda.program"
+#define DEFAULT_ARCH "sm_90a"
+
+void gl_push_nvrtc_version(lua_State *L) {
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) {
+        lua_pushliteral(L, "unknown");
+        return;
+    }
+    lua_pushfstring(L, "%d.%d", major, minor);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Reading the options. Everything a compilation needs ends up on the Lua stack (strings are
+ * anchored there), so an error anywhere leaks nothing.
+ * ------------------------------------------------------------------------------------------ */
+typedef struct request {
+    const char *fn;          /* "cuda.compile" ... */
+    const char *src;
+    size_t src_len;
+    const char *name;        /* NVRTC's file name for the source */
+    const char *arch;
+    const char *source_dir;  /* compile_file: the file's folder; compile: "." */
+    int options;             /* stack index: array of option strings passed to NVRTC */
+    int include_dirs;        /* stack index: array of directories searched, in order */
+    int names;               /* stack index: array of name expressions */
+    int headers;             /* stack index: array of {name, text}, sorted by name */
+    bool use_cache;
+} request;
+
+__attribute__((noreturn)) static void bad_arg(lua_State *L, int n, const char *fn, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    luaL_error(L, "bad argument #%d to '%s' (%s)", n, fn, lua_tostring(L, -1));
+    abort(); /* not reached */
+}
+
+static void refuse_nul(lua_State *L, int argn, const char *fn, const char *what, const char *s, size_t len) {
+    const char *nul = memchr(s, '\0', len);
+    if (nul) bad_arg(L, argn, fn, "%s contains a NUL byte at offset %d", what, (int)(nul - s));
+}
+
+static void push_option(lua_State *L, int list, const char *text) {
+    lua_pushstring(L, text);
+    lua_rawseti(L, list, (lua_Integer)lua_rawlen(L, list) + 1);
+}
+
+/* Field `field` of the options table at `t` must be nil or of type `type`; pushes it. */
+static int get_field(lua_State *L, int t, const char *field, int type, int argn, const char *fn) {
+    int got = t ? lua_getfield(L, t, field) : (lua_pushnil(L), LUA_TNIL);
+    if (got != LUA_TNIL && got != type)
+        bad_arg(L, argn, fn, "option '%s' must be a %s, got %s", field, lua_typename(L, type),
+                luaL_typename(L, -1));
+    return got;
+}
+
+/* A list option: a sequence of strings without NUL bytes. Appends each to array `dst`. */
+static void append_string_list(lua_State *L, int t, const char *field, int dst, const char *prefix,
+                               int argn, const char *fn) {
+    if (get_field(L, t, field, LUA_TTABLE, argn, fn) == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    int list = lua_gettop(L);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, list);
+    lua_pushnil(L);
+    while (lua_next(L, list)) {
+        lua_pop(L, 1);
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > n)
+            bad_arg(L, argn, fn, "option '%s' must be a list of strings (found key %s)", field,
+                    lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    }
+    for (lua_Integer i = 1; i <= n; i++) {
+        if (lua_rawgeti(L, list, i) != LUA_TSTRING)
+            bad_arg(L, argn, fn, "option '%s' item %d must be a string, got %s", field, (int)i,
+                    luaL_typename(L, -1));
+        size_t len;
+        const char *s = lua_tolstring(L, -1, &len);
+        const char *nul = memchr(s, '\0', len);
+        if (nul) bad_arg(L, argn, fn, "option '%s' item %d contains a NUL byte", field, (int)i);
+        if (len == 0) bad_arg(L, argn, fn, "option '%s' item %d is empty", field, (int)i);
+        lua_pushfstring(L, "%s%s", prefix, s);
+        lua_rawseti(L, dst, (lua_Integer)lua_rawlen(L, dst) + 1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+static bool is_identifier(const char *s) {
+    if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z'))) return false;
+    for (s++; *s; s++)
+        if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
+            return false;
+    return true;
+}
+
+/* Pushes the keys of table t (which must all be strings) as a sorted array. */
+static void push_sorted_keys(lua_State *L, int t, const char *field, int argn, const char *fn) {
+    lua_newtable(L);
+    int keys = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            bad_arg(L, argn, fn, "option '%s' keys must be strings, got %s", field, luaL_typename(L, -1));
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, keys, (lua_Integer)lua_rawlen(L, keys) + 1);
+    }
+    lua_getglobal(L, "table");
+    lua_getfield(L, -1, "sort");
+    lua_remove(L, -2);
+    lua_pushvalue(L, keys);
+    lua_call(L, 1, 0);
+}
+
+/* defines={K=4, FLAG=true, OFF=false, S="x"} -> -DFLAG -DK=4 -DS=x (sorted, so the option list
+ * and the cache key do not depend on table order; false leaves a macro undefined). */
+static void append_defines(lua_State *L, int t, int dst, int argn, const char *fn) {
+    if (get_field(L, t, "defines", LUA_TTABLE, argn, fn) == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    int defs = lua_gettop(L);
+    push_sorted_keys(L, defs, "defines", argn, fn);
+    int keys = lua_gettop(L);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, keys);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, keys, i);
+        const char *k = lua_tostring(L, -1);
+        if (!is_identifier(k)) bad_arg(L, argn, fn, "define '%s' is not a macro name", k);
+        lua_pushvalue(L, -1);
+        int vt = lua_rawget(L, defs);
+        if (vt == LUA_TBOOLEAN) {
+            if (lua_toboolean(L, -1)) lua_pushfstring(L, "-D%s", k);
+            else lua_pushnil(L);
+        } else if (vt == LUA_TNUMBER && lua_isinteger(L, -1)) {
+            lua_pushfstring(L, "-D%s=%I", k, lua_tointeger(L, -1));
+        } else if (vt == LUA_TNUMBER) {
+            double v = lua_tonumber(L, -1);
+            if (!isfinite(v)) bad_arg(L, argn, fn, "define '%s' must be finite, got %f", k, v);
+            char num[40];
+            snprintf(num, sizeof num, "%.17g", v);
+            lua_pushfstring(L, "-D%s=%s", k, num);
+        } else if (vt == LUA_TSTRING) {
+            size_t len;
+            const char *v = lua_tolstring(L, -1, &len);
+            if (memchr(v, '\0', len) || memchr(v, '\n', len))
+                bad_arg(L, argn, fn, "define '%s' contains a NUL byte or a newline", k);
+            lua_pushfstring(L, "-D%s=%s", k, v);
+        } else {
+            bad_arg(L, argn, fn, "define '%s' must be a boolean, number or string, got %s", k,
+                    luaL_typename(L, -1));
+        }
+        if (!lua_isnil(L, -1)) lua_rawseti(L, dst, (lua_Integer)lua_rawlen(L, dst) + 1);
+        else lua_pop(L, 1);
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 2);
+}
+
+/* headers={["a.h"]=text} -> array of {name, text} sorted by name, at the top of the stack. */
+static void push_headers(lua_State *L, int t, int argn, const char *fn) {
+    lua_newtable(L);
+    int out = lua_gettop(L);
+    if (get_field(L, t, "headers", LUA_TTABLE, argn, fn) == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    int hdrs = lua_gettop(L);
+    push_sorted_keys(L, hdrs, "headers", argn, fn);
+    int keys = lua_gettop(L);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, keys);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, keys, i);
+        size_t klen;
+        const char *k = lua_tolstring(L, -1, &klen);
+        if (klen == 0 || memchr(k, '\0', klen)) bad_arg(L, argn, fn, "header names must be non-empty text");
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, hdrs) != LUA_TSTRING)
+            bad_arg(L, argn, fn, "header '%s' must be a string, got %s", k, luaL_typename(L, -1));
+        size_t len;
+        const char *text = lua_tolstring(L, -1, &len);
+        const char *nul = memchr(text, '\0', len);
+        if (nul) bad_arg(L, argn, fn, "header '%s' contains a NUL byte at offset %d", k, (int)(nul - text));
+        lua_createtable(L, 2, 0);
+        lua_insert(L, -3);
+        lua_rawseti(L, -3, 2);
+        lua_rawseti(L, -2, 1);
+        lua_rawseti(L, out, i);
+    }
+    lua_pop(L, 2);
+}
+
+static bool is_directory(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The arch of the current device (sm_90a on Hopper, where the TMA instructions need the
+ * arch-specific target), or sm_90a when there is no usable device. Creates no context. */
+static const char *default_arch(lua_State *L) {
+    int major = 0, minor = 0;
+    if (!gl_device_cc(&major, &minor) || major <= 0 || minor < 0) return DEFAULT_ARCH;
+    if (major == 9 && minor == 0) return "sm_90a";
+    return lua_pushfstring(L, "sm_%d%d", major, minor); /* anchored: the stack keeps it */
+}
+
+static const char *const known_options[] = {"name", "arch", "std", "defines", "include_dirs", "headers",
+                                            "options", "lineinfo", "names", "cache", NULL};
+
+/* Reads the options table at `t` (0: none) into `rq`, pushing its arrays. */
+static void read_request(lua_State *L, int t, int argn, request *rq, const char *default_name) {
+    const char *fn = rq->fn;
+    if (t) gl_check_known_fields(L, t, known_options, fn);
+
+    get_field(L, t, "name", LUA_TSTRING, argn, fn);
+    rq->name = lua_isnil(L, -1) ? default_name : lua_tostring(L, -1);
+    if (strlen(rq->name) == 0) bad_arg(L, argn, fn, "option 'name' must not be empty");
+    get_field(L, t, "arch", LUA_TSTRING, argn, fn);
+    rq->arch = lua_isnil(L, -1) ? default_arch(L) : lua_tostring(L, -1);
+    if (strlen(rq->arch) == 0 || strlen(rq->arch) > 32 || strchr(rq->arch, ' '))
+        bad_arg(L, argn, fn, "option 'arch' '%s' is not an architecture such as sm_90a", rq->arch);
+    get_field(L, t, "std", LUA_TSTRING, argn, fn);
+    const char *std = lua_tostring(L, -1);
+    get_field(L, t, "lineinfo", LUA_TBOOLEAN, argn, fn);
+    bool lineinfo = lua_toboolean(L, -1);
+    const char *env = getenv("GPULAB_LINEINFO");
+    if (env && strcmp(env, "1") == 0) lineinfo = true;
+    get_field(L, t, "cache", LUA_TBOOLEAN, argn, fn);
+    rq->use_cache = lua_isnil(L, -1) || lua_toboolean(L, -1);
+
+    /* the directories searched for includes, in NVRTC's order */
+    lua_newtable(L);
+    rq->include_dirs = lua_gettop(L);
+    if (strcmp(rq->source_dir, ".") != 0) push_option(L, rq->include_dirs, rq->source_dir);
+    append_string_list(L, t, "include_dirs", rq->include_dirs, "", argn, fn);
+    lua_getfield(L, lua_upvalueindex(1), "home");
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        const char *dir = lua_pushfstring(L, "%s/kernels/include", lua_tostring(L, -1));
+        if (is_directory(dir)) push_option(L, rq->include_dirs, dir);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+
+    lua_newtable(L);
+    rq->options = lua_gettop(L);
+    lua_pushfstring(L, "--gpu-architecture=%s", rq->arch);
+    lua_rawseti(L, rq->options, 1);
+    if (std) push_option(L, rq->options, lua_pushfstring(L, "-std=%s", std)), lua_pop(L, 1);
+    append_defines(L, t, rq->options, argn, fn);
+    lua_Integer ndirs = (lua_Integer)lua_rawlen(L, rq->include_dirs);
+    for (lua_Integer i = 1; i <= ndirs; i++) {
+        lua_rawgeti(L, rq->include_dirs, i);
+        push_option(L, rq->options, lua_pushfstring(L, "-I%s", lua_tostring(L, -1)));
+        lua_pop(L, 2);
+    }
+    if (lineinfo) push_option(L, rq->options, "-lineinfo");
+    int user_first = (int)lua_rawlen(L, rq->options) + 1;
+    append_string_list(L, t, "options", rq->options, "", argn, fn);
+    /* -I given as a plain option is searched too (after ours), so the key must see it */
+    for (int i = user_first; i <= (int)lua_rawlen(L, rq->options); i++) {
+        lua_rawgeti(L, rq->options, i);
+        const char *o = lua_tostring(L, -1);
+        if (strncmp(o, "-I", 2) == 0 && o[2]) push_option(L, rq->include_dirs, o + 2);
+        else if (strncmp(o, "--include-path=", 15) == 0) push_option(L, rq->include_dirs, o + 15);
+        lua_pop(L, 1);
+    }
+
+    lua_newtable(L);
+    rq->names = lua_gettop(L);
+    append_string_list(L, t, "names", rq->names, "", argn, fn);
+    push_headers(L, t, argn, fn);
+    rq->headers = lua_gettop(L);
+}
+
+/* A Lua array of strings as a C array (in a userdata on the stack, so it is collected). */
+static const char **string_array(lua_State *L, int list, int *n) {
+    *n = (int)lua_rawlen(L, list);
+    const char **out = lua_newuserdatauv(L, sizeof(char *) * (size_t)(*n ? *n : 1), 0);
+    for (int i = 0; i < *n; i++) {
+        lua_rawgeti(L, list, i + 1);
+        out[i] = lua_tostring(L, -1); /* anchored by `list` */
+        lua_pop(L, 1);
+    }
+    return out;
+}
+
+typedef struct inputs {
+    const char **options, **names, **include_dirs;
+    int noptions, nnames, ninclude_dirs, nheaders;
+    gl_cache_header *headers;
+} inputs;
+
+static void collect_inputs(lua_State *L, const request *rq, inputs *in) {
+    in->options = string_array(L, rq->options, &in->noptions);
+    in->names = string_array(L, rq->names, &in->nnames);
+    in->include_dirs = string_array(L, rq->include_dirs, &in->ninclude_dirs);
+    in->nheaders = (int)lua_rawlen(L, rq->headers);
+    in->headers = lua_newuserdatauv(L, sizeof(gl_cache_header) * (size_t)(in->nheaders ? in->nheaders : 1), 0);
+    for (int i = 0; i < in->nheaders; i++) {
+        lua_rawgeti(L, rq->headers, i + 1);
+        lua_rawgeti(L, -1, 1);
+        in->headers[i].name = lua_tostring(L, -1);
+        lua_rawgeti(L, -2, 2);
+        in->headers[i].text = lua_tolstring(L, -1, &in->headers[i].len);
+        lua_pop(L, 3);
+    }
+}
+
+static void record_dependency(const char *path, void *ctx) {
+    (void)ctx;
+    gl_watch_record(path);
+}
+
+static void compute_key(const request *rq, const inputs *in, const char *nvrtc_version,
+                        unsigned char key[32]) {
+    gl_cache_key_input k = {
+        .gpulab_version = GPULAB_VERSION,
+        .nvrtc_version = nvrtc_version,
+        .arch = rq->arch,
+        .options = in->options,
+        .noptions = in->noptions,
+        .source = rq->src,
+        .source_len = rq->src_len,
+        .source_dir = rq->source_dir,
+        .names = in->names,
+        .nnames = in->nnames,
+        .headers = in->headers,
+        .nheaders = in->nheaders,
+        .include_dirs = in->include_dirs,
+        .ninclude_dirs = in->ninclude_dirs,
+    };
+    gl_cache_key(&k, key, getenv("GPULAB_DEPFILE") ? record_dependency : NULL, NULL);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Running NVRTC. Never raises while a program exists: results are copied into a
+ * gl_cache_entry (malloc) and the failure text into a Lua-independent buffer.
+ * ------------------------------------------------------------------------------------------ */
+typedef struct outcome {
+    nvrtcResult result;
+    const char *step;  /* the NVRTC call that failed */
+    char *log;         /* compilation log on failure (malloc) */
+} outcome;
+
+static char *copy_log(nvrtcProgram p) {
+    size_t size = 0;
+    if (nvrtcGetProgramLogSize(p, &size) != NVRTC_SUCCESS || size == 0) return NULL;
+    char *log = malloc(size + 1);
+    if (log && nvrtcGetProgramLog(p, log) != NVRTC_SUCCESS) log[0] = '\0';
+    if (log) log[size] = '\0';
+    return log;
+}
+
+/* Fills e from a compiled program; returns the failing step or NULL. */
+static const char *collect_outputs(nvrtcProgram p, const inputs *in, gl_cache_entry *e, nvrtcResult *r) {
+    size_t size = 0;
+    if ((*r = nvrtcGetPTXSize(p, &size)) != NVRTC_SUCCESS) return "nvrtcGetPTXSize";
+    if (!(e->ptx = malloc(size + 1))) return *r = NVRTC_ERROR_OUT_OF_MEMORY, "malloc";
+    if ((*r = nvrtcGetPTX(p, e->ptx)) != NVRTC_SUCCESS) return "nvrtcGetPTX";
+    e->ptx[size] = '\0';
+    e->ptx_len = strnlen(e->ptx, size); /* the size counts the terminating NUL */
+    size = 0;
+    /* a virtual arch (compute_XX) has no cubin: the call fails or reports 0 bytes */
+    if (nvrtcGetCUBINSize(p, &size) == NVRTC_SUCCESS && size > 0) {
+        if (!(e->cubin = malloc(size))) return *r = NVRTC_ERROR_OUT_OF_MEMORY, "malloc";
+        if ((*r = nvrtcGetCUBIN(p, e->cubin)) != NVRTC_SUCCESS) return "nvrtcGetCUBIN";
+        e->cubin_len = size;
+    }
+    e->log = copy_log(p);
+    e->log_len = e->log ? strlen(e->log) : 0;
+    if (in->nnames) {
+        e->names = calloc((size_t)in->nnames, sizeof(char *));
+        e->lowered = calloc((size_t)in->nnames, sizeof(char *));
+        if (!e->names || !e->lowered) return *r = NVRTC_ERROR_OUT_OF_MEMORY, "malloc";
+    }
+    for (int i = 0; i < in->nnames; i++) {
+        const char *low = NULL;
+        e->nlowered = i + 1;
+        if ((*r = nvrtcGetLoweredName(p, in->names[i], &low)) != NVRTC_SUCCESS) return "nvrtcGetLoweredName";
+        e->names[i] = strdup(in->names[i]);
+        e->lowered[i] = strdup(low);
+        if (!e->names[i] || !e->lowered[i]) return *r = NVRTC_ERROR_OUT_OF_MEMORY, "malloc";
+    }
+    return NULL;
+}
+
+static outcome run_nvrtc(const request *rq, const inputs *in, gl_cache_entry *e) {
+    outcome o = {NVRTC_SUCCESS, NULL, NULL};
+    memset(e, 0, sizeof *e);
+    const char *hnames[in->nheaders ? in->nheaders : 1], *htexts[in->nheaders ? in->nheaders : 1];
+    for (int i = 0; i < in->nheaders; i++) {
+        hnames[i] = in->headers[i].name;
+        htexts[i] = in->headers[i].text;
+    }
+    nvrtcProgram p;
+    o.result = nvrtcCreateProgram(&p, rq->src, rq->name, in->nheaders, htexts, hnames);
+    if (o.result != NVRTC_SUCCESS) {
+        o.step = "nvrtcCreateProgram";
+        return o;
+    }
+    for (int i = 0; i < in->nnames && o.result == NVRTC_SUCCESS; i++) {
+        o.result = nvrtcAddNameExpression(p, in->names[i]);
+        if (o.result != NVRTC_SUCCESS) o.step = "nvrtcAddNameExpression";
+    }
+    if (o.result == NVRTC_SUCCESS) {
+        o.result = nvrtcCompileProgram(p, in->noptions, in->options);
+        if (o.result != NVRTC_SUCCESS) {
+            o.step = "nvrtcCompileProgram";
+            o.log = copy_log(p);
+        } else {
+            o.step = collect_outputs(p, in, e, &o.result);
+        }
+    }
+    nvrtcDestroyProgram(&p);
+    if (o.step) gl_cache_entry_free(e);
+    return o;
+}
+
+/* Pushes NVRTC's log with `x.cu(12): error` rewritten to `x.cu:12: error` (file:line). */
+static void push_log(lua_State *L, const char *log) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    const char *line = log;
+    while (line && *line) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line + 1) : strlen(line);
+        const char *open = memchr(line, '(', len);
+        const char *p = open ? open + 1 : NULL;
+        while (p && p < line + len && *p >= '0' && *p <= '9') p++;
+        bool located = open && open > line && p > open + 1 && p + 1 < line + len && p[0] == ')' && p[1] == ':' &&
+                       memchr(line, ' ', (size_t)(open - line)) == NULL;
+        if (located) {
+            luaL_addlstring(&b, line, (size_t)(open - line));
+            luaL_addchar(&b, ':');
+            luaL_addlstring(&b, open + 1, (size_t)(p - open - 1));
+            luaL_addlstring(&b, p + 1, len - (size_t)(p + 1 - line));
+        } else {
+            luaL_addlstring(&b, line, len);
+        }
+        line += len;
+    }
+    luaL_pushresult(&b);
+}
+
+__attribute__((noreturn)) static void raise_failure(lua_State *L, const request *rq, outcome *o) {
+    push_log(L, o->log ? o->log : "");
+    free(o->log);
+    const char *log = lua_tostring(L, -1);
+    if (o->result == NVRTC_ERROR_COMPILATION)
+        luaL_error(L, "%s: %s: compilation failed:\n%s", rq->fn, rq->name, log);
+    const char *hint = "";
+    if (o->result == NVRTC_ERROR_INVALID_OPTION && strstr(log, "gpu-architecture"))
+        hint = lua_pushfstring(L, " (arch '%s')", rq->arch);
+    luaL_error(L, "%s: %s: %s failed: %s (%d)%s%s%s", rq->fn, rq->name, o->step, nvrtcGetErrorString(o->result),
+               (int)o->result, hint, *log ? ": " : "", log);
+    abort(); /* not reached */
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Building the program table
+ * ------------------------------------------------------------------------------------------ */
+static void push_program(lua_State *L, const request *rq, const gl_cache_entry *e, bool hit) {
+    lua_createtable(L, 0, 9);
+    lua_pushlstring(L, e->ptx ? e->ptx : "", e->ptx_len);
+    lua_setfield(L, -2, "ptx");
+    if (e->cubin) {
+        lua_pushlstring(L, e->cubin, e->cubin_len);
+        lua_setfield(L, -2, "cubin");
+    }
+    push_log(L, e->log ? e->log : "");
+    lua_setfield(L, -2, "log");
+    lua_createtable(L, 0, e->nlowered);
+    for (int i = 0; i < e->nlowered; i++) {
+        lua_pushstring(L, e->lowered[i]);
+        lua_setfield(L, -2, e->names[i]);
+    }
+    lua_setfield(L, -2, "lowered");
+    lua_pushboolean(L, hit);
+    lua_setfield(L, -2, "cache_hit");
+    lua_pushstring(L, rq->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, rq->arch);
+    lua_setfield(L, -2, "arch");
+    lua_pushvalue(L, rq->options);
+    lua_setfield(L, -2, "options");
+    luaL_setmetatable(L, PROGRAM_T);
+}
+
+/* The entry is freed on every path, including a Lua error while building the table. */
+static int push_program_protected(lua_State *L) {
+    const request *rq = lua_touserdata(L, 1);
+    const gl_cache_entry *e = lua_touserdata(L, 2);
+    push_program(L, rq, e, lua_toboolean(L, 3));
+    return 1;
+}
+
+static void push_and_free(lua_State *L, const request *rq, gl_cache_entry *e, bool hit) {
+    lua_pushcfunction(L, push_program_protected);
+    lua_pushlightuserdata(L, (void *)rq);
+    lua_pushlightuserdata(L, e);
+    lua_pushboolean(L, hit);
+    int status = lua_pcall(L, 3, 1, 0);
+    gl_cache_entry_free(e);
+    if (status != LUA_OK) lua_error(L);
+}
+
+static int compile_request(lua_State *L, request *rq, int opts, const char *default_name) {
+    read_request(L, opts, 2, rq, default_name);
+    inputs in;
+    collect_inputs(L, rq, &in);
+
+    char dir[4096];
+    bool cached = rq->use_cache && gl_cache_dir(dir, sizeof dir);
+    unsigned char key[32];
+    if (cached || getenv("GPULAB_DEPFILE")) {
+        gl_push_nvrtc_version(L);
+        compute_key(rq, &in, lua_tostring(L, -1), key);
+        lua_pop(L, 1);
+    }
+    gl_cache_entry e;
+    gl_cache_status st = cached ? gl_cache_load(dir, key, &e) : GL_CACHE_UNUSABLE;
+    if (st == GL_CACHE_HIT) {
+        push_and_free(L, rq, &e, true);
+        return 1;
+    }
+    outcome o = run_nvrtc(rq, &in, &e);
+    if (o.step) raise_failure(L, rq, &o);
+    if (st == GL_CACHE_MISS) gl_cache_store(dir, key, &e); /* a failed write costs a recompile */
+    push_and_free(L, rq, &e, false);
+    return 1;
+}
+
+static int opts_arg(lua_State *L, int idx, const char *fn) {
+    int t = lua_type(L, idx);
+    if (t == LUA_TNONE || t == LUA_TNIL) return 0;
+    if (t != LUA_TTABLE) bad_arg(L, idx, fn, "table expected, got %s", luaL_typename(L, idx));
+    return idx;
+}
+
+static const char *source_arg(lua_State *L, int idx, const char *fn, const char *what, size_t *len) {
+    if (lua_type(L, idx) != LUA_TSTRING)
+        bad_arg(L, idx, fn, "string expected, got %s", luaL_typename(L, idx));
+    const char *s = lua_tolstring(L, idx, len);
+    refuse_nul(L, idx, fn, what, s, *len);
+    return s;
+}
+
+/* cuda.compile(src [, opts]) */
+static int l_compile(lua_State *L) {
+    request rq = {.fn = "cuda.compile", .source_dir = "."};
+    rq.src = source_arg(L, 1, rq.fn, "source", &rq.src_len);
+    int opts = opts_arg(L, 2, rq.fn);
+    lua_settop(L, 2);
+    return compile_request(L, &rq, opts, "kernel.cu");
+}
+
+/* Reads a whole file onto the stack; raises naming the path. */
+static void push_file(lua_State *L, const char *path, const char *fn) {
+    FILE *f = fopen(path, "rb");
+    if (!f) luaL_error(L, "%s: cannot open '%s': %s", fn, path, strerror(errno));
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) luaL_addlstring(&b, chunk, n);
+    bool failed = ferror(f);
+    int err = errno;
+    fclose(f);
+    if (failed) luaL_error(L, "%s: cannot read '%s': %s", fn, path, strerror(err));
+    luaL_pushresult(&b);
+}
+
+/* cuda.compile_file(path [, opts]) */
+static int l_compile_file(lua_State *L) {
+    request rq = {.fn = "cuda.compile_file"};
+    size_t plen;
+    const char *path = source_arg(L, 1, rq.fn, "path", &plen);
+    if (plen == 0) bad_arg(L, 1, rq.fn, "path must not be empty");
+    int opts = opts_arg(L, 2, rq.fn);
+    lua_settop(L, 2);
+    gl_watch_record(path); /* even when it fails to compile: --watch re-runs on a fix */
+    push_file(L, path, rq.fn); /* 3 */
+    rq.src = lua_tolstring(L, 3, &rq.src_len);
+    const char *nul = memchr(rq.src, '\0', rq.src_len);
+    if (nul) luaL_error(L, "%s: '%s': source contains a NUL byte at offset %d", rq.fn, path, (int)(nul - rq.src));
+    const char *slash = strrchr(path, '/');
+    rq.source_dir = slash == NULL ? "." : slash == path ? "/" : lua_pushlstring(L, path, (size_t)(slash - path));
+    return compile_request(L, &rq, opts, path);
+}
+
+/* cuda.cache_key(src [, opts [, nvrtc_version]]) --> hex string: the key a compile of src with
+ * opts would be cached under (the NVRTC version can be given to see how the key moves). */
+static int l_cache_key(lua_State *L) {
+    request rq = {.fn = "cuda.cache_key", .source_dir = "."};
+    rq.src = source_arg(L, 1, rq.fn, "source", &rq.src_len);
+    int opts = opts_arg(L, 2, rq.fn);
+    if (!lua_isnoneornil(L, 3) && lua_type(L, 3) != LUA_TSTRING)
+        bad_arg(L, 3, rq.fn, "string expected, got %s", luaL_typename(L, 3));
+    lua_settop(L, 3);
+    read_request(L, opts, 2, &rq, "kernel.cu");
+    inputs in;
+    collect_inputs(L, &rq, &in);
+    const char *version = lua_tostring(L, 3);
+    if (!version) {
+        gl_push_nvrtc_version(L);
+        version = lua_tostring(L, -1);
+    }
+    unsigned char key[32];
+    char hex[65];
+    compute_key(&rq, &in, version, key);
+    gl_hex(key, 32, hex);
+    lua_pushstring(L, hex);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * cuda.program methods
+ * ------------------------------------------------------------------------------------------ */
+static void check_program(lua_State *L, int idx, const char *fn) {
+    if (lua_type(L, idx) == LUA_TTABLE && lua_getmetatable(L, idx)) {
+        luaL_getmetatable(L, PROGRAM_T);
+        bool same = lua_rawequal(L, -1, -2);
+        lua_pop(L, 2);
+        if (same) return;
+    }
+    luaL_error(L, "bad self to '%s' (cuda.program expected, got %s)", fn, luaL_typename(L, idx));
+}
+
+/* The number of .entry directives in the PTX. */
+static int count_entries(const char *ptx, size_t len) {
+    int n = 0;
+    for (const char *p = ptx; (p = memmem(p, len - (size_t)(p - ptx), ".entry", 6)) != NULL; p += 6) {
+        bool word_start = p == ptx || p[-1] == ' ' || p[-1] == '\t' || p[-1] == '\n';
+        bool word_end = (size_t)(p + 6 - ptx) < len && (p[6] == ' ' || p[6] == '\t');
+        if (word_start && word_end) n++;
+    }
+    return n;
+}
+
+static int l_program_tostring(lua_State *L) {
+    lua_getfield(L, 1, "name");
+    lua_getfield(L, 1, "arch");
+    lua_getfield(L, 1, "ptx");
+    size_t len = 0;
+    const char *ptx = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : "";
+    int n = count_entries(ptx, len);
+    lua_pushfstring(L, "cuda.program %s (%s, %d kernel%s)", luaL_optstring(L, -3, "?"), luaL_optstring(L, -2, "?"),
+                    n, n == 1 ? "" : "s");
+    return 1;
+}
+
+/* prog:params(kernel) --> { {kind=, size=, align=, offset=}, ... } */
+static int l_program_params(lua_State *L) {
+    const char *fn = "prog:params";
+    check_program(L, 1, fn);
+    if (lua_type(L, 2) != LUA_TSTRING)
+        luaL_error(L, "bad argument #1 to '%s' (kernel name expected, got %s)", fn, luaL_typename(L, 2));
+    const char *asked = lua_tostring(L, 2);
+    lua_settop(L, 2);
+    const char *entry = asked;
+    if (lua_getfield(L, 1, "lowered") == LUA_TTABLE && lua_getfield(L, 3, asked) == LUA_TSTRING)
+        entry = lua_tostring(L, -1); /* a name expression such as "f<2>" */
+    if (lua_getfield(L, 1, "ptx") != LUA_TSTRING) luaL_error(L, "%s: the program has no PTX", fn);
+    size_t len;
+    const char *ptx = lua_tolstring(L, -1, &len);
+    char err[256];
+    int n = gl_ptx_params(ptx, len, entry, NULL, 0, err, sizeof err);
+    if (n < 0) {
+        lua_getfield(L, 1, "name");
+        luaL_error(L, "%s: kernel '%s' not found in %s: %s", fn, asked, luaL_optstring(L, -1, "?"), err);
+    }
+    gl_param *params = lua_newuserdatauv(L, sizeof(gl_param) * (size_t)(n ? n : 1), 0);
+    if (gl_ptx_params(ptx, len, entry, params, n, err, sizeof err) != n)
+        luaL_error(L, "%s: kernel '%s': %s", fn, asked, err);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, params[i].kind);
+        lua_setfield(L, -2, "kind");
+        lua_pushinteger(L, params[i].size);
+        lua_setfield(L, -2, "size");
+        lua_pushinteger(L, params[i].align);
+        lua_setfield(L, -2, "align");
+        lua_pushinteger(L, params[i].offset);
+        lua_setfield(L, -2, "offset");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+void gl_open_nvrtc(lua_State *L) {
+    static const luaL_Reg meta[] = {{"__tostring", l_program_tostring}, {NULL, NULL}};
+    static const luaL_Reg methods[] = {{"params", l_program_params}, {NULL, NULL}};
+    gl_new_class(L, PROGRAM_T, meta, methods);
+    static const luaL_Reg funcs[] = {
+        {"compile", l_compile}, {"compile_file", l_compile_file}, {"cache_key", l_cache_key}, {NULL, NULL}};
+    lua_pushvalue(L, -1); /* the cuda table, as upvalue: cuda.home is read at call time */
+    luaL_setfuncs(L, funcs, 1);
+}

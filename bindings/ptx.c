@@ -1,0 +1,297 @@
+/*
+ * ptx.c — reads one kernel's parameter list from PTX text.
+ *
+ * Only the part of the grammar a signature needs is understood:
+ *     [.visible|.weak|.extern] .entry NAME [( .param ATTRS TYPE NAME[N], ... )]
+ * where ATTRS are .align N, .ptr and state spaces. Comments, strings (.file directives) and
+ * everything outside entry headers are skipped. Malformed text returns -1 with a message;
+ * the parser never reads past `len` and never trusts a number it has not range-checked.
+ */
+#include "ptx.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The largest parameter we accept: CUDA allows 32764 bytes of parameters in total, so
+ * anything bigger is malformed text rather than a real kernel. */
+#define PTX_MAX_PARAM_BYTES (1u << 20)
+#define PTX_MAX_ALIGN 4096u
+
+typedef struct lexer {
+    const char *s;
+    size_t len, pos;
+} lexer;
+
+typedef struct token {
+    const char *text; /* points into the PTX; not NUL-terminated */
+    size_t len;       /* 0 at end of input */
+} token;
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static bool is_punct(char c) { return strchr("(),;[]{}:<>=+-*@!", c) != NULL && c != '\0'; }
+
+/* Skips whitespace and comments. An unterminated block comment ends the input. */
+static void skip_blank(lexer *lx) {
+    while (lx->pos < lx->len) {
+        char c = lx->s[lx->pos];
+        if (is_space(c)) {
+            lx->pos++;
+        } else if (c == '/' && lx->pos + 1 < lx->len && lx->s[lx->pos + 1] == '/') {
+            while (lx->pos < lx->len && lx->s[lx->pos] != '\n') lx->pos++;
+        } else if (c == '/' && lx->pos + 1 < lx->len && lx->s[lx->pos + 1] == '*') {
+            lx->pos += 2;
+            while (lx->pos + 1 < lx->len && !(lx->s[lx->pos] == '*' && lx->s[lx->pos + 1] == '/'))
+                lx->pos++;
+            lx->pos = lx->pos + 1 < lx->len ? lx->pos + 2 : lx->len;
+        } else {
+            return;
+        }
+    }
+}
+
+/* A token is one punctuation character, a quoted string, or a run of anything else. */
+static token next_token(lexer *lx) {
+    skip_blank(lx);
+    token t = {lx->s + lx->pos, 0};
+    if (lx->pos >= lx->len) return t;
+    size_t start = lx->pos;
+    char c = lx->s[start];
+    if (is_punct(c)) {
+        lx->pos++;
+    } else if (c == '"') {
+        lx->pos++;
+        while (lx->pos < lx->len && lx->s[lx->pos] != '"' && lx->s[lx->pos] != '\n') lx->pos++;
+        if (lx->pos < lx->len && lx->s[lx->pos] == '"') lx->pos++;
+    } else {
+        while (lx->pos < lx->len) {
+            char d = lx->s[lx->pos];
+            if (is_space(d) || is_punct(d) || d == '"' || d == '\0') break;
+            if (d == '/' && lx->pos + 1 < lx->len && (lx->s[lx->pos + 1] == '/' || lx->s[lx->pos + 1] == '*'))
+                break;
+            lx->pos++;
+        }
+        if (lx->pos == start) lx->pos++; /* a stray NUL or slash: a token of its own */
+    }
+    t.len = lx->pos - start;
+    return t;
+}
+
+static bool tok_is(token t, const char *word) {
+    size_t n = strlen(word);
+    return t.len == n && memcmp(t.text, word, n) == 0;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (err == NULL || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Tokens quoted in messages are cut to 64 characters. */
+static int tok_width(token t) { return t.len > 64 ? 64 : (int)t.len; }
+
+/* A decimal number that fits in 32 bits; false otherwise. */
+static bool tok_number(token t, unsigned *out) {
+    if (t.len == 0 || t.len > 10) return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < t.len; i++) {
+        if (t.text[i] < '0' || t.text[i] > '9') return false;
+        v = v * 10 + (uint64_t)(t.text[i] - '0');
+    }
+    if (v > UINT32_MAX) return false;
+    *out = (unsigned)v;
+    return true;
+}
+
+typedef struct ptx_type {
+    const char *name;
+    unsigned size;
+} ptx_type;
+
+static const ptx_type types[] = {
+    {".u8", 1},  {".u16", 2},  {".u32", 4},  {".u64", 8},     {".s8", 1},    {".s16", 2},
+    {".s32", 4}, {".s64", 8},  {".b8", 1},   {".b16", 2},     {".b32", 4},   {".b64", 8},
+    {".b128", 16}, {".f16", 2}, {".f16x2", 4}, {".bf16", 2}, {".bf16x2", 4}, {".f32", 4},
+    {".f64", 8}, {".pred", 1},
+};
+
+static const ptx_type *find_type(token t) {
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (tok_is(t, types[i].name)) return &types[i];
+    return NULL;
+}
+
+/* Attributes a .param may carry before its type that do not change its layout. */
+static bool is_layout_neutral(token t) {
+    static const char *const words[] = {".ptr", ".global", ".const", ".shared", ".local",
+                                        ".reg", ".ptx", NULL};
+    for (int i = 0; words[i]; i++)
+        if (tok_is(t, words[i])) return true;
+    return false;
+}
+
+static bool is_power_of_two(unsigned v) { return v != 0 && (v & (v - 1)) == 0; }
+
+/* Parses one `.param ...` declaration (the .param token already read). */
+static bool parse_param(lexer *lx, gl_param *p, int index, char *err, size_t errlen) {
+    unsigned align = 0;
+    const ptx_type *type = NULL;
+    token t;
+    /* attributes and the type, in any order, until the name */
+    for (;;) {
+        t = next_token(lx);
+        if (t.len == 0) {
+            set_err(err, errlen, "parameter %d: unexpected end of PTX", index);
+            return false;
+        }
+        if (tok_is(t, ".align")) {
+            token n = next_token(lx);
+            if (!tok_number(n, &align) || !is_power_of_two(align) || align > PTX_MAX_ALIGN) {
+                set_err(err, errlen, "parameter %d: bad .align value '%.*s'", index, tok_width(n), n.text);
+                return false;
+            }
+        } else if (find_type(t)) {
+            if (type) {
+                set_err(err, errlen, "parameter %d: two types ('%s' and '%.*s')", index, type->name + 1,
+                        tok_width(t), t.text);
+                return false;
+            }
+            type = find_type(t);
+        } else if (is_layout_neutral(t)) {
+            continue;
+        } else if (t.text[0] == '.') {
+            set_err(err, errlen, "parameter %d: unsupported parameter attribute '%.*s'", index,
+                    tok_width(t), t.text);
+            return false;
+        } else {
+            break; /* the name */
+        }
+    }
+    if (type == NULL) {
+        set_err(err, errlen, "parameter %d: no type before its name '%.*s'", index, tok_width(t), t.text);
+        return false;
+    }
+    if (is_punct(t.text[0]) || t.text[0] == '"') {
+        set_err(err, errlen, "parameter %d: expected a name, got '%.*s'", index, tok_width(t), t.text);
+        return false;
+    }
+    /* optional array dimensions: NAME[N][M] */
+    uint64_t count = 1;
+    size_t mark = lx->pos;
+    token b = next_token(lx);
+    while (tok_is(b, "[")) {
+        unsigned n;
+        token num = next_token(lx);
+        token close = next_token(lx);
+        if (!tok_number(num, &n) || n == 0 || !tok_is(close, "]")) {
+            set_err(err, errlen, "parameter %d: bad array size '%.*s'", index, tok_width(num), num.text);
+            return false;
+        }
+        count *= n;
+        if (count * type->size > PTX_MAX_PARAM_BYTES) {
+            set_err(err, errlen, "parameter %d: larger than %u bytes", index, PTX_MAX_PARAM_BYTES);
+            return false;
+        }
+        mark = lx->pos;
+        b = next_token(lx);
+    }
+    lx->pos = mark; /* the separator is read by the caller */
+    memset(p, 0, sizeof *p);
+    snprintf(p->kind, sizeof p->kind, "%s", type->name + 1);
+    p->size = (unsigned)(count * type->size);
+    p->align = align ? align : type->size;
+    return true;
+}
+
+/* Parses the parameter list after the entry name. Returns the count or -1. */
+static int parse_entry_params(lexer *lx, const char *entry, gl_param *out, int max, char *err, size_t errlen) {
+    size_t mark = lx->pos;
+    token t = next_token(lx);
+    if (!tok_is(t, "(")) {
+        lx->pos = mark; /* `.entry NAME {` — no parameter list */
+        return 0;
+    }
+    int count = 0;
+    uint64_t offset = 0;
+    t = next_token(lx);
+    if (tok_is(t, ")")) return 0;
+    for (;;) {
+        if (!tok_is(t, ".param")) {
+            set_err(err, errlen, "entry '%s': parameter %d: expected .param, got '%.*s'", entry, count,
+                    t.len ? tok_width(t) : 3, t.len ? t.text : "EOF");
+            return -1;
+        }
+        gl_param p;
+        char why[200];
+        if (!parse_param(lx, &p, count, why, sizeof why)) {
+            set_err(err, errlen, "entry '%s': %s", entry, why);
+            return -1;
+        }
+        offset = (offset + p.align - 1) / p.align * p.align;
+        p.offset = (unsigned)offset;
+        offset += p.size;
+        if (offset > PTX_MAX_PARAM_BYTES) {
+            set_err(err, errlen, "entry '%s': parameters larger than %u bytes", entry, PTX_MAX_PARAM_BYTES);
+            return -1;
+        }
+        if (count < max && out) out[count] = p;
+        count++;
+        t = next_token(lx);
+        if (tok_is(t, ")")) return count;
+        if (!tok_is(t, ",")) {
+            set_err(err, errlen, "entry '%s': after parameter %d: expected ',' or ')', got '%.*s'", entry,
+                    count - 1, t.len ? tok_width(t) : 3, t.len ? t.text : "EOF");
+            return -1;
+        }
+        t = next_token(lx);
+    }
+}
+
+/* Appends ", name" to the entry list in err-sized buffer `list`. */
+static void add_to_list(char *list, size_t cap, size_t *used, token name) {
+    if (*used + 8 >= cap) return;
+    int room = (int)(cap - *used - 5);
+    int n = snprintf(list + *used, cap - *used, "%s%.*s", *used ? ", " : "",
+                     (int)name.len < room ? (int)name.len : room, name.text);
+    if (n > 0) *used += (size_t)n < cap - *used ? (size_t)n : cap - *used - 1;
+    if (*used + 8 >= cap) snprintf(list + *used, cap - *used, ", ...");
+}
+
+int gl_ptx_params(const char *ptx, size_t len, const char *entry, gl_param *out, int max,
+                  char *err, size_t errlen) {
+    if (err && errlen) err[0] = '\0';
+    if (ptx == NULL || entry == NULL) {
+        set_err(err, errlen, "no PTX or no entry name");
+        return -1;
+    }
+    if (max < 0) max = 0;
+    size_t entry_len = strlen(entry);
+    lexer lx = {ptx, len, 0};
+    char list[160] = "";
+    size_t used = 0;
+    int nentries = 0;
+    for (;;) {
+        token t = next_token(&lx);
+        if (t.len == 0) break;
+        if (!tok_is(t, ".entry")) continue;
+        token name = next_token(&lx);
+        if (name.len == 0 || is_punct(name.text[0]) || name.text[0] == '.' || name.text[0] == '"') {
+            set_err(err, errlen, ".entry without a name");
+            return -1;
+        }
+        if (name.len == entry_len && memcmp(name.text, entry, entry_len) == 0)
+            return parse_entry_params(&lx, entry, out, max, err, errlen);
+        nentries++;
+        add_to_list(list, sizeof list, &used, name);
+    }
+    if (nentries == 0)
+        set_err(err, errlen, "no .entry named '%s' (the PTX has no entries)", entry);
+    else
+        set_err(err, errlen, "no .entry named '%s' (entries: %s)", entry, list);
+    return -1;
+}
