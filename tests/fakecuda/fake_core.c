@@ -89,9 +89,17 @@ static void env_init(void) {
     if (lp && *lp) env.log = fopen(lp, "a");
 }
 
+/* A sticky error poisons the context; device queries and the driver version do not need one
+ * and keep answering, as with the real driver. */
+static int context_free_call(const char *name) {
+    if (strncmp(name, "cuDevicePrimaryCtx", 18) == 0) return 0;
+    return strncmp(name, "cuDevice", 8) == 0 || strcmp(name, "cuDriverGetVersion") == 0 ||
+           strcmp(name, "cuInit") == 0;
+}
+
 CUresult fake_enter(const char *name) {
     env_init();
-    if (env.sticky != CUDA_SUCCESS) return env.sticky;
+    if (env.sticky != CUDA_SUCCESS && !context_free_call(name)) return env.sticky;
     for (int i = 0; i < env.nfails; i++) {
         fail_spec *f = &env.fails[i];
         if (strcmp(f->name, name) != 0) continue;
@@ -393,10 +401,14 @@ typedef struct fake_func {
 } fake_func;
 
 typedef struct fake_module {
+    struct fake_module *prev, *next; /* every loaded module, as a driver keeps them: a module
+                                        left loaded (poisoned context) is still reachable */
     char *image;
     size_t len;
     fake_func *funcs;
 } fake_module;
+
+static fake_module *loaded_modules;
 
 static const char *find_bytes(const char *hay, size_t hlen, const char *needle, size_t nlen) {
     return nlen == 0 ? hay : memmem(hay, hlen, needle, nlen);
@@ -574,6 +586,9 @@ CUresult fake_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned nopts,
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     memcpy(mod->image, image, mod->len);
+    mod->next = loaded_modules;
+    if (loaded_modules) loaded_modules->prev = mod;
+    loaded_modules = mod;
     fake_log("module_load %p bytes=%zu", (void *)mod, mod->len);
     *m = (CUmodule)mod;
     return CUDA_SUCCESS;
@@ -583,6 +598,8 @@ CUresult fake_cuModuleUnload(CUmodule m) {
     FAKE_ENTER("cuModuleUnload");
     if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
     fake_module *mod = (fake_module *)m;
+    if (mod->prev) mod->prev->next = mod->next; else loaded_modules = mod->next;
+    if (mod->next) mod->next->prev = mod->prev;
     for (fake_func *f = mod->funcs, *next; f; f = next) {
         next = f->next;
         free(f->name);

@@ -469,7 +469,7 @@ T.test("a sticky error poisons the context and later calls name the launches", f
   T.ok(out:find("NEXT k:launch: context poisoned by cuda.sync: context sync: CUDA_ERROR_ILLEGAL_ADDRESS (700)", 1, true), out)
   T.ok(out:find("with_struct<<<(4,2,1), 128>>>", out:find("NEXT", 1, true), true), out)
   T.ok(out:find("restart the process", 1, true), out)
-  T.ok(out:find("AVAILABLE\tfalse", 1, true), out)
+  T.ok(out:find("AVAILABLE\tfalse\tcontext poisoned by", 1, true), out)
   T.ok(out:find("STATS\t0", 1, true), out)
 end)
 
