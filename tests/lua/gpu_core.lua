@@ -18,7 +18,9 @@ extern "C" __global__ void vadd_f32(const float *a, const float *b, float *c, un
 __device__ float h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ float b2f(unsigned short b) { return __uint_as_float(((unsigned)b) << 16); }
-__device__ unsigned short f2b(float f) { unsigned short b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f)); return b; }
+__device__ unsigned short f2b(float f) {
+  unsigned short b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f)); return b;
+}
 
 extern "C" __global__ void vadd_f16(const unsigned short *a, const unsigned short *b, unsigned short *c, unsigned n) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;

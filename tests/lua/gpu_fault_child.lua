@@ -18,9 +18,10 @@ local mod = cuda.load(cuda.compile(SRC, { name = "gpu_fault_child.cu" }))
 if mode == "illegal" then
   local k = mod:kernel("write_bad")
   k:launch({ grid = 1, block = 32 }, 16)
-  local ok, err = pcall(cuda.sync)
+  local _, err = pcall(cuda.sync)
   print("SYNC " .. tostring(err))
   local nop = mod:kernel("nop")
+  local ok
   ok, err = pcall(nop.launch, nop, { grid = 1, block = 1 })
   print("NEXT " .. tostring(err))
   print("AVAILABLE", cuda.available())

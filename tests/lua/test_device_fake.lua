@@ -44,7 +44,8 @@ T.test("attribute errors", function()
   T.raises(function() d:attribute("max_threads_per_block") end, "cuda.device_attributes() lists all")
   T.raises(function() d:attribute() end, "bad argument #2 to 'dev:attribute' (attribute name expected, got no value)")
   T.raises(function() d:attribute(12) end, "attribute name expected, got number")
-  T.raises(function() d.attribute({}, "WARP_SIZE") end, "bad argument #1 to 'dev:attribute' (cuda.device expected, got table)")
+  T.raises(function() d.attribute({}, "WARP_SIZE") end,
+    "bad argument #1 to 'dev:attribute' (cuda.device expected, got table)")
   T.raises(function() d.attribute(5, "WARP_SIZE") end, "cuda.device expected, got number")
 end)
 

@@ -212,7 +212,8 @@ T.test("every mismatch message names the argument and both types", function()
   T.raises(with(1, -129), "argument 1: kernel expects u8 (1 byte), got -129 (out of range -128..255)")
   T.raises(with(2, 65536), "argument 2: kernel expects u16 (2 bytes), got 65536 (out of range -32768..65535)")
   T.raises(with(3, 2.5), "k:launch: argument 3: kernel expects u32 (4 bytes), got 2.5 (not an integer)")
-  T.raises(with(3, 1 << 32), "argument 3: kernel expects u32 (4 bytes), got 4294967296 (out of range -2147483648..4294967295)")
+  T.raises(with(3, 1 << 32),
+    "argument 3: kernel expects u32 (4 bytes), got 4294967296 (out of range -2147483648..4294967295)")
   T.raises(with(5, 128), "argument 5: kernel expects s8 (1 byte), got 128 (out of range -128..127)")
   T.raises(with(6, -32769), "argument 6: kernel expects s16 (2 bytes), got -32769 (out of range -32768..32767)")
   T.raises(with(7, 2 ^ 31), "argument 7: kernel expects s32 (4 bytes), got 2147483648.0 (out of range")
@@ -242,7 +243,8 @@ end)
 
 T.test("grid, block and smem limits", function()
   local k = mod:kernel("empty")
-  T.raises(function() k:launch({ grid = 0, block = 1 }) end, "k:launch: grid.x = 0 is out of range 1..2147483647 (device limit)")
+  T.raises(function() k:launch({ grid = 0, block = 1 }) end,
+    "k:launch: grid.x = 0 is out of range 1..2147483647 (device limit)")
   T.raises(function() k:launch({ grid = { 1, 65536 }, block = 1 }) end, "grid.y = 65536 is out of range 1..65535")
   T.raises(function() k:launch({ grid = { 1, 1, 65536 }, block = 1 }) end, "grid.z = 65536 is out of range 1..65535")
   T.raises(function() k:launch({ grid = 2 ^ 31, block = 1 }) end, "grid.x = 2147483648 is out of range")
@@ -251,16 +253,19 @@ T.test("grid, block and smem limits", function()
   T.raises(function() k:launch({ grid = 1, block = { 1, 1, 65 } }) end, "block.z = 65 is out of range 1..64")
   T.raises(function() k:launch({ grid = 1, block = { 64, 32 } }) end,
     "k:launch: block of 2048 threads exceeds the limit of 1024 for kernel 'empty'")
-  T.raises(function() k:launch({ grid = 1, block = { 1, 2, 3, 4 } }) end, "option 'block' must have 1 to 3 entries, got 4")
+  T.raises(function() k:launch({ grid = 1, block = { 1, 2, 3, 4 } }) end,
+    "option 'block' must have 1 to 3 entries, got 4")
   T.raises(function() k:launch({ grid = 1 }) end, "option 'block' is required")
   T.raises(function() k:launch({ block = 1 }) end, "option 'grid' is required")
   T.raises(function() k:launch({ grid = "1", block = 1 }) end, "option 'grid' must be a number or {x,y,z}, got string")
   T.raises(function() k:launch({ grid = 1, block = 1, smem = 49153 }) end,
     "k:launch: smem = 49153 bytes exceeds kernel 'empty''s dynamic shared memory limit of 49152 bytes")
   T.raises(function() k:launch({ grid = 1, block = 1, smem = -1 }) end, "option 'smem' must be a non-negative integer")
-  T.raises(function() k:launch({ grid = 1, block = 1, shmem = 0 }) end, "k:launch: unknown option 'shmem' (known: grid, block, smem, stream)")
+  T.raises(function() k:launch({ grid = 1, block = 1, shmem = 0 }) end,
+    "k:launch: unknown option 'shmem' (known: grid, block, smem, stream)")
   T.raises(function() k:launch(nil) end, "k:launch: argument #1 (launch configuration) must be a table")
-  T.raises(function() k:launch({ grid = 1, block = 1, stream = 5 }) end, "k:launch: option 'stream' must be a cuda.stream, got number")
+  T.raises(function() k:launch({ grid = 1, block = 1, stream = 5 }) end,
+    "k:launch: option 'stream' must be a cuda.stream, got number")
   clear_log()
   k:launch({ grid = { 7, 8, 9 }, block = { 4, 4, 4 }, smem = 49152 })
   T.eq(last_launch(), "launch empty grid=7,8,9 block=4,4,4 smem=49152 stream=0 args=")
@@ -322,7 +327,8 @@ T.test("prepared launch packs once, L:set repacks one argument", function()
   T.eq(last_launch(), "launch every_kind grid=2,2,1 block=64,1,1 smem=0 stream=0 args=" ..
     "01 0200 ffffffff 0400000000000000 05 0600 07000000 0800000000000000 000000c0 " ..
     "000000000000d03f 0010000000000000")
-  T.raises(function() L:set(3, 1 << 32) end, "L:set: argument 3: kernel expects u32 (4 bytes), got 4294967296 (out of range")
+  T.raises(function() L:set(3, 1 << 32) end,
+    "L:set: argument 3: kernel expects u32 (4 bytes), got 4294967296 (out of range")
   T.raises(function() L:set(12, 1) end, "bad argument #1 to 'L:set' (argument index 1..11 expected, got 12)")
   T.raises(function() L:set(0, 1) end, "argument index 1..11 expected, got 0")
   T.raises(function() L:set(1) end, "bad argument #2 to 'L:set' (value expected)")
@@ -330,7 +336,8 @@ T.test("prepared launch packs once, L:set repacks one argument", function()
   clear_log()
   L()
   T.ok(last_launch():find("ffffffff", 1, true), last_launch())
-  T.raises(function() k:prepare({ grid = 1, block = 1 }, 1) end, "k:prepare: kernel 'every_kind' takes 11 arguments, got 1")
+  T.raises(function() k:prepare({ grid = 1, block = 1 }, 1) end,
+    "k:prepare: kernel 'every_kind' takes 11 arguments, got 1")
   T.raises(function() k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "x") end,
     "k:prepare: argument 11: kernel expects u64 (8 bytes), got a string of 1 bytes")
   L:free()
@@ -342,10 +349,10 @@ T.test("prepared launch packs once, L:set repacks one argument", function()
   do
     local L2 <close> = k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
     T.eq(cuda.stats().prepared, 1)
+    T.ok(tostring(L2):find("every_kind", 1, true))
   end
   T.eq(cuda.stats().prepared, 0)
-  local L3 = mod:kernel("empty"):prepare({ grid = 1, block = 1 })
-  L3 = nil
+  mod:kernel("empty"):prepare({ grid = 1, block = 1 }) -- dropped at once: collected
   collectgarbage(); collectgarbage()
   T.eq(cuda.stats().prepared, 0)
 end)
@@ -374,14 +381,14 @@ T.test("kernel keeps its module alive; unloading waits for queued launches", fun
   local k = m:kernel("empty")
   T.eq(cuda.stats().modules, base + 1)
   clear_log()
-  m = nil
+  m = nil -- luacheck: ignore 311
   collectgarbage(); collectgarbage()
   T.eq(count_lines("module_unload"), 0, "module unloaded while a kernel holds it")
   T.eq(cuda.stats().modules, base + 1)
   k:launch({ grid = 1, block = 1 })
   T.eq(#launches(), 1)
   cuda.sync()
-  k = nil
+  k = nil -- luacheck: ignore 311
   collectgarbage(); collectgarbage()
   T.eq(count_lines("module_unload"), 1)
   T.eq(cuda.stats().modules, base)
@@ -411,8 +418,10 @@ T.test("cuda.load from a program table, a file and bad input", function()
   T.ok(tostring(m2):find(path, 1, true), tostring(m2))
   T.eq(#m2:kernel("every_kind").params, 11)
   os.remove(path)
-  T.raises(function() cuda.load(path) end, "bad argument #1 to 'cuda.load' (not a PTX, cubin or fatbin image, and no readable file")
-  T.raises(function() cuda.load(42) end, "bad argument #1 to 'cuda.load' (program, image string or path expected, got number)")
+  T.raises(function() cuda.load(path) end,
+    "bad argument #1 to 'cuda.load' (not a PTX, cubin or fatbin image, and no readable file")
+  T.raises(function() cuda.load(42) end,
+    "bad argument #1 to 'cuda.load' (program, image string or path expected, got number)")
   T.raises(function() cuda.load({}) end, "program has neither a cubin nor a ptx string")
   T.raises(function() cuda.load({ cubin = 5, ptx = PTX }) end, "program's cubin must be a string, got number")
   T.raises(function() cuda.load("a\0b") end, "not a PTX, cubin or fatbin image")
@@ -427,7 +436,7 @@ local function child(env, code)
   f:close()
   local p = assert(io.popen(env .. " GPULAB_FAKE_LOG=/dev/null " .. GPULAB .. " " .. script .. " 2>&1"))
   local out = p:read("a")
-  local ok, how, rc = p:close()
+  local _, _, rc = p:close()
   os.remove(script)
   return out, rc
 end
@@ -444,7 +453,9 @@ T.test("an injected launch error names the function, the error and its number", 
     print(pcall(L))
   ]])
   T.eq(rc, 0, out)
-  T.ok(out:find("k:launch: cuLaunchKernel: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701): too many resources requested for launch", 1, true), out)
+  T.ok(out:find(
+    "k:launch: cuLaunchKernel: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701): too many resources requested for launch",
+    1, true), out)
   T.ok(out:find("third launch ok", 1, true), out)
   T.ok(out:find("true", 1, true), out)
 end)
@@ -465,8 +476,11 @@ T.test("a sticky error poisons the context and later calls name the launches", f
   ]])
   T.eq(rc, 0, out)
   T.ok(out:find("SYNC cuda.sync: context sync: CUDA_ERROR_ILLEGAL_ADDRESS (700)", 1, true), out)
-  T.ok(out:find("2 launches since the last good sync: with_struct<<<(4,2,1), 128>>> on the default stream, empty<<<1, 32>>>", 1, true), out)
-  T.ok(out:find("NEXT k:launch: context poisoned by cuda.sync: context sync: CUDA_ERROR_ILLEGAL_ADDRESS (700)", 1, true), out)
+  T.ok(out:find(
+    "2 launches since the last good sync: with_struct<<<(4,2,1), 128>>> on the default stream, empty<<<1, 32>>>",
+    1, true), out)
+  T.ok(out:find(
+    "NEXT k:launch: context poisoned by cuda.sync: context sync: CUDA_ERROR_ILLEGAL_ADDRESS (700)", 1, true), out)
   T.ok(out:find("with_struct<<<(4,2,1), 128>>>", out:find("NEXT", 1, true), true), out)
   T.ok(out:find("restart the process", 1, true), out)
   T.ok(out:find("AVAILABLE\tfalse\tcontext poisoned by", 1, true), out)
