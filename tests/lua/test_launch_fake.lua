@@ -199,6 +199,35 @@ T.test("f16 rounding and untyped bits", function()
     "argument 2: kernel expects b32 (4 bytes), got 4294967296.0 (out of range -2147483648..4294967295)")
 end)
 
+T.test("f16 packing: every finite value exactly, midpoints round to even", function()
+  local L = mod:kernel("with_half"):prepare({ grid = 1, block = 1 }, 0, 0)
+  local function value(b) -- decode a positive f16 bit pattern
+    local e, m = (b >> 10) & 31, b & 1023
+    if e == 0 then return m * 2.0 ^ -24 end
+    return (1024 + m) * 2.0 ^ (e - 25)
+  end
+  local want = {}
+  clear_log()
+  for b = 0, 0x7bfe do
+    L:set(1, value(b)); L()
+    want[#want + 1] = b
+    L:set(1, -value(b)); L()
+    want[#want + 1] = b | 0x8000
+    L:set(1, (value(b) + value(b + 1)) / 2); L() -- a tie: the even neighbour wins
+    want[#want + 1] = (b & 1 == 0) and b or b + 1
+  end
+  local got = launches()
+  T.eq(#got, #want)
+  for i, w in ipairs(want) do
+    local h = got[i]:match("args=(%x%x%x%x) ")
+    local bits = tonumber(h:sub(3, 4) .. h:sub(1, 2), 16)
+    if bits ~= w then
+      error(string.format("launch %d: packed 0x%04x, want 0x%04x", i, bits, w))
+    end
+  end
+  L:free()
+end)
+
 T.test("every mismatch message names the argument and both types", function()
   local k = mod:kernel("every_kind")
   local cfg = { grid = 1, block = 1 }
