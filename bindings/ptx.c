@@ -252,14 +252,18 @@ static int parse_entry_params(lexer *lx, const char *entry, gl_param *out, int m
     }
 }
 
-/* Appends ", name" to the entry list in err-sized buffer `list`. */
+/* Appends ", name" to the entry list `list` (capacity cap); once a name does not fit, the
+ * list ends with ", ..." and stays as it is. */
 static void add_to_list(char *list, size_t cap, size_t *used, token name) {
-    if (*used + 8 >= cap) return;
-    int room = (int)(cap - *used - 5);
-    int n = snprintf(list + *used, cap - *used, "%s%.*s", *used ? ", " : "",
-                     (int)name.len < room ? (int)name.len : room, name.text);
-    if (n > 0) *used += (size_t)n < cap - *used ? (size_t)n : cap - *used - 1;
-    if (*used + 8 >= cap) snprintf(list + *used, cap - *used, ", ...");
+    if (*used >= cap) return; /* already closed with "..." */
+    size_t need = (*used ? 2 : 0) + name.len;
+    if (*used + need + 6 > cap) {
+        snprintf(list + *used, cap - *used, "%s...", *used ? ", " : "");
+        *used = cap;
+        return;
+    }
+    snprintf(list + *used, cap - *used, "%s%.*s", *used ? ", " : "", (int)name.len, name.text);
+    *used += need;
 }
 
 int gl_ptx_params(const char *ptx, size_t len, const char *entry, gl_param *out, int max,
