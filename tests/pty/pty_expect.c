@@ -4,7 +4,9 @@
  *
  * Script lines (text after the keyword; C escapes \n \r \t \\ \xHH and ${ENV} are expanded):
  *   send TEXT        write TEXT to the terminal (what the user types; \r is Enter, \x03 Ctrl-C)
- *   input TEXT       wait until the output ends in a prompt ("> ") again, then send TEXT and Enter
+ *   input TEXT       wait until the output ends in a prompt ("> ") again and the editor reads
+ *                    keys, then send TEXT and Enter
+ *   key TEXT         the same without Enter (Tab completion, Ctrl-D at the prompt)
  *   expect TEXT      wait until TEXT appears in the output after the previous match
  *   reject TEXT      fail if TEXT appeared after the previous match (checked when reached)
  *   sleep MS         let the program run for MS milliseconds (output is still collected)
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -165,11 +168,19 @@ static void expect_text(const char *text, size_t len, double timeout, const char
     matched_to = at + len;
 }
 
-/* A prompt is output that ends in "> " and came after the last thing sent. */
+/* The line editor has taken the terminal out of canonical mode (it reads key by key). */
+static bool editor_active(void) {
+    struct termios t;
+    return tcgetattr(master_fd, &t) == 0 && (t.c_lflag & ICANON) == 0;
+}
+
+/* A prompt is output that ends in "> ", came after the last thing sent, and the editor is
+ * reading keys (text typed earlier would be echoed twice by the terminal). */
 static void wait_for_prompt(double timeout, const char *step, const char *raw) {
     double deadline = now_s() + timeout;
     bool open = true;
-    while (!(out_len > sent_at && out_len >= 2 && memcmp(out + out_len - 2, "> ", 2) == 0)) {
+    while (!(out_len > sent_at && out_len >= 2 && memcmp(out + out_len - 2, "> ", 2) == 0 &&
+             editor_active())) {
         if (now_s() > deadline || !open) fail(step, raw);
         open = pump(50);
     }
@@ -205,13 +216,14 @@ int main(int argc, char **argv) {
         const char *raw = sp ? sp + 1 : "";
         if (sp) *sp = '\0';
         size_t len = expand(raw, arg, sizeof arg - 1);
-        bool is_input = strcmp(line, "input") == 0;
-        if (is_input) { /* typing before the editor is ready would race with its terminal setup */
+        bool is_input = strcmp(line, "input") == 0, is_key = strcmp(line, "key") == 0;
+        if (is_input || is_key) /* typing before the editor is ready races with its terminal setup */
             wait_for_prompt(timeout, line, raw);
+        if (is_input) {
             arg[len++] = '\r';
             arg[len] = '\0';
         }
-        if (strcmp(line, "send") == 0 || is_input) {
+        if (strcmp(line, "send") == 0 || is_input || is_key) {
             pump(0);
             if (write(master_fd, arg, len) != (ssize_t)len) fail(line, raw);
             sent_at = out_len;
