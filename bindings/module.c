@@ -59,6 +59,39 @@ static bool is_binary_image(const char *s, size_t len) {
     return has_prefix(s, len, "\x7f" "ELF", 4) || has_prefix(s, len, (const char *)fatbin_magic, 4);
 }
 
+/* The driver trusts the sizes in an image's header; a truncated cubin or fatbin would make it
+ * read past the string. Returns NULL when the header's extent fits in len, else the reason. */
+static const char *truncated_image(lua_State *L, const char *s, size_t len) {
+    uint64_t need = 0;
+    if (has_prefix(s, len, "\x7f" "ELF", 4)) {
+        if (len < 64 || s[4] != 2) return "not a 64-bit ELF cubin";
+        uint64_t phoff, shoff;
+        uint16_t phentsize, phnum, shentsize, shnum;
+        memcpy(&phoff, s + 0x20, 8);
+        memcpy(&shoff, s + 0x28, 8);
+        memcpy(&phentsize, s + 0x36, 2);
+        memcpy(&phnum, s + 0x38, 2);
+        memcpy(&shentsize, s + 0x3a, 2);
+        memcpy(&shnum, s + 0x3c, 2);
+        if (phoff > len || shoff > len) need = phoff > shoff ? phoff : shoff;
+        else {
+            uint64_t ph = phoff + (uint64_t)phentsize * phnum, sh = shoff + (uint64_t)shentsize * shnum;
+            need = ph > sh ? ph : sh;
+        }
+    } else {
+        if (len < 16) return "fatbin header incomplete";
+        uint16_t hsize;
+        uint64_t fsize;
+        memcpy(&hsize, s + 6, 2);
+        memcpy(&fsize, s + 8, 8);
+        need = fsize > UINT64_MAX - hsize ? UINT64_MAX : hsize + fsize;
+    }
+    if (need <= len) return NULL;
+    return lua_pushfstring(L, "truncated image: its header describes %I bytes, the string has %I",
+                           (lua_Integer)(need > (uint64_t)LUA_MAXINTEGER ? LUA_MAXINTEGER : need),
+                           (lua_Integer)len);
+}
+
 static bool looks_like_ptx(const char *s, size_t len) {
     /* PTX always declares its version and target before any entry */
     const char *v = memmem(s, len < 65536 ? len : 65536, ".version", 8);
@@ -125,6 +158,14 @@ static int l_load(lua_State *L) {
         if (!has_cubin && !lua_isnil(L, 2))
             luaL_error(L, "bad argument #1 to '%s' (program's cubin must be a string, got %s)", fn,
                        luaL_typename(L, 2));
+        if (has_cubin) {
+            size_t clen;
+            const char *c = lua_tolstring(L, 2, &clen);
+            const char *bad = is_binary_image(c, clen) ? truncated_image(L, c, clen)
+                                                       : "program's cubin is not a cubin or fatbin";
+            if (bad) luaL_error(L, "bad argument #1 to '%s' (%s)", fn, bad);
+            lua_settop(L, 3);
+        }
         load_image(L, lua_tostring(L, has_cubin ? 2 : 3), fn); /* 4 */
         if (has_ptx) {
             lua_pushvalue(L, 3);
@@ -156,6 +197,8 @@ static int l_load(lua_State *L) {
             luaL_error(L, "%s: file '%s' is not a PTX, cubin or fatbin image", fn, origin);
     }
     bool ptx = !is_binary_image(s, len);
+    const char *bad = ptx ? NULL : truncated_image(L, s, len);
+    if (bad) luaL_error(L, "bad argument #1 to '%s' (%s)", fn, bad);
     load_image(L, s, fn);
     int mod = lua_gettop(L);
     if (ptx) {

@@ -457,6 +457,25 @@ T.test("cuda.load from a program table, a file and bad input", function()
   m:free(); m2:free()
 end)
 
+T.test("binary images: headers are checked before the driver reads them", function()
+  local p = cuda.compile('extern "C" __global__ void k(float *x, int n) { if (n < 0) x[0] = 1; }',
+    { name = "bin.cu", arch = "sm_90a" })
+  T.ok(p.cubin and p.cubin:sub(1, 4) == "\127ELF", "NVRTC gave a cubin")
+  local m = cuda.load(p.cubin)
+  T.ok(tostring(m):find("binary image of " .. #p.cubin .. " bytes", 1, true), tostring(m))
+  m:free()
+  local half = p.cubin:sub(1, #p.cubin // 2)
+  T.raises(function() cuda.load(half) end, "bad argument #1 to 'cuda.load' (truncated image: its header describes")
+  T.raises(function() cuda.load(p.cubin:sub(1, 40)) end, "(not a 64-bit ELF cubin)")
+  T.raises(function() cuda.load("\x50\xed\x55\xba\1\0\16\0" .. string.rep("\255", 8)) end, "truncated image")
+  T.raises(function() cuda.load({ cubin = half, ptx = p.ptx }) end, "truncated image")
+  T.raises(function() cuda.load({ cubin = "hello", ptx = p.ptx }) end, "program's cubin is not a cubin or fatbin")
+  -- a program with both: the cubin is loaded, the parameter kinds come from its PTX
+  local k = cuda.load(p):kernel("k")
+  T.eq(k.params[1].kind, "u64"); T.eq(k.params[2].kind, "u32")
+  k.module:free()
+end)
+
 -- The remaining cases need a fresh process each (injected faults, a poisoned context).
 local function child(env, code)
   local script = os.tmpname()
