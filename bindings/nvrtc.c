@@ -485,7 +485,7 @@ __attribute__((noreturn)) static void raise_failure(lua_State *L, const request 
 /* ------------------------------------------------------------------------------------------
  * Building the program table
  * ------------------------------------------------------------------------------------------ */
-static void push_program(lua_State *L, const request *rq, const gl_cache_entry *e, bool hit) {
+static void push_program(lua_State *L, const request *rq, const gl_cache_entry *e, bool hit, int options) {
     lua_createtable(L, 0, 9);
     lua_pushlstring(L, e->ptx ? e->ptx : "", e->ptx_len);
     lua_setfield(L, -2, "ptx");
@@ -507,7 +507,7 @@ static void push_program(lua_State *L, const request *rq, const gl_cache_entry *
     lua_setfield(L, -2, "name");
     lua_pushstring(L, rq->arch);
     lua_setfield(L, -2, "arch");
-    lua_pushvalue(L, rq->options);
+    lua_pushvalue(L, options);
     lua_setfield(L, -2, "options");
     luaL_setmetatable(L, PROGRAM_T);
 }
@@ -516,7 +516,7 @@ static void push_program(lua_State *L, const request *rq, const gl_cache_entry *
 static int push_program_protected(lua_State *L) {
     const request *rq = lua_touserdata(L, 1);
     const gl_cache_entry *e = lua_touserdata(L, 2);
-    push_program(L, rq, e, lua_toboolean(L, 3));
+    push_program(L, rq, e, lua_toboolean(L, 3), 4);
     return 1;
 }
 
@@ -525,7 +525,8 @@ static void push_and_free(lua_State *L, const request *rq, gl_cache_entry *e, bo
     lua_pushlightuserdata(L, (void *)rq);
     lua_pushlightuserdata(L, e);
     lua_pushboolean(L, hit);
-    int status = lua_pcall(L, 3, 1, 0);
+    lua_pushvalue(L, rq->options); /* stack indices of this frame mean nothing inside the call */
+    int status = lua_pcall(L, 4, 1, 0);
     gl_cache_entry_free(e);
     if (status != LUA_OK) lua_error(L);
 }
