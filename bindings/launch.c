@@ -37,33 +37,29 @@ typedef struct launch_cfg {
 /* ------------------------------------------------------------------------------------------
  * Number conversions
  * ------------------------------------------------------------------------------------------ */
-/* Round to nearest even, straight from double (no double rounding through float). */
-static uint16_t to_half(double x) {
+/* A double rounded to nearest even into a small binary float with `ebits` exponent and `mbits`
+ * mantissa bits (f16: 5/10, bf16: 8/7), straight from double so there is no double rounding.
+ * Overflow gives infinity, NaN stays a quiet NaN, tiny values become subnormals or zero. */
+static uint16_t to_small_float(double x, int ebits, int mbits) {
     uint64_t b;
     memcpy(&b, &x, sizeof b);
-    uint16_t sign = (uint16_t)((b >> 48) & 0x8000);
+    const int bias = (1 << (ebits - 1)) - 1, emin = 1 - bias;
+    const uint16_t sign = (uint16_t)((b >> 63) << (ebits + mbits));
+    const uint16_t inf = (uint16_t)(((1u << ebits) - 1) << mbits);
     int exp = (int)((b >> 52) & 0x7ff);
     uint64_t mant = b & 0xFFFFFFFFFFFFFULL;
-    if (exp == 0x7ff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-    if (exp == 0) return sign; /* double subnormals are far below half's range */
+    if (exp == 0x7ff) return sign | inf | (mant ? (uint16_t)(1u << (mbits - 1)) : 0);
+    if (exp == 0) return sign; /* double subnormals are far below either format's range */
     int e = exp - 1023;
-    if (e > 15) return sign | 0x7c00;
+    if (e > bias) return sign | inf;
     uint64_t sig = mant | (1ULL << 52);
-    int shift = e >= -14 ? 42 : 42 + (-14 - e);
+    int shift = 52 - mbits + (e >= emin ? 0 : emin - e);
     if (shift >= 54) return sign;
     uint64_t kept = sig >> shift, rem = sig & ((1ULL << shift) - 1), half = 1ULL << (shift - 1);
     if (rem > half || (rem == half && (kept & 1))) kept++;
-    if (e >= -14) return sign | (uint16_t)(((uint64_t)(e + 15) << 10) + kept - 1024);
+    /* a carry out of the mantissa moves into the exponent (up to infinity), as it should */
+    if (e >= emin) return sign | (uint16_t)(((uint64_t)(e + bias) << mbits) + kept - (1ULL << mbits));
     return sign | (uint16_t)kept;
-}
-
-static uint16_t to_bfloat16(double x) {
-    float f = (float)x;
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -138,9 +134,10 @@ static void pack_float(lua_State *L, int idx, const gl_param *p, unsigned char *
         float f = (float)x;
         memcpy(dst, &f, 4);
     } else {
-        uint16_t h = strcmp(p->kind, "bf16") == 0 ? to_bfloat16(x) : to_half(x);
-        if (isfinite(x) && (h & 0x7fff) == 0x7c00 && strcmp(p->kind, "f16") == 0)
-            arg_error(L, fn, argno, p, idx, " (out of f16 range)");
+        bool bf16 = strcmp(p->kind, "bf16") == 0;
+        uint16_t h = bf16 ? to_small_float(x, 8, 7) : to_small_float(x, 5, 10);
+        if (isfinite(x) && (h & 0x7fff) == (bf16 ? 0x7f80 : 0x7c00))
+            arg_error(L, fn, argno, p, idx, bf16 ? " (out of bf16 range)" : " (out of f16 range)");
         memcpy(dst, &h, 2);
     }
 }

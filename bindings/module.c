@@ -445,7 +445,8 @@ static occupancy_limits occupancy_model(const gl_kernel *k, int block, long dyn_
     /* registers are allocated per warp, in units of 256 */
     long regs_per_warp = ((long)k->regs * d->warp_size + 255) / 256 * 256;
     o.registers = regs_per_warp > 0 ? (d->regs_per_sm / regs_per_warp) / warps : d->blocks_per_sm;
-    long smem = k->static_smem + dyn_smem + d->smem_reserved;
+    /* shared memory is allocated in 128-byte units, with the driver's per-block reservation */
+    long smem = (k->static_smem + dyn_smem + d->smem_reserved + 127) / 128 * 128;
     o.smem = smem > 0 ? d->smem_per_sm / smem : d->blocks_per_sm;
     o.blocks = d->blocks_per_sm;
     return o;

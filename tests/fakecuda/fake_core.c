@@ -706,7 +706,7 @@ CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction fn,
     long regs_per_warp = ((long)f->regs * 32 + 255) / 256 * 256;
     long by_regs = (FAKE_REGS_PER_SM / regs_per_warp) / warps;
     if (by_regs < best) best = by_regs;
-    long smem = (long)f->static_smem + (long)dyn_smem + FAKE_SMEM_RESERVED;
+    long smem = ((long)f->static_smem + (long)dyn_smem + FAKE_SMEM_RESERVED + 127) / 128 * 128;
     long by_smem = FAKE_SMEM_PER_SM / smem;
     if (by_smem < best) best = by_smem;
     *n = (int)best;
