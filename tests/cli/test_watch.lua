@@ -1,0 +1,77 @@
+-- test_watch.lua — `gpulab --watch`: re-runs when the script or a module it required changes,
+-- keeps watching after a failing run, stops on SIGINT. Bounded: every wait has a deadline.
+local T = dofile("tests/lua/t.lua")
+local H = dofile("tests/cli/helpers.lua")
+local q, write, read = H.q, H.write, H.read
+
+local function sleep(s) os.execute("sleep " .. s) end
+
+local function wait_until(what, fn, seconds)
+  local deadline = os.time() + (seconds or 10)
+  while os.time() <= deadline do
+    if fn() then return end
+    sleep(0.05)
+  end
+  error("timed out waiting for " .. what .. "\n--- stdout ---\n" .. tostring(read(H.tmp .. "/watch.out")) ..
+        "\n--- stderr ---\n" .. tostring(read(H.tmp .. "/watch.err")), 2)
+end
+
+local function count_runs()
+  local s = read(H.tmp .. "/runs.txt") or ""
+  local n = 0
+  for _ in s:gmatch("\n") do n = n + 1 end
+  return n, s
+end
+
+local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
+
+write("wmod.lua", "return 'v1'\n")
+local script_text = [[
+local v = require('wmod')
+local f = assert(io.open('runs.txt', 'a')); f:write(v, '\n'); f:close()
+print('ran with ' .. v)
+]]
+write("watched.lua", script_text)
+
+os.execute(string.format("cd %s; %s --watch watched.lua > watch.out 2> watch.err & echo $! > watch.pid",
+  q(H.tmp), q(H.bin)))
+local pid = assert(tonumber(read(H.tmp .. "/watch.pid")), "pid of the watcher")
+
+T.test("first run, then a re-run when a required module changes", function()
+  wait_until("the first run", function() return count_runs() == 1 end)
+  wait_until("the watch to be set up", function() return (read(H.tmp .. "/watch.err") or ""):find("watching 2 files", 1, true) end)
+  write("wmod.lua", "return 'v2'\n")
+  wait_until("the second run", function() return count_runs() == 2 end)
+  local _, runs = count_runs()
+  T.eq(runs, "v1\nv2\n")
+  local out = read(H.tmp .. "/watch.out")
+  T.ok(out:find("wmod.lua changed, running again", 1, true), "separator names the file: " .. out)
+  T.ok(out:find("%d%d:%d%d:%d%d"), "separator shows the time")
+end)
+
+T.test("touching the script re-runs it once (debounced)", function()
+  wait_until("watching again", function() return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 2 files", "")) == 2 end)
+  os.execute("touch " .. q(H.tmp .. "/watched.lua"))
+  wait_until("the third run", function() return count_runs() == 3 end)
+  sleep(0.5)
+  T.eq(count_runs(), 3, "one touch, one run")
+end)
+
+T.test("a failing run does not stop the watch", function()
+  wait_until("watching again", function() return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 2 files", "")) == 3 end)
+  write("watched.lua", "error('broken on purpose')\n")
+  wait_until("the failure report", function() return (read(H.tmp .. "/watch.err") or ""):find("still watching", 1, true) end)
+  T.ok(read(H.tmp .. "/watch.err"):find("watched.lua:1: broken on purpose", 1, true), "the run's error is shown")
+  T.ok(alive(pid), "watcher still running")
+  write("watched.lua", script_text)
+  wait_until("a run after the fix", function() return count_runs() == 4 end)
+end)
+
+T.test("SIGINT ends the watch", function()
+  os.execute("kill -INT " .. pid)
+  wait_until("the watcher to exit", function() return not alive(pid) end, 5)
+end)
+
+if alive(pid) then os.execute("kill -KILL " .. pid) end
+H.cleanup()
+T.done()
