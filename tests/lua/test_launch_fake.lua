@@ -94,6 +94,14 @@ local PTX = [[
 	ret;
 }
 
+.visible .entry unaligned_blob(
+	.param .u32 n,
+	.param .b8 tm[128]
+)
+{
+	ret;
+}
+
 .visible .entry empty()
 {
 	ret;
@@ -136,7 +144,7 @@ end)
 
 T.test("unknown kernel names the entries", function()
   local err = T.raises(function() mod:kernel("nope") end, "mod:kernel: no kernel named 'nope'")
-  T.ok(err:find("every_kind, with_struct, with_tensormap, with_half, empty, heavy", 1, true), err)
+  T.ok(err:find("every_kind, with_struct, with_tensormap, with_half, unaligned_blob, empty, heavy", 1, true), err)
   T.raises(function() mod.kernel(42, "x") end, "cuda.module expected, got number")
   T.raises(function() mod:kernel() end, "bad argument #1 to 'kernel'")
 end)
@@ -173,6 +181,18 @@ T.test("by-value struct blob and padding bytes", function()
     "k:launch: argument 2: kernel expects b8[24] (24 bytes, align 8), got a string of 5 bytes")
   T.raises(function() k:launch({ grid = 1, block = 32 }, 5, 12, 1) end,
     "k:launch: argument 2: kernel expects b8[24] (24 bytes, align 8), got 12")
+end)
+
+T.test("a 128-byte by-value parameter lands at its 64-byte aligned offset", function()
+  local k = mod:kernel("with_tensormap")
+  T.eq(k.params[2].offset, 64); T.eq(k.params[2].align, 64); T.eq(k.params[3].offset, 192)
+  local blob = {}
+  for i = 0, 127 do blob[#blob + 1] = string.char(i) end
+  blob = table.concat(blob)
+  clear_log()
+  k:launch({ grid = 1, block = 1 }, 9, blob, 0xabc)
+  T.eq(last_launch():match("args=(.*)$"), "09000000 " .. hex(blob) .. " bc0a000000000000")
+  T.eq(mod:kernel("unaligned_blob").params[2].offset, 4)
 end)
 
 T.test("f16 rounding and untyped bits", function()
@@ -384,6 +404,84 @@ T.test("prepared launch packs once, L:set repacks one argument", function()
   mod:kernel("empty"):prepare({ grid = 1, block = 1 }) -- dropped at once: collected
   collectgarbage(); collectgarbage()
   T.eq(cuda.stats().prepared, 0)
+end)
+
+-- Device arrays, tensor maps and streams as arguments (bindings/memory.c, tensormap.c, stream.c).
+local function with_binding(name, what, fn)
+  if cuda[name] then
+    T.test(what, fn)
+  else
+    print("skipped (no cuda." .. name .. " in this build): " .. what)
+  end
+end
+
+with_binding("array", "device arrays: address packed, kept alive, checked when freed", function()
+  local k = mod:kernel("every_kind")
+  local d = cuda.array("f32", 16)
+  clear_log()
+  k:launch({ grid = 1, block = 1 }, 1, 2, 3, d, 5, 6, 7, 8, 9, 10, d)
+  local ptr = hex(string.pack("<I8", d.ptr))
+  T.eq(last_launch():match("args=(.*)$"), "01 0200 03000000 " .. ptr ..
+    " 05 0600 07000000 0800000000000000 00001041 0000000000002440 " .. ptr)
+  T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, d, 10, 11) end,
+    "k:launch: argument 9: kernel expects f32 (4 bytes), got cuda.array")
+  T.raises(function() k:launch({ grid = 1, block = 1 }, d, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11) end,
+    "k:launch: argument 1: kernel expects u8 (1 byte), got cuda.array")
+  local L = k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, cuda.array("u8", 4))
+  collectgarbage(); collectgarbage()
+  cuda.sync()
+  T.eq(cuda.stats().arrays, 2, "the prepared launch holds its array")
+  L:set(11, d)
+  collectgarbage(); collectgarbage()
+  T.eq(cuda.stats().arrays, 1, "L:set released the array it replaced")
+  cuda.sync()
+  d:free()
+  T.raises(function() L() end, "cuda.prepared: argument 11: the cuda.array was freed")
+  T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, d) end,
+    "k:launch: argument 11: kernel expects u64 (8 bytes), got cuda.array (the array was freed)")
+  L:free()
+  cuda.sync()
+  T.eq(cuda.stats().arrays, 0)
+end)
+
+with_binding("tensormap", "tensor maps go by value, 64-byte aligned", function()
+  local tm = cuda.tensormap { address = 0x10000, dtype = "f16", dims = { 64, 64 }, strides = { 128 },
+                              box = { 64, 64 } }
+  local k = mod:kernel("with_tensormap")
+  clear_log()
+  k:launch({ grid = 1, block = 1 }, 1, tm, 0)
+  local groups = {}
+  for g in last_launch():match("args=(.*)$"):gmatch("%x+") do groups[#groups + 1] = g end
+  T.eq(#groups, 3); T.eq(#groups[2], 256)
+  T.ok(groups[2] ~= string.rep("0", 256), "the encoded map is not all zeros")
+  local L = k:prepare({ grid = 1, block = 1 }, 1, tm, 0)
+  clear_log()
+  L()
+  T.eq(last_launch():match("args=%x+ (%x+)"), groups[2])
+  T.raises(function() mod:kernel("unaligned_blob"):launch({ grid = 1, block = 1 }, 1, tm) end,
+    "k:launch: argument 2: kernel expects b8[128] (128 bytes, align 1), got cuda.tensormap " ..
+    "(a tensor map parameter must be 64-byte aligned")
+  T.raises(function() mod:kernel("with_struct"):launch({ grid = 1, block = 1 }, 1, tm, 0) end,
+    "argument 2: kernel expects b8[24] (24 bytes, align 8), got cuda.tensormap (a tensor map is 128 bytes)")
+  tm:free()
+  T.raises(function() L() end, "cuda.prepared: argument 2: the cuda.tensormap was freed")
+  L:free()
+end)
+
+with_binding("stream", "launches on a stream", function()
+  local s = cuda.stream()
+  local k = mod:kernel("empty")
+  clear_log()
+  k:launch({ grid = 1, block = 1, stream = s })
+  T.ok(not last_launch():find("stream=0 ", 1, true), last_launch())
+  local L = k:prepare({ grid = 2, block = 2, stream = s })
+  L()
+  T.eq(#launches(), 2)
+  T.eq(launches()[1]:match("stream=(%S+)"), launches()[2]:match("stream=(%S+)"))
+  s:sync()
+  s:free()
+  T.raises(function() L() end, "cuda.prepared: its cuda.stream was freed")
+  L:free()
 end)
 
 T.test("wrong self and use of freed objects", function()
