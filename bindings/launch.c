@@ -133,12 +133,14 @@ static void pack_float(lua_State *L, int idx, const gl_param *p, unsigned char *
             arg_error(L, fn, argno, p, idx, " (out of f32 range)");
         float f = (float)x;
         memcpy(dst, &f, 4);
-    } else {
+    } else if (p->size == 2) {
         bool bf16 = strcmp(p->kind, "bf16") == 0;
         uint16_t h = bf16 ? to_small_float(x, 8, 7) : to_small_float(x, 5, 10);
         if (isfinite(x) && (h & 0x7fff) == (bf16 ? 0x7f80 : 0x7c00))
             arg_error(L, fn, argno, p, idx, bf16 ? " (out of bf16 range)" : " (out of f16 range)");
         memcpy(dst, &h, 2);
+    } else {
+        arg_error(L, fn, argno, p, idx, " (no conversion to this float size; pass a string of its bytes)");
     }
 }
 
@@ -186,7 +188,7 @@ static void pack_arg(lua_State *L, int idx, const gl_param *p, unsigned char *ds
         return;
     }
     unsigned e = elem_bytes(p);
-    bool scalar = e != 0 && p->size == e;
+    bool scalar = (e == 1 || e == 2 || e == 4 || e == 8) && p->size == e;
     char c = p->kind[0];
     if (!scalar) { /* a by-value aggregate: struct blob string (above) or a tensor map */
         if (t == LUA_TUSERDATA && pack_tensormap(L, idx, p, dst, ref, fn, argno)) return;
@@ -238,7 +240,7 @@ static unsigned check_dim(lua_State *L, int idx, const char *fn, const char *wha
     static const char axes[] = "xyz";
     int isint = 0;
     lua_Integer v = lua_tointegerx(L, idx, &isint);
-    if (!isint) {
+    if (!isint || lua_type(L, idx) != LUA_TNUMBER) { /* no string coercion */
         if (lua_type(L, idx) == LUA_TNUMBER)
             luaL_error(L, "%s: %s.%c must be an integer, got %s", fn, what, axes[axis],
                        lua_tostring(L, idx));
@@ -304,7 +306,7 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
         present++;
         int isint = 0;
         lua_Integer s = lua_tointegerx(L, -1, &isint);
-        if (!isint || s < 0)
+        if (!isint || s < 0 || lua_type(L, -1) != LUA_TNUMBER)
             luaL_error(L, "%s: option 'smem' must be a non-negative integer number of bytes, got %s",
                        fn, lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
         if (s > k->max_dynamic_smem && s > current_max_dynamic_smem(L, k, fn))

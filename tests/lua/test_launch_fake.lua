@@ -309,6 +309,8 @@ T.test("grid, block and smem limits", function()
   T.raises(function() k:launch({ grid = "1", block = 1 }) end, "option 'grid' must be a number or {x,y,z}, got string")
   T.raises(function() k:launch({ grid = 1, block = 1, smem = 49153 }) end,
     "k:launch: smem = 49153 bytes exceeds kernel 'empty''s dynamic shared memory limit of 49152 bytes")
+  T.raises(function() k:launch({ grid = { "2" }, block = 1 }) end, "grid.x must be an integer, got string")
+  T.raises(function() k:launch({ grid = 1, block = 1, smem = "0" }) end, "option 'smem' must be a non-negative")
   T.raises(function() k:launch({ grid = 1, block = 1, smem = -1 }) end, "option 'smem' must be a non-negative integer")
   T.raises(function() k:launch({ grid = 1, block = 1, shmem = 0 }) end,
     "k:launch: unknown option 'shmem' (known: grid, block, smem, stream)")
