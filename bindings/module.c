@@ -284,6 +284,10 @@ static int params_from_driver(lua_State *L, CUfunction f, gl_param *out, const c
         out[n].size = (unsigned)size;
         out[n].offset = (unsigned)off;
     }
+    size_t off, size;
+    if (n == GL_MAX_PARAMS && gl_cu.cuFuncGetParamInfo(f, (size_t)n, &off, &size) == CUDA_SUCCESS)
+        luaL_error(L, "%s: kernel has more than %d parameters; gpulab supports %d", fn,
+                   GL_MAX_PARAMS, GL_MAX_PARAMS);
     return n;
 }
 

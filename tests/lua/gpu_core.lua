@@ -56,6 +56,9 @@ extern "C" __global__ void smem_sum(unsigned words, unsigned *out) {
   }
 }
 
+// one increment per thread: counts how many launches ran
+extern "C" __global__ void count_up(unsigned *counter) { atomicAdd(counter, 1u); }
+
 // grid/block shape: each thread writes its linear id at its linear position
 extern "C" __global__ void coords(unsigned *out) {
   unsigned bx = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -190,6 +193,29 @@ T.test("prepared launch and L:set give the same results", function()
   L:free()
   for _, x in ipairs({ da, db, c1, c2 }) do x:free() end
   s:free()
+end)
+
+T.test("a captured graph of launches replays them", function()
+  local k = mod:kernel("count_up")
+  local counter = cuda.array("u32", 1)
+  counter:fill(0)
+  cuda.sync()
+  local s = cuda.stream { nonblocking = true }
+  local L = k:prepare({ grid = 4, block = 32, stream = s }, counter)
+  local g = s:capture(function()
+    for _ = 1, 10 do L() end
+    k:launch({ grid = 1, block = 8, stream = s }, counter)
+  end)
+  s:sync { timeout = 10 }
+  local h = cuda.host("u32", 1)
+  h:copy_from(counter)
+  T.eq(h[1], 0, "capturing records the launches without running them")
+  for _ = 1, 5 do g:launch(s) end
+  L() -- and the prepared launch still works on its own
+  s:sync { timeout = 10 }
+  h:copy_from(counter)
+  T.eq(h[1], 5 * (10 * 4 * 32 + 8) + 4 * 32)
+  L:free(); g:free(); s:free(); counter:free()
 end)
 
 T.test("dynamic shared memory beyond 48 KB needs the opt-in", function()
