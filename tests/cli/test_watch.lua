@@ -1,5 +1,6 @@
--- test_watch.lua — `gpulab --watch`: re-runs when the script or a module it required changes,
--- keeps watching after a failing run, stops on SIGINT. Bounded: every wait has a deadline.
+-- test_watch.lua — `gpulab --watch`: re-runs when the script, a module it required or a kernel
+-- it compiled changes; keeps watching after a failing run; stops on SIGINT. Bounded: every
+-- wait has a deadline.
 local T = dofile("tests/lua/t.lua")
 local H = dofile("tests/cli/helpers.lua")
 local q, write, read = H.q, H.write, H.read
@@ -26,8 +27,10 @@ end
 local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
 
 write("wmod.lua", "return 'v1'\n")
+write("wk.cu", 'extern "C" __global__ void wk(float *x) { x[0] = 1.0f; }\n')
 local script_text = [[
 local v = require('wmod')
+assert(cuda.compile_file('wk.cu').ptx:find('wk', 1, true))
 local f = assert(io.open('runs.txt', 'a')); f:write(v, '\n'); f:close()
 print('ran with ' .. v)
 ]]
@@ -39,7 +42,7 @@ local pid = assert(tonumber(read(H.tmp .. "/watch.pid")), "pid of the watcher")
 
 T.test("first run, then a re-run when a required module changes", function()
   wait_until("the first run", function() return count_runs() == 1 end)
-  wait_until("the watch to be set up", function() return (read(H.tmp .. "/watch.err") or ""):find("watching 2 files", 1, true) end)
+  wait_until("the watch to be set up", function() return (read(H.tmp .. "/watch.err") or ""):find("watching 3 files", 1, true) end)
   write("wmod.lua", "return 'v2'\n")
   wait_until("the second run", function() return count_runs() == 2 end)
   local _, runs = count_runs()
@@ -50,21 +53,28 @@ T.test("first run, then a re-run when a required module changes", function()
 end)
 
 T.test("touching the script re-runs it once (debounced)", function()
-  wait_until("watching again", function() return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 2 files", "")) == 2 end)
+  wait_until("watching again", function() return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 3 files", "")) == 2 end)
   os.execute("touch " .. q(H.tmp .. "/watched.lua"))
   wait_until("the third run", function() return count_runs() == 3 end)
   sleep(0.5)
   T.eq(count_runs(), 3, "one touch, one run")
 end)
 
+T.test("touching a compiled kernel source re-runs", function()
+  wait_until("watching again", function() return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 3 files", "")) == 3 end)
+  os.execute("touch " .. q(H.tmp .. "/wk.cu"))
+  wait_until("the fourth run", function() return count_runs() == 4 end)
+  T.ok(read(H.tmp .. "/watch.out"):find("wk.cu changed, running again", 1, true), "separator names the kernel")
+end)
+
 T.test("a failing run does not stop the watch", function()
-  wait_until("watching again", function() return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 2 files", "")) == 3 end)
+  wait_until("watching again", function() return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 3 files", "")) == 4 end)
   write("watched.lua", "error('broken on purpose')\n")
   wait_until("the failure report", function() return (read(H.tmp .. "/watch.err") or ""):find("still watching", 1, true) end)
   T.ok(read(H.tmp .. "/watch.err"):find("watched.lua:1: broken on purpose", 1, true), "the run's error is shown")
   T.ok(alive(pid), "watcher still running")
   write("watched.lua", script_text)
-  wait_until("a run after the fix", function() return count_runs() == 4 end)
+  wait_until("a run after the fix", function() return count_runs() == 5 end)
 end)
 
 T.test("SIGINT ends the watch", function()
