@@ -635,6 +635,20 @@ T.test("a sticky error poisons the context and later calls name the launches", f
   T.ok(out:find("STATS\t0", 1, true), out)
 end)
 
+T.test("work that never completes: a deadline names the pending launches", function()
+  local out, rc = child("GPULAB_FAKE_HANG=1", [[
+    local k = cuda.load(PTX):kernel("empty")
+    k:launch({grid={3,1,2}, block=64})
+    local ok, err = pcall(cuda.sync, {timeout = 0.2})
+    print(ok, err)
+    io.stdout:flush()
+    os.exit(0, false) -- the stand-in's sync never returns: leave without finalizers waiting
+  ]])
+  T.eq(rc, 0, out)
+  T.ok(out:find("false\tcuda.sync: timed out after 0.2", 1, true), out)
+  T.ok(out:find("empty<<<(3,1,2), 64>>>", 1, true), out)
+end)
+
 T.test("module load and function lookup errors", function()
   local out, rc = child("GPULAB_FAKE_FAIL=cuModuleLoadDataEx:218,cuModuleGetFunction:500:1,cuFuncGetAttribute:2:1", [[
     print(select(2, pcall(cuda.load, PTX)))
