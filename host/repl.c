@@ -172,10 +172,25 @@ static bool is_ident_char(char c) {
     return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
-/* Pushes the __index table of the value at idx's metatable, or returns false. */
+/* Pushes the table where the value at idx finds its methods, or returns false: the __index
+ * table of its metatable or, when __index is a function, a `__methods` table in the metatable
+ * or the function's first upvalue if that is a table (classes that also index by number). */
 static bool push_index_table(lua_State *L, int idx) {
     if (!lua_getmetatable(L, idx)) return false;
-    if (lua_getfield(L, -1, "__index") == LUA_TTABLE) {
+    int t = lua_getfield(L, -1, "__index");
+    if (t == LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        if (lua_getfield(L, -1, "__methods") != LUA_TTABLE) {
+            lua_pop(L, 1);
+            lua_getfield(L, -1, "__index");
+            /* a Lua function's first upvalue may be _ENV: only C closures are trusted */
+            const char *up = lua_iscfunction(L, -1) ? lua_getupvalue(L, -1, 1) : NULL;
+            if (up == NULL) lua_pushnil(L);
+            lua_remove(L, -2);
+        }
+        t = lua_type(L, -1);
+    }
+    if (t == LUA_TTABLE) {
         lua_remove(L, -2);
         return true;
     }

@@ -3,18 +3,28 @@
 add_executable(pty_expect ${CMAKE_SOURCE_DIR}/tests/pty/pty_expect.c)
 target_link_libraries(pty_expect PRIVATE util)
 
-# gl_add_repl_test(NAME [ARGS command...] [ENV k=v...]): ARGS defaults to the gpulab binary.
+# gl_add_repl_test(NAME [GPU] [ARGS command...] [ENV k=v...]): ARGS defaults to the gpulab binary.
+#   Without GPU the driver is hidden (GPULAB_LIBCUDA=/nonexistent). With GPU the test has label
+#   `gpu` and is reported skipped (77) when gpulab sees no usable device.
 function(gl_add_repl_test name)
-  cmake_parse_arguments(R "" "" "ARGS;ENV" ${ARGN})
+  cmake_parse_arguments(R "GPU" "" "ARGS;ENV" ${ARGN})
   if(NOT R_ARGS)
     set(R_ARGS $<TARGET_FILE:gpulab>)
   endif()
   set(state ${CMAKE_BINARY_DIR}/repl-state/${name})
-  add_test(NAME repl_${name}
-           COMMAND pty_expect ${CMAKE_SOURCE_DIR}/tests/repl/${name}.pty ${R_ARGS}
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(repl_${name} PROPERTIES LABELS cpu TIMEOUT 60 ENVIRONMENT
-    "TERM=xterm;XDG_STATE_HOME=${state};TESTTMP=${state};GPULAB=$<TARGET_FILE:gpulab>;GPULAB_LIBCUDA=/nonexistent/libcuda.so;GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;${R_ENV}")
+  set(run pty_expect ${CMAKE_SOURCE_DIR}/tests/repl/${name}.pty ${R_ARGS})
+  set(env "TERM=xterm;XDG_STATE_HOME=${state};TESTTMP=${state};GPULAB=$<TARGET_FILE:gpulab>;GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;${R_ENV}")
+  if(R_GPU)
+    set(check "\"$GPULAB\" -e 'os.exit(cuda.available() and 0 or 77)' || exit 77; exec \"$@\"")
+    add_test(NAME repl_${name} COMMAND sh -c "${check}" sh $<TARGET_FILE:pty_expect> ${run}
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(repl_${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+  else()
+    add_test(NAME repl_${name} COMMAND ${run} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(repl_${name} PROPERTIES LABELS cpu)
+    list(APPEND env "GPULAB_LIBCUDA=/nonexistent/libcuda.so")
+  endif()
+  set_tests_properties(repl_${name} PROPERTIES TIMEOUT 120 ENVIRONMENT "${env}")
 endfunction()
 
 gl_add_repl_test(values)
@@ -30,3 +40,6 @@ gl_add_repl_test(interactive_script ARGS $<TARGET_FILE:gpulab> -i tests/repl/def
 # Two sessions in one terminal: the second recalls the first one's input (Ctrl-P).
 gl_add_repl_test(history ARGS sh -c "rm -rf \"$XDG_STATE_HOME\" && \"$0\" && \"$0\"" $<TARGET_FILE:gpulab>)
 gl_add_repl_test(history_unwritable ENV XDG_STATE_HOME=/proc/self/no-such-dir)
+# On a GPU: a kernel faults, the REPL offers :restart, and the replayed session has its
+# variables and device data back.
+gl_add_repl_test(gpu_restart GPU)
