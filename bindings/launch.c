@@ -147,9 +147,11 @@ static void pack_float(lua_State *L, int idx, const gl_param *p, unsigned char *
 /* A device array's address for an 8-byte pointer-sized parameter. */
 static bool pack_array(lua_State *L, int idx, const gl_param *p, unsigned char *dst,
                        arg_ref *ref, const char *fn, int argno) {
-    if (!luaL_testudata(L, idx, GL_ARRAY_T)) return false;
-    gl_array *a = gl_test_array(L, idx);
-    if (a == NULL || a->ptr == 0) arg_error(L, fn, argno, p, idx, " (the array was freed)");
+    gl_array *a = gl_test_array(L, idx); /* NULL for freed arrays too: tell them apart below */
+    if (a == NULL || a->ptr == 0) {
+        if (!luaL_testudata(L, idx, GL_ARRAY_T)) return false;
+        arg_error(L, fn, argno, p, idx, " (the array was freed)");
+    }
     uint64_t ptr = (uint64_t)a->ptr;
     memcpy(dst, &ptr, 8);
     ref->kind = REF_ARRAY;
@@ -159,9 +161,11 @@ static bool pack_array(lua_State *L, int idx, const gl_param *p, unsigned char *
 
 static bool pack_tensormap(lua_State *L, int idx, const gl_param *p, unsigned char *dst,
                            arg_ref *ref, const char *fn, int argno) {
-    if (!luaL_testudata(L, idx, GL_TENSORMAP_T)) return false;
     gl_tensormap *tm = gl_test_tensormap(L, idx);
-    if (tm == NULL || !tm->valid) arg_error(L, fn, argno, p, idx, " (the tensor map was freed)");
+    if (tm == NULL || !tm->valid) {
+        if (!luaL_testudata(L, idx, GL_TENSORMAP_T)) return false;
+        arg_error(L, fn, argno, p, idx, " (the tensor map was freed)");
+    }
     if (p->size != sizeof tm->map)
         arg_error(L, fn, argno, p, idx, " (a tensor map is 128 bytes)");
     if (p->offset % 64 != 0)
