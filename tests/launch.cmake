@@ -4,6 +4,7 @@ gl_add_lua_test(launch_fake tests/lua/test_launch_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_fake.log)
 gl_add_lua_test(device_fake tests/lua/test_device_fake.lua FAKE)
 gl_add_lua_test(device_fake_two tests/lua/test_device_fake.lua FAKE ENV GPULAB_FAKE_DEVICES=2)
+gl_add_lua_test(device_fake_none tests/lua/test_device_fake.lua FAKE ENV GPULAB_FAKE_DEVICES=0)
 
 # The raw C baseline of tools/bench_launch.lua (run on a GPU machine: build/gpulab tools/bench_launch.lua).
 add_executable(bench_launch_raw ${CMAKE_SOURCE_DIR}/tools/bench_launch.c)

@@ -4,6 +4,18 @@ local T = dofile("tests/lua/t.lua")
 
 local ndev = tonumber(os.getenv("GPULAB_FAKE_DEVICES") or "1")
 
+if ndev == 0 then -- the driver loads but cuInit finds no device
+  T.test("no device: one clear error", function()
+    local ok, why = cuda.available()
+    T.eq(ok, false)
+    T.ok(why:find("cuInit failed: CUDA error 100", 1, true), why)
+    T.raises(function() cuda.count() end, "cuda.count: CUDA driver")
+    T.raises(function() cuda.device(0) end, "cuda.device: CUDA driver")
+    T.raises(function() cuda.load("x.ptx") end, "cuda.load: CUDA driver")
+  end)
+  T.done()
+end
+
 T.test("count", function()
   T.eq(cuda.count(), ndev)
 end)
