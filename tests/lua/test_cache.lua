@@ -3,6 +3,7 @@
 local T = dofile("tests/lua/t.lua")
 
 local gpulab = arg[-1]
+if gpulab:find("/", 1, true) and gpulab:sub(1, 1) ~= "/" then gpulab = os.getenv("PWD") .. "/" .. gpulab end
 local scratch = os.tmpname()
 os.remove(scratch)
 assert(os.execute("mkdir -p '" .. scratch .. "'"))
