@@ -22,6 +22,8 @@ static void usage(FILE *out) {
             "  -l mod           require library 'mod' into global 'mod'\n"
             "  -l g=mod         require library 'mod' into global 'g'\n"
             "  -v               show version information\n"
+            "  -E               ignore environment variables (LUA_PATH, LUA_CPATH)\n"
+            "  -W               turn warnings on\n"
             "  --sanitize=TOOL  re-run under compute-sanitizer (memcheck, racecheck, synccheck,\n"
             "                   initcheck); kernels are compiled with line info\n"
             "  --watch          re-run the script whenever it, a module it required or a kernel\n"
@@ -36,7 +38,7 @@ static void usage(FILE *out) {
 }
 
 typedef struct {
-    bool interactive, version, has_e, watch;
+    bool interactive, version, has_e, watch, no_env, warnings;
     const char *sanitize, *json;
     int script;       /* index of the script in argv, 0 if none */
     int first_action; /* index where -e/-l start being processed */
@@ -53,6 +55,8 @@ static bool parse_args(int argc, char **argv, cli *o) {
         if (strcmp(a, "-") == 0) break;
         if (strcmp(a, "-i") == 0) { o->interactive = o->version = true; continue; }
         if (strcmp(a, "-v") == 0) { o->version = true; continue; }
+        if (strcmp(a, "-E") == 0) { o->no_env = true; continue; }
+        if (strcmp(a, "-W") == 0) { o->warnings = true; continue; }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); exit(EXIT_SUCCESS); }
         if (strcmp(a, "--watch") == 0) { o->watch = true; continue; }
         if (strncmp(a, "--sanitize=", 11) == 0) { o->sanitize = a + 11; continue; }
@@ -167,7 +171,12 @@ static int pmain(lua_State *L) {
     main_args *m = lua_touserdata(L, 1);
     cli *o = m->o;
     luaL_checkversion(L);
+    if (o->no_env) { /* read by the package library when it opens, as in lua(1) */
+        lua_pushboolean(L, 1);
+        lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
+    }
     gl_setup_state(L, m->argv[0]);
+    if (o->warnings) lua_warning(L, "@on", 0);
     if (o->json) {
         lua_pushstring(L, o->json);
         lua_setfield(L, LUA_REGISTRYINDEX, "gpulab.json");

@@ -416,6 +416,11 @@ static void load_pretty_printer(lua_State *L) {
 /* Prints the n values on top of the stack (and pops them). */
 static void print_values(lua_State *L, int n) {
     if (n <= 0) return;
+    if (!lua_checkstack(L, LUA_MINSTACK)) { /* thousands of results filled the stack */
+        lua_pop(L, n);
+        fprintf(stderr, "%s: too many results to print\n", gl_progname);
+        return;
+    }
     lua_getfield(L, LUA_REGISTRYINDEX, PRETTY_KEY);
     lua_insert(L, -n - 1);
     gl_report(L, gl_docall(L, n, 0));

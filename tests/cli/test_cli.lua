@@ -54,6 +54,34 @@ T.test("-v prints the version and does not enter the REPL", function()
   T.ok(not out:find("stdin ran", 1, true), "-v alone does not run stdin")
 end)
 
+T.test("-E ignores LUA_PATH; -W turns warnings on", function()
+  local probe = "print(package.path:find('/from/env/', 1, true) ~= nil)"
+  local out = run({ "-e", probe }, { env = "LUA_PATH='/from/env/?.lua'" })
+  T.eq(out, "true\n", "LUA_PATH is used by default")
+  out = run({ "-E", "-e", probe }, { env = "LUA_PATH='/from/env/?.lua'" })
+  T.eq(out, "false\n", "-E ignores it")
+  local _, err = run({ "-W", "-e", "warn('careful')" })
+  T.eq(err, "Lua warning: careful\n")
+  _, err = run({ "-e", "warn('careful')" })
+  T.eq(err, "", "warnings are off by default")
+end)
+
+T.test("SIGINT stops a running script with an error", function()
+  local cmd = string.format("cd %s; %s -e 'while true do end' > /dev/null 2> sigint.err & echo $! > sigint.pid",
+    H.q(H.tmp), H.q(H.bin))
+  os.execute(cmd)
+  local pid = assert(tonumber(H.read(H.tmp .. "/sigint.pid")))
+  os.execute("sleep 0.3; kill -INT " .. pid)
+  local err
+  for _ = 1, 100 do
+    err = H.read(H.tmp .. "/sigint.err") or ""
+    if err:find("traceback", 1, true) then break end
+    os.execute("sleep 0.05")
+  end
+  os.execute("kill -KILL " .. pid .. " 2>/dev/null")
+  has(err, "interrupted!")
+end)
+
 T.test("--help and bad options", function()
   local out, _, code = run({ "--help" })
   T.eq(code, 0)
