@@ -304,6 +304,7 @@ T.test("never-ending kernel in a child: s:sync{timeout=1} names it", function()
   T.ok(out:find("TIMEOUT", 1, true), out)
   T.ok(out:find("timed out after 1", 1, true), out)
   T.ok(out:find("spin_forever<<<1, 1>>>", 1, true), out)
+  T.ok(out:find("RELEASED", 1, true), "the kernel ended once its flag was set: " .. out)
 end)
 
 T.test("stats return to zero", function()

@@ -34,8 +34,16 @@ elseif mode == "hang" then
   local ok, err = pcall(s.sync, s, { timeout = 1 })
   print((ok and "NO TIMEOUT " or "TIMEOUT ") .. tostring(err))
   io.stdout:flush()
-  -- the kernel never ends: leave without waiting for it (the driver tears the context down)
-  os.exit(ok and 1 or 0, false)
+  -- a timeout does not poison anything: release the kernel by setting its flag from the host
+  -- (the copy goes through the default stream, which does not wait for a non-blocking one)
+  local one = cuda.host("u32", 1)
+  one[1] = 1
+  local released = pcall(flag.copy_from, flag, one)
+  released = released and pcall(s.sync, s, { timeout = 10 })
+  print(released and "RELEASED" or "STILL RUNNING")
+  io.stdout:flush()
+  -- if it still runs, leave without finalizers waiting for it (the driver tears it down)
+  os.exit(ok and 1 or 0, released)
 else
   io.stderr:write("usage: gpu_fault_child.lua illegal|hang\n")
   os.exit(2)
