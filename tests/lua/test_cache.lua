@@ -147,7 +147,8 @@ end)
 T.test("in-process hits, cache=false and GPULAB_CACHE=0", function()
   local c = new_case()
   local out = sh(string.format("GPULAB_CACHE_DIR='%s' '%s' -e \"local a = cuda.compile('__global__ void k(){}'); " ..
-    "local b = cuda.compile('__global__ void k(){}'); local n = cuda.compile('__global__ void k(){}', {cache=false}); " ..
+    "local b = cuda.compile('__global__ void k(){}'); " ..
+    "local n = cuda.compile('__global__ void k(){}', {cache=false}); " ..
     "print('HITS', a.cache_hit, b.cache_hit, n.cache_hit, a.ptx == b.ptx, a.cubin == b.cubin)\"", c.cache, gpulab))
   T.ok(out:find("HITS\tfalse\ttrue\tfalse\ttrue\ttrue", 1, true), out)
   T.eq(#entries(c.cache), 1, "cache=false writes nothing")
