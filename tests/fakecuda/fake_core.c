@@ -569,14 +569,38 @@ static size_t image_length(const void *image) {
 /* ------------------------------------------------------------------------------------------
  * Modules and functions.
  * ------------------------------------------------------------------------------------------ */
+/* Writes `text` into the JIT error log buffer when the caller passed one, as ptxas would. */
+static void jit_error_log(unsigned nopts, const CUjit_option *opts, void **vals, const char *text) {
+    char *buf = NULL;
+    size_t cap = 0;
+    for (unsigned i = 0; opts && vals && i < nopts; i++) {
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) buf = vals[i];
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) cap = (size_t)(uintptr_t)vals[i];
+    }
+    if (buf && cap) snprintf(buf, cap, "%s", text);
+}
+
+static int is_text_image(const void *image) {
+    const unsigned char *b = image;
+    uint32_t magic;
+    memcpy(&magic, b, 4);
+    return memcmp(b, "\x7f" "ELF", 4) != 0 && magic != 0xBA55ED50u;
+}
+
 CUresult fake_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned nopts,
                                  CUjit_option *opts, void **vals) {
-    (void)nopts;
-    (void)opts;
-    (void)vals;
-    FAKE_ENTER("cuModuleLoadDataEx");
+    CUresult r = fake_enter("cuModuleLoadDataEx");
+    if (r == CUDA_ERROR_INVALID_PTX)
+        jit_error_log(nopts, opts, vals, "ptxas fatal   : failure injected by GPULAB_FAKE_FAIL");
+    if (r != CUDA_SUCCESS) return r;
     if (m == NULL || image == NULL) return CUDA_ERROR_INVALID_VALUE;
     if (current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+    /* text that is not PTX fails as the JIT would: every PTX module starts with .version */
+    if (is_text_image(image) && strstr(image, ".version") == NULL) {
+        jit_error_log(nopts, opts, vals, "ptxas application ptx input, line 1; fatal   : "
+                                         "Missing .version directive at start of file");
+        return CUDA_ERROR_INVALID_PTX;
+    }
     fake_module *mod = calloc(1, sizeof *mod);
     if (mod == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
     mod->len = image_length(image);
