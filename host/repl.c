@@ -688,9 +688,10 @@ static EditLine *open_editor(History **hp) {
     el_set(el, EL_PROMPT, prompt_fn);
     el_set(el, EL_HIST, history, h);
     el_set(el, EL_GETCFN, read_key);
-    el_set(el, EL_ADDFN, "gpulab-complete", "complete a global, field or method", complete);
+    /* the wide-string form: the narrow EL_ADDFN copies its strings and never frees them */
+    el_wset(el, EL_ADDFN, L"gpulab-complete", L"complete a global, field or method", complete);
     el_set(el, EL_BIND, "^I", "gpulab-complete", NULL);
-    el_set(el, EL_ADDFN, "gpulab-interrupt", "drop the line being typed", interrupt_key);
+    el_wset(el, EL_ADDFN, L"gpulab-interrupt", L"drop the line being typed", interrupt_key);
     el_set(el, EL_BIND, "^C", "gpulab-interrupt", NULL);
     el_source(el, NULL); /* the user's ~/.editrc */
     *hp = h;
