@@ -119,6 +119,13 @@ if raw then
   verdict("k:launch table config, empty", b.empty / raw.empty, 1.30)
   verdict("k:launch table config, 4 args", b.args4 / raw.args4, 1.30)
 end
+-- Issue 3 also asks to beat other Python-side launchers measured on the H200 (2026-11-30):
+-- CuPy 5.88 us (empty) / 6.97 us (4 args), cuda.core 5.32 us (empty). Absolute numbers, other runs.
+local b, c = results[raw and 2 or 1], results[raw and 4 or 3]
+for _, r in ipairs({ { "prepared", c }, { "k:launch", b } }) do
+  print(string.format("%-9s vs CuPy %.2f/%.2f us, cuda.core %.2f us: %s", r[1], 5.88, 6.97, 5.32,
+    (r[2].empty < 5.32 and r[2].args4 < 6.97) and "faster" or "NOT faster"))
+end
 
 Le:free(); La:free(); Lge:free(); Lga:free()
 ge:free(); ga:free()
