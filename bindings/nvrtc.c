@@ -43,7 +43,8 @@ typedef struct request {
     size_t src_len;
     const char *name;        /* NVRTC's file name for the source */
     const char *arch;
-    const char *source_dir;  /* compile_file: the file's folder; compile: "." */
+    const char *source_dir;  /* compile_file: the file's folder (searched with -I); compile: "." */
+    const char *name_dir;    /* the folder of `name`: NVRTC looks up the source's "x.h" there */
     int options;             /* stack index: array of option strings passed to NVRTC */
     int include_dirs;        /* stack index: array of directories searched, in order */
     int names;               /* stack index: array of name expressions */
@@ -230,6 +231,14 @@ static const char *default_arch(lua_State *L) {
     return lua_pushfstring(L, "sm_%d%d", major, minor); /* anchored: the stack keeps it */
 }
 
+/* Pushes and returns the folder part of `path` ("." when it has none). */
+static const char *push_dirname(lua_State *L, const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL) return lua_pushliteral(L, ".");
+    if (slash == path) return lua_pushliteral(L, "/");
+    return lua_pushlstring(L, path, (size_t)(slash - path));
+}
+
 static const char *const known_options[] = {"name", "arch", "std", "defines", "include_dirs", "headers",
                                             "options", "lineinfo", "names", "cache", NULL};
 
@@ -240,7 +249,10 @@ static void read_request(lua_State *L, int t, int argn, request *rq, const char 
 
     get_field(L, t, "name", LUA_TSTRING, argn, fn);
     rq->name = lua_isnil(L, -1) ? default_name : lua_tostring(L, -1);
+    if (!lua_isnil(L, -1) && strlen(rq->name) != lua_rawlen(L, -1))
+        bad_arg(L, argn, fn, "option 'name' contains a NUL byte");
     if (strlen(rq->name) == 0) bad_arg(L, argn, fn, "option 'name' must not be empty");
+    rq->name_dir = push_dirname(L, rq->name);
     get_field(L, t, "arch", LUA_TSTRING, argn, fn);
     rq->arch = lua_isnil(L, -1) ? default_arch(L) : lua_tostring(L, -1);
     if (strlen(rq->arch) == 0 || strlen(rq->arch) > 32 || strchr(rq->arch, ' '))
@@ -347,7 +359,7 @@ static void compute_key(const request *rq, const inputs *in, const char *nvrtc_v
         .noptions = in->noptions,
         .source = rq->src,
         .source_len = rq->src_len,
-        .source_dir = rq->source_dir,
+        .source_dir = rq->name_dir,
         .names = in->names,
         .nnames = in->nnames,
         .headers = in->headers,
@@ -610,8 +622,7 @@ static int l_compile_file(lua_State *L) {
     rq.src = lua_tolstring(L, 3, &rq.src_len);
     const char *nul = memchr(rq.src, '\0', rq.src_len);
     if (nul) luaL_error(L, "%s: '%s': source contains a NUL byte at offset %d", rq.fn, path, (int)(nul - rq.src));
-    const char *slash = strrchr(path, '/');
-    rq.source_dir = slash == NULL ? "." : slash == path ? "/" : lua_pushlstring(L, path, (size_t)(slash - path));
+    rq.source_dir = push_dirname(L, path);
     return compile_request(L, &rq, opts, path);
 }
 

@@ -144,6 +144,22 @@ T.test("key sensitivity: header byte, arch suffix, option order, defines, NVRTC 
   T.raises(function() cuda.cache_key(src, nil, 13) end, "bad argument #3 to 'cuda.cache_key'")
 end)
 
+T.test("headers beside the program's name and in the working directory are keyed", function()
+  local c = new_case()
+  write(c.inc .. "/near.h", "#define NEAR 1\n")
+  local src = '#include "near.h"\nstatic_assert(NEAR > 0, "near");\n'
+  local named = { name = c.inc .. "/virtual.cu" }
+  local k1 = cuda.cache_key(src, named)
+  T.ok(cuda.compile(src, { name = c.inc .. "/virtual.cu", cache = false }), "NVRTC finds near.h beside the name")
+  write(c.inc .. "/near.h", "#define NEAR 2\n")
+  T.ok(cuda.cache_key(src, named) ~= k1, "a header beside the name is keyed")
+  local out = sh(string.format("cd '%s' && '%s' -e \"print('KEY=' .. cuda.cache_key('#include \\\"near.h\\\"'))\"" ..
+    " && echo '#define NEAR 3' > near.h && '%s' -e \"print('KEY=' .. cuda.cache_key('#include \\\"near.h\\\"'))\"",
+    c.inc, gpulab, gpulab))
+  local a, b = out:match("KEY=(%x+)%s+KEY=(%x+)")
+  T.ok(a and b and a ~= b, "a header in the working directory is keyed: " .. out)
+end)
+
 T.test("in-process hits, cache=false and GPULAB_CACHE=0", function()
   local c = new_case()
   local out = sh(string.format("GPULAB_CACHE_DIR='%s' '%s' -e \"local a = cuda.compile('__global__ void k(){}'); " ..
