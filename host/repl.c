@@ -369,8 +369,8 @@ static const char pretty_source[] =
     "local function show(v, indent, depth, open)\n"
     "  if type(v) == 'string' then return quote(v) end\n"
     "  if type(v) ~= 'table' then return tostring(v) end\n"
-    "  local mt = getmetatable(v)\n"
-    "  if type(mt) == 'table' and rawget(mt, '__tostring') then return tostring(v) end\n"
+    "  local own = tostring(v)\n" /* __tostring or __name (also behind __metatable) decide */
+    "  if own ~= 'table: ' .. string.format('%p', v) then return own end\n"
     "  if open[v] then return '<cycle: ' .. tostring(v) .. '>' end\n"
     "  if next(v) == nil then return '{}' end\n"
     "  if depth >= max_depth then return '{...}' end\n"
