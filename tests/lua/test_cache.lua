@@ -242,6 +242,24 @@ T.test("a group-writable entry is not used", function()
   T.ok(out:find("writable by group or others", 1, true), out)
 end)
 
+T.test("a directory or entry owned by another user is not used", function()
+  if not sh("id -u"):match("^0\n") then
+    print("(ownership cases need root to chown; covered by the mode and symlink cases here)")
+    return
+  end
+  local c = new_case()
+  run(c)
+  local path = entry_path(c)
+  assert(os.execute("chown 65534 '" .. path .. "'"))
+  local hit, out = run(c)
+  T.eq(hit, false, "foreign entry unused")
+  T.ok(out:find("is owned by uid 65534", 1, true), out)
+  assert(os.execute("chown 0 '" .. path .. "' && chown 65534 '" .. c.cache .. "'"))
+  hit, out = run(c)
+  T.eq(hit, false, "foreign directory unused")
+  T.ok(out:find("directory " .. c.cache .. " is owned by uid 65534", 1, true), out)
+end)
+
 T.test("untrusted cache directories: 0777, symlink, not a directory", function()
   local c = new_case()
   assert(os.execute("mkdir -p '" .. c.cache .. "' && chmod 777 '" .. c.cache .. "'"))
