@@ -3,11 +3,12 @@
 add_executable(pty_expect ${CMAKE_SOURCE_DIR}/tests/pty/pty_expect.c)
 target_link_libraries(pty_expect PRIVATE util)
 
-# gl_add_repl_test(NAME [GPU] [ARGS command...] [ENV k=v...]): ARGS defaults to the gpulab binary.
-#   Without GPU the driver is hidden (GPULAB_LIBCUDA=/nonexistent). With GPU the test has label
-#   `gpu` and is reported skipped (77) when gpulab sees no usable device.
+# gl_add_repl_test(NAME [GPU|FAKE] [ARGS command...] [ENV k=v...]): ARGS defaults to the gpulab
+#   binary. By default the driver is hidden (GPULAB_LIBCUDA=/nonexistent); FAKE uses the driver
+#   stand-in. With GPU the test has label `gpu` and is reported skipped (77) when gpulab sees no
+#   usable device.
 function(gl_add_repl_test name)
-  cmake_parse_arguments(R "GPU" "" "ARGS;ENV" ${ARGN})
+  cmake_parse_arguments(R "GPU;FAKE" "" "ARGS;ENV" ${ARGN})
   if(NOT R_ARGS)
     set(R_ARGS $<TARGET_FILE:gpulab>)
   endif()
@@ -22,7 +23,11 @@ function(gl_add_repl_test name)
   else()
     add_test(NAME repl_${name} COMMAND ${run} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(repl_${name} PROPERTIES LABELS cpu)
-    list(APPEND env "GPULAB_LIBCUDA=/nonexistent/libcuda.so")
+    if(R_FAKE)
+      list(APPEND env "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>")
+    else()
+      list(APPEND env "GPULAB_LIBCUDA=/nonexistent/libcuda.so")
+    endif()
   endif()
   set_tests_properties(repl_${name} PROPERTIES TIMEOUT 120 ENVIRONMENT "${env}")
 endfunction()
@@ -40,6 +45,11 @@ gl_add_repl_test(interactive_script ARGS $<TARGET_FILE:gpulab> -i tests/repl/def
 # Two sessions in one terminal: the second recalls the first one's input (Ctrl-P).
 gl_add_repl_test(history ARGS sh -c "rm -rf \"$XDG_STATE_HOME\" && \"$0\" && \"$0\"" $<TARGET_FILE:gpulab>)
 gl_add_repl_test(history_unwritable ENV XDG_STATE_HOME=/proc/self/no-such-dir)
+# The driver stand-in makes the first context sync fail with a sticky error: the REPL shows
+# the hint, and :restart brings back the variables and device arrays made before the fault.
+if(TARGET fakecuda)
+  gl_add_repl_test(fake_restart FAKE ENV GPULAB_FAKE_FAIL=cuCtxSynchronize:700)
+endif()
 # On a GPU: a kernel faults, the REPL offers :restart, and the replayed session has its
 # variables and device data back.
 gl_add_repl_test(gpu_restart GPU)
