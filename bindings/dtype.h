@@ -1,0 +1,41 @@
+/*
+ * dtype.h — element types of arrays: names and sizes (declared in objects.h), the f16 and bf16
+ * conversions, and loads/stores of one element of any dtype. Pure C, no Lua and no driver, so
+ * unit tests and other bindings can use it directly.
+ */
+#ifndef GPULAB_DTYPE_H
+#define GPULAB_DTYPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "objects.h"
+
+/* IEEE binary16 and bfloat16 <-> float/double. Encoding rounds to nearest, ties to even,
+ * straight from the double (no double rounding when the source is a double); values past the
+ * largest finite number round to infinity; NaN becomes a quiet NaN with its sign and the top
+ * payload bits kept. Decoding is exact. */
+uint16_t gl_f16_from_double(double x);
+uint16_t gl_bf16_from_double(double x);
+uint16_t gl_f16_from_f32(float x);
+uint16_t gl_bf16_from_f32(float x);
+float gl_f16_to_f32(uint16_t h);
+float gl_bf16_to_f32(uint16_t h);
+
+bool gl_dtype_is_float(gl_dtype t);
+bool gl_dtype_is_signed(gl_dtype t); /* integer dtypes only */
+/* Smallest and largest value of an integer dtype (u64's top is carried in *umax). */
+void gl_dtype_int_range(gl_dtype t, int64_t *min, uint64_t *umax);
+
+/* One element at p (any alignment) as a double. u64 values above 2^53 lose precision. */
+double gl_dtype_load_double(gl_dtype t, const void *p);
+/* One element of an integer dtype as its exact 64-bit pattern: signed types sign-extended,
+ * unsigned zero-extended (u64 above 2^63 comes back as the same bits in an int64_t). */
+int64_t gl_dtype_load_bits(gl_dtype t, const void *p);
+/* Stores a double into a float dtype (rounded as above for f16/bf16, as C does for f32). */
+void gl_dtype_store_double(gl_dtype t, void *p, double x);
+/* Stores the low bytes of an integer into an integer dtype (the caller range-checks). */
+void gl_dtype_store_bits(gl_dtype t, void *p, int64_t v);
+
+#endif
