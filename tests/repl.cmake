@@ -53,3 +53,6 @@ endif()
 # On a GPU: a kernel faults, the REPL offers :restart, and the replayed session has its
 # variables and device data back.
 gl_add_repl_test(gpu_restart GPU)
+# Without XDG_STATE_HOME the history goes to ~/.local/state/gpulab/history (folders created).
+gl_add_repl_test(history_home ARGS env -u XDG_STATE_HOME HOME=${CMAKE_BINARY_DIR}/repl-state/history_home/home
+  sh -c "rm -rf \"$HOME\" && exec \"$0\"" $<TARGET_FILE:gpulab>)
