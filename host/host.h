@@ -42,7 +42,8 @@ int gl_sanitize_run(int argc, char **argv, const char *tool);
 /* watch.c ---------------------------------------------------------------------------------- */
 /* Runs the script in a child process, then again whenever a watched file changes. */
 int gl_watch_run(int argc, char **argv);
-/* In a child run by --watch (GPULAB_DEPFILE set): records every file `require` loads. */
+/* In a child run by --watch (GPULAB_DEPFILE set): records every file `require`, loadfile and
+ * dofile load. */
 void gl_watch_child_setup(lua_State *L);
 /* Appends the absolute path of `path` to GPULAB_DEPFILE when set; does nothing otherwise. */
 void gl_watch_record(const char *path);

@@ -3,8 +3,9 @@
  * files that run depended on, wait for one of them to change (inotify), run again.
  *
  * The child learns where to report its dependencies from GPULAB_DEPFILE and appends one
- * absolute path per line: the script (main.c), every module `require` found in a file
- * (gl_watch_child_setup) and every kernel source or header NVRTC read (the compile binding).
+ * absolute path per line: the script (main.c), every module `require` found in a file and
+ * every file loaded with loadfile/dofile (gl_watch_child_setup), and every kernel source or
+ * header NVRTC read (the compile binding).
  */
 #define _GNU_SOURCE
 #include "host.h"
@@ -53,7 +54,24 @@ static int recording_searcher(lua_State *L) {
     return lua_gettop(L);
 }
 
+/* Wraps loadfile (dofile goes through it): a script's helper files are dependencies too. */
+static int recording_loadfile(lua_State *L) {
+    const char *path = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
+    char *copy = path ? strdup(path) : NULL;
+    int n = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    if (copy && lua_isfunction(L, 1)) gl_watch_record(copy);
+    free(copy);
+    return lua_gettop(L);
+}
+
 void gl_watch_child_setup(lua_State *L) {
+    lua_getglobal(L, "loadfile");
+    lua_pushcclosure(L, recording_loadfile, 1);
+    lua_setglobal(L, "loadfile");
+
     lua_getglobal(L, "package");
     if (lua_getfield(L, -1, "searchers") == LUA_TTABLE) {
         lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
