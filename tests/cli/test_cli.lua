@@ -4,7 +4,9 @@ local T = dofile("tests/lua/t.lua")
 local H = dofile("tests/cli/helpers.lua")
 local run, write = H.run, H.write
 
-local function has(s, text, what) T.ok(s and s:find(text, 1, true), (what or "output") .. " contains " .. text .. ": got " .. tostring(s)) end
+local function has(s, text, what)
+  T.ok(s and s:find(text, 1, true), (what or "output") .. " contains " .. text .. ": got " .. tostring(s))
+end
 
 T.test("script gets arg table and varargs like lua(1)", function()
   local script = write("args.lua", [[
@@ -124,10 +126,10 @@ T.test("syntax errors: file:line: message, non-zero exit", function()
   T.eq(code, 1)
   T.eq(out, "")
   has(err, script .. ":2: unexpected symbol near '='")
-  _, err, code = run({ "-e", "x = = 1" })
+  out, err, code = run({ "-e", "x = = 1" })
   T.eq(code, 1)
   has(err, "(command line):1: unexpected symbol")
-  _, err, code = run({ "-" }, { stdin = "x = = 1\n" })
+  out, err, code = run({ "-" }, { stdin = "x = = 1\n" })
   T.eq(code, 1)
   has(err, "stdin:1:")
 end)
@@ -141,15 +143,15 @@ T.test("runtime errors: file:line: message and a traceback", function()
   has(err, "stack traceback:")
   has(err, "in local 'inner'")
   has(err, script .. ":4: in main chunk")
-  _, err = run({ "-e", "error({})" })
+  out, err = run({ "-e", "error({})" })
   has(err, "(error object is a table value)")
-  _, err = run({ "-e", "error(setmetatable({}, {__tostring = function() return 'custom' end}))" })
+  out, err = run({ "-e", "error(setmetatable({}, {__tostring = function() return 'custom' end}))" })
   has(err, "custom")
   -- the first failing action stops the rest
   local out2 = run({ "-e", "error('first')", "-e", "print('second')" })
   T.eq(out2, "")
   -- a missing script
-  _, err, code = run({ H.tmp .. "/does_not_exist.lua" })
+  out, err, code = run({ H.tmp .. "/does_not_exist.lua" })
   T.eq(code, 1)
   has(err, "cannot open")
 end)
@@ -204,7 +206,8 @@ T.test("cuda global, require('cuda'), lua/ on package.path", function()
   local home = cuda.home
   T.ok(type(home) == "string" and #home > 0, "cuda.home")
   has(package.path, home .. "/lua/?.lua", "package.path")
-  local out = run({ "-e", "print(package.path:find(cuda.home .. '/lua/?.lua', 1, true) ~= nil, require('cuda') == cuda)" })
+  local probe = "print(package.path:find(cuda.home .. '/lua/?.lua', 1, true) ~= nil, require('cuda') == cuda)"
+  local out = run({ "-e", probe })
   T.eq(out, "true\ttrue\n")
 end)
 

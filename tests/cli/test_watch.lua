@@ -24,6 +24,13 @@ local function count_runs()
   return n, s
 end
 
+-- Each run ends with the watcher announcing what it watches: wait for the nth announcement.
+local function watching(n)
+  wait_until("watch set-up number " .. n, function()
+    return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 5 files", "")) == n
+  end)
+end
+
 local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
 
 write("wmod.lua", "return 'v1'\n")
@@ -46,7 +53,7 @@ local pid = assert(tonumber(read(H.tmp .. "/watch.pid")), "pid of the watcher")
 T.test("first run, then a re-run when a required module changes", function()
   wait_until("the first run", function() return count_runs() == 1 end)
   -- five dependencies: the script, the module, the dofile'd helper, the kernel and its header
-  wait_until("the watch to be set up", function() return (read(H.tmp .. "/watch.err") or ""):find("watching 5 files", 1, true) end)
+  watching(1)
   write("wmod.lua", "return 'v2'\n")
   wait_until("the second run", function() return count_runs() == 2 end)
   local _, runs = count_runs()
@@ -57,7 +64,7 @@ T.test("first run, then a re-run when a required module changes", function()
 end)
 
 T.test("touching the script re-runs it once (debounced)", function()
-  wait_until("watching again", function() return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 5 files", "")) == 2 end)
+  watching(2)
   os.execute("touch " .. q(H.tmp .. "/watched.lua"))
   wait_until("the third run", function() return count_runs() == 3 end)
   sleep(0.5)
@@ -65,14 +72,14 @@ T.test("touching the script re-runs it once (debounced)", function()
 end)
 
 T.test("touching a compiled kernel source re-runs", function()
-  wait_until("watching again", function() return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 5 files", "")) == 3 end)
+  watching(3)
   os.execute("touch " .. q(H.tmp .. "/wk.cu"))
   wait_until("the fourth run", function() return count_runs() == 4 end)
   T.ok(read(H.tmp .. "/watch.out"):find("wk.cu changed, running again", 1, true), "separator names the kernel")
 end)
 
 T.test("a header the kernel includes, replaced by rename as editors do, re-runs", function()
-  wait_until("watching again", function() return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 5 files", "")) == 4 end)
+  watching(4)
   write("wk.h.new", "#define WK_VALUE 2.0f\n")
   assert(os.rename(H.tmp .. "/wk.h.new", H.tmp .. "/wk.h"))
   wait_until("the fifth run", function() return count_runs() == 5 end)
@@ -80,9 +87,11 @@ T.test("a header the kernel includes, replaced by rename as editors do, re-runs"
 end)
 
 T.test("a failing run does not stop the watch", function()
-  wait_until("watching again", function() return select(2, (read(H.tmp .. "/watch.err") or ""):gsub("watching 5 files", "")) == 5 end)
+  watching(5)
   write("watched.lua", "error('broken on purpose')\n")
-  wait_until("the failure report", function() return (read(H.tmp .. "/watch.err") or ""):find("still watching", 1, true) end)
+  wait_until("the failure report", function()
+    return (read(H.tmp .. "/watch.err") or ""):find("still watching", 1, true)
+  end)
   T.ok(read(H.tmp .. "/watch.err"):find("watched.lua:1: broken on purpose", 1, true), "the run's error is shown")
   T.ok(alive(pid), "watcher still running")
   write("watched.lua", script_text)

@@ -1,1 +1,2 @@
+-- luacheck: globals from_script
 from_script = "loaded"
