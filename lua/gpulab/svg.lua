@@ -1,0 +1,333 @@
+-- gpulab.svg — small, dependency-free SVG charts for lab results: line charts (optionally
+-- logarithmic x), bar charts and timelines (rows of time spans, e.g. one row per SM).
+--
+-- Each function takes a spec table and returns the SVG text; svg.write(path, text) saves it.
+-- Values that cannot be drawn (NaN, ±inf, non-positive on a log axis) are skipped, and every
+-- label is escaped, so any measured data gives a well-formed file.
+local svg = {}
+
+local palette = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+  "#7f7f7f", "#bcbd22", "#17becf" }
+
+local FONT = 'font-family="sans-serif"'
+
+function svg.escape(s)
+  s = tostring(s)
+  -- characters XML 1.0 forbids outright are dropped; the five specials become entities
+  s = s:gsub("[%z\1-\8\11\12\14-\31]", "")
+  return (s:gsub("[&<>\"']", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;", ["'"] = "&apos;" }))
+end
+
+local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
+
+local function num(v)
+  -- coordinates with two decimals: small files, enough precision for the screen
+  local s = string.format("%.2f", v)
+  s = s:gsub("%.?0+$", "")
+  if s == "-0" then s = "0" end
+  return s
+end
+
+-- Formats a tick value compactly (1, 2.5, 1e+06 style avoided for mid-size numbers).
+local function tick_label(v)
+  if v == 0 then return "0" end
+  local a = math.abs(v)
+  if a >= 1e6 or a < 1e-3 then
+    local s = string.format("%.3g", v)
+    return (s:gsub("e%+?(-?)0*(%d)", "e%1%2"))
+  end
+  local s = string.format("%.6f", v):gsub("0+$", ""):gsub("%.$", "")
+  return s
+end
+
+-- "Nice" linear ticks covering [lo, hi]: steps of 1, 2 or 5 × 10^k, about `want` of them.
+local function linear_ticks(lo, hi, want)
+  if hi <= lo then hi = lo + (lo == 0 and 1 or math.abs(lo) * 0.1) end
+  local raw = (hi - lo) / (want or 5)
+  local mag = 10 ^ math.floor(math.log(raw, 10))
+  local step = mag
+  for _, m in ipairs({ 1, 2, 5, 10 }) do
+    if raw <= m * mag * 1.0000001 then step = m * mag break end
+  end
+  local first = math.floor(lo / step + 1e-9) * step
+  local last = math.ceil(hi / step - 1e-9) * step
+  local ticks = {}
+  for i = 0, math.floor((last - first) / step + 0.5) do
+    local v = first + i * step
+    if math.abs(v) < step * 1e-9 then v = 0 end
+    ticks[#ticks + 1] = v
+  end
+  return ticks, first, last
+end
+
+-- Powers of ten covering [lo, hi] (lo > 0), with 2 and 5 in between when the span is short.
+local function log_ticks(lo, hi)
+  local e0, e1 = math.floor(math.log(lo, 10) + 1e-9), math.ceil(math.log(hi, 10) - 1e-9)
+  if e1 <= e0 then e1 = e0 + 1 end
+  local ticks = {}
+  for e = e0, e1 do
+    ticks[#ticks + 1] = 10 ^ e
+    if e1 - e0 <= 2 and e < e1 then
+      ticks[#ticks + 1] = 2 * 10 ^ e
+      ticks[#ticks + 1] = 5 * 10 ^ e
+    end
+  end
+  return ticks, 10 ^ e0, 10 ^ e1
+end
+
+-- An axis maps data values to pixels; log axes map log10(v).
+local function make_axis(lo, hi, log, p0, p1, want)
+  local ticks, a, b
+  if log then ticks, a, b = log_ticks(lo, hi) else ticks, a, b = linear_ticks(lo, hi, want) end
+  local f = log and function(v) return math.log(v, 10) end or function(v) return v end
+  local fa, fb = f(a), f(b)
+  return {
+    ticks = ticks,
+    map = function(v) return p0 + (f(v) - fa) / (fb - fa) * (p1 - p0) end,
+  }
+end
+
+local function check_spec(spec, fn, list_field)
+  if type(spec) ~= "table" then error(string.format("svg.%s: expected a table, got %s", fn, type(spec)), 3) end
+  if list_field and type(spec[list_field]) ~= "table" then
+    error(string.format("svg.%s: field '%s' must be a table", fn, list_field), 3)
+  end
+end
+
+local function header(out, w, h, title)
+  out[#out + 1] = string.format('<?xml version="1.0" encoding="UTF-8"?>\n' ..
+    '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">', w, h, w, h)
+  out[#out + 1] = string.format('<rect x="0" y="0" width="%d" height="%d" fill="white"/>', w, h)
+  if title then
+    out[#out + 1] = string.format('<text x="%d" y="22" text-anchor="middle" font-size="16" %s>%s</text>',
+      w // 2, FONT, svg.escape(title))
+  end
+end
+
+local function axis_labels(out, box, x_label, y_label)
+  if x_label then
+    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" font-size="13" %s>%s</text>',
+      num((box.x0 + box.x1) / 2), num(box.y0 + 40), FONT, svg.escape(x_label))
+  end
+  if y_label then
+    local x, y = 16, (box.y0 + box.y1) / 2
+    out[#out + 1] = string.format(
+      '<text x="%s" y="%s" text-anchor="middle" font-size="13" transform="rotate(-90 %s %s)" %s>%s</text>',
+      num(x), num(y), num(x), num(y), FONT, svg.escape(y_label))
+  end
+end
+
+-- Draws the frame, grid and tick labels of a plot box (y0 is the bottom edge in pixels).
+local function frame(out, box, xaxis, yaxis)
+  out[#out + 1] = '<g stroke="#dddddd" stroke-width="1">'
+  for _, t in ipairs(yaxis.ticks) do
+    local y = yaxis.map(t)
+    out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s"/>', num(box.x0), num(y), num(box.x1), num(y))
+  end
+  if xaxis then
+    for _, t in ipairs(xaxis.ticks) do
+      local x = xaxis.map(t)
+      out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s"/>', num(x), num(box.y0), num(x), num(box.y1))
+    end
+  end
+  out[#out + 1] = "</g>"
+  out[#out + 1] = string.format('<rect x="%s" y="%s" width="%s" height="%s" fill="none" stroke="black"/>',
+    num(box.x0), num(box.y1), num(box.x1 - box.x0), num(box.y0 - box.y1))
+  out[#out + 1] = string.format('<g font-size="11" %s>', FONT)
+  for _, t in ipairs(yaxis.ticks) do
+    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="end">%s</text>',
+      num(box.x0 - 5), num(yaxis.map(t) + 4), svg.escape(tick_label(t)))
+  end
+  if xaxis then
+    for _, t in ipairs(xaxis.ticks) do
+      out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle">%s</text>',
+        num(xaxis.map(t)), num(box.y0 + 16), svg.escape(tick_label(t)))
+    end
+  end
+  out[#out + 1] = "</g>"
+end
+
+local function legend(out, box, names)
+  if #names == 0 then return end
+  local y = box.y1 + 8
+  out[#out + 1] = string.format('<g font-size="12" %s>', FONT)
+  for i, name in ipairs(names) do
+    local ly = y + (i - 1) * 18
+    local color = palette[(i - 1) % #palette + 1]
+    out[#out + 1] = string.format('<rect x="%s" y="%s" width="12" height="12" fill="%s"/>', num(box.x1 + 12), num(ly), color)
+    out[#out + 1] = string.format('<text x="%s" y="%s">%s</text>', num(box.x1 + 30), num(ly + 10), svg.escape(name))
+  end
+  out[#out + 1] = "</g>"
+end
+
+-- Data range of the drawable values; nil when there are none.
+local function range(values)
+  local lo, hi
+  for _, v in ipairs(values) do
+    if not lo or v < lo then lo = v end
+    if not hi or v > hi then hi = v end
+  end
+  return lo, hi
+end
+
+-- svg.lines{title=, x_label=, y_label=, log_x=, log_y=, width=, height=,
+--           series={ {name=, points={{x,y},...}}, ... }}
+function svg.lines(spec)
+  check_spec(spec, "lines", "series")
+  local w, h = spec.width or 760, spec.height or 440
+  local box = { x0 = 70, x1 = w - 170, y1 = 40, y0 = h - 55 }
+  local xs, ys, series = {}, {}, {}
+  for si, s in ipairs(spec.series) do
+    if type(s) ~= "table" or type(s.points) ~= "table" then
+      error(string.format("svg.lines: series[%d] must be a table with 'points'", si), 2)
+    end
+    local pts = {}
+    for pi, p in ipairs(s.points) do
+      if type(p) ~= "table" then error(string.format("svg.lines: series[%d].points[%d] must be {x, y}", si, pi), 2) end
+      local x, y = p[1] or p.x, p[2] or p.y
+      local ok = finite(x) and finite(y) and (not spec.log_x or x > 0) and (not spec.log_y or y > 0)
+      if ok then
+        pts[#pts + 1] = { x, y }
+        xs[#xs + 1], ys[#ys + 1] = x, y
+      end
+    end
+    series[#series + 1] = { name = s.name or ("series " .. si), points = pts }
+  end
+  local xlo, xhi = range(xs)
+  local ylo, yhi = range(ys)
+  if not xlo then xlo, xhi, ylo, yhi = (spec.log_x and 1 or 0), (spec.log_x and 10 or 1), (spec.log_y and 1 or 0), (spec.log_y and 10 or 1) end
+  -- a linear y axis starts at zero for non-negative data: ratios stay visible
+  if not spec.log_y and ylo > 0 then ylo = 0 end
+  local xaxis = make_axis(xlo, xhi, spec.log_x, box.x0, box.x1, 6)
+  local yaxis = make_axis(ylo, yhi, spec.log_y, box.y0, box.y1, 5)
+  local out = {}
+  header(out, w, h, spec.title)
+  frame(out, box, xaxis, yaxis)
+  axis_labels(out, box, spec.x_label, spec.y_label)
+  local names = {}
+  for i, s in ipairs(series) do
+    local color = palette[(i - 1) % #palette + 1]
+    local coords = {}
+    for _, p in ipairs(s.points) do coords[#coords + 1] = num(xaxis.map(p[1])) .. "," .. num(yaxis.map(p[2])) end
+    if #coords > 1 then
+      out[#out + 1] = string.format('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>',
+        color, table.concat(coords, " "))
+    end
+    for _, c in ipairs(coords) do
+      local x, y = c:match("([^,]+),(.+)")
+      out[#out + 1] = string.format('<circle cx="%s" cy="%s" r="3" fill="%s"/>', x, y, color)
+    end
+    names[#names + 1] = s.name
+  end
+  legend(out, box, names)
+  out[#out + 1] = "</svg>\n"
+  return table.concat(out, "\n")
+end
+
+-- svg.bars{title=, y_label=, width=, height=, bars={ {label=, value=}, ... }}
+function svg.bars(spec)
+  check_spec(spec, "bars", "bars")
+  local n = #spec.bars
+  local w, h = spec.width or math.max(420, 110 + 70 * n), spec.height or 420
+  local box = { x0 = 70, x1 = w - 20, y1 = 40, y0 = h - 70 }
+  local values = {}
+  for i, b in ipairs(spec.bars) do
+    if type(b) ~= "table" then error(string.format("svg.bars: bars[%d] must be {label=, value=}", i), 2) end
+    if finite(b.value) then values[#values + 1] = b.value end
+  end
+  local lo, hi = range(values)
+  lo, hi = math.min(lo or 0, 0), math.max(hi or 1, 0)
+  local yaxis = make_axis(lo, hi, false, box.y0, box.y1, 5)
+  local out = {}
+  header(out, w, h, spec.title)
+  frame(out, box, nil, yaxis)
+  axis_labels(out, box, nil, spec.y_label)
+  local slot = (box.x1 - box.x0) / math.max(n, 1)
+  local zero = yaxis.map(0)
+  out[#out + 1] = string.format('<g font-size="11" %s>', FONT)
+  for i, b in ipairs(spec.bars) do
+    local cx = box.x0 + (i - 0.5) * slot
+    local color = palette[(i - 1) % #palette + 1]
+    if finite(b.value) then
+      local y = yaxis.map(b.value)
+      out[#out + 1] = string.format('<rect x="%s" y="%s" width="%s" height="%s" fill="%s"/>',
+        num(cx - slot * 0.35), num(math.min(y, zero)), num(slot * 0.7), num(math.abs(zero - y)), color)
+      out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle">%s</text>',
+        num(cx), num(math.min(y, zero) - 4), svg.escape(tick_label(b.value)))
+    end
+    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle">%s</text>',
+      num(cx), num(box.y0 + 16), svg.escape(b.label or ("#" .. i)))
+  end
+  out[#out + 1] = "</g>"
+  out[#out + 1] = "</svg>\n"
+  return table.concat(out, "\n")
+end
+
+-- svg.timeline{title=, x_label=, width=, rows={ {label=, spans={ {t0, t1, label=?}, ... }}, ... }}
+-- One horizontal lane per row; each span a bar from t0 to t1 (colored by its label, so equal
+-- labels share a color).
+function svg.timeline(spec)
+  check_spec(spec, "timeline", "rows")
+  local nrows = #spec.rows
+  local lane = nrows > 60 and 6 or (nrows > 24 and 10 or 18)
+  local w = spec.width or 900
+  local box = { x0 = 90, x1 = w - 20, y1 = 40 }
+  box.y0 = box.y1 + math.max(nrows, 1) * lane
+  local h = box.y0 + 55
+  local ts = {}
+  for ri, r in ipairs(spec.rows) do
+    if type(r) ~= "table" or type(r.spans) ~= "table" then
+      error(string.format("svg.timeline: rows[%d] must be a table with 'spans'", ri), 2)
+    end
+    for si, s in ipairs(r.spans) do
+      if type(s) ~= "table" then error(string.format("svg.timeline: rows[%d].spans[%d] must be {t0, t1}", ri, si), 2) end
+      if finite(s[1]) and finite(s[2]) then ts[#ts + 1], ts[#ts + 2] = s[1], s[2] end
+    end
+  end
+  local lo, hi = range(ts)
+  if not lo then lo, hi = 0, 1 end
+  local xaxis = make_axis(lo, hi, false, box.x0, box.x1, 8)
+  local out = {}
+  header(out, w, h, spec.title)
+  -- the frame without y ticks: lanes carry their own labels
+  frame(out, box, xaxis, { ticks = {}, map = function() return 0 end })
+  axis_labels(out, box, spec.x_label, nil)
+  local colors, ncolors = {}, 0
+  local label_every = math.max(1, math.ceil(12 / lane))
+  out[#out + 1] = string.format('<g font-size="%d" %s>', math.min(11, lane), FONT)
+  for ri, r in ipairs(spec.rows) do
+    local y = box.y1 + (ri - 1) * lane
+    if (ri - 1) % label_every == 0 then
+      out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="end">%s</text>',
+        num(box.x0 - 5), num(y + lane * 0.5 + 4), svg.escape(r.label or ("row " .. ri)))
+    end
+    for _, s in ipairs(r.spans) do
+      if finite(s[1]) and finite(s[2]) then
+        local key = s.label or ""
+        if not colors[key] then
+          ncolors = ncolors + 1
+          colors[key] = palette[(ncolors - 1) % #palette + 1]
+        end
+        local x0, x1 = xaxis.map(math.min(s[1], s[2])), xaxis.map(math.max(s[1], s[2]))
+        local title = s.label and ("<title>" .. svg.escape(s.label) .. "</title>") or ""
+        out[#out + 1] = string.format('<rect x="%s" y="%s" width="%s" height="%s" fill="%s" fill-opacity="0.75">%s</rect>',
+          num(x0), num(y + 1), num(math.max(x1 - x0, 0.5)), num(lane - 2), colors[key], title)
+      end
+    end
+  end
+  out[#out + 1] = "</g>"
+  out[#out + 1] = "</svg>\n"
+  return table.concat(out, "\n")
+end
+
+-- Writes text to path; raises "svg.write: <path>: <reason>" on failure.
+function svg.write(path, text)
+  local f, err = io.open(path, "w")
+  if not f then error("svg.write: " .. tostring(err), 2) end
+  local ok, werr = f:write(text)
+  f:close()
+  if not ok then error("svg.write: " .. path .. ": " .. tostring(werr), 2) end
+  return path
+end
+
+return svg
