@@ -223,5 +223,21 @@ T.test("modules found by require load from package.path in the build tree", func
   T.eq(out, "found ./pathmod.lua\n", "the searcher passes the file name like lua's")
 end)
 
+T.test("GPULAB_DEPFILE lists the script, required modules and dofile'd files", function()
+  write("depmod.lua", "return 1\n")
+  write("dephelper.lua", "return 2\n")
+  local script = write("depmain.lua", "require('depmod'); dofile('dephelper.lua'); require('string')\n")
+  local depfile = H.tmp .. "/deps.txt"
+  local _, err, code = run({ "depmain.lua" }, { env = "GPULAB_DEPFILE=" .. H.q(depfile) })
+  T.eq(code, 0, err)
+  local real = io.popen("cd " .. H.q(H.tmp) .. " && pwd -P"):read("l")
+  T.eq(H.read(depfile), real .. "/depmain.lua\n" .. real .. "/depmod.lua\n" .. real .. "/dephelper.lua\n")
+  T.ok(script)
+  -- without the variable nothing is written anywhere
+  os.remove(depfile)
+  run({ "depmain.lua" })
+  T.eq(H.read(depfile), nil)
+end)
+
 H.cleanup()
 T.done()
