@@ -1,0 +1,215 @@
+// tma_double_buffer.cu — the kernels of labs/tma_double_buffer.lua: an fp16 matrix is read in
+// 8,192-byte tiles, scaled, and written back.
+//
+//   tma_pipeline        persistent: one producer warp issues TMA loads into a ring of `stages`
+//                       shared buffers; consumer warps scale each tile in place and one of them
+//                       stores it with a TMA store. Per stage, two mbarriers carry the two
+//                       dependency directions: full[s] "tile is filled" (producer -> consumers,
+//                       completed by the copy's transaction bytes) and empty[s] "buffer may be
+//                       overwritten" (consumers -> producer, after the store finished reading).
+//   tma_one_tile        one tile per CTA, same load/scale/store path, no reuse of buffers.
+//   copy_int4_scale     plain 16-byte loads and stores, no TMA: the non-TMA reference.
+//   tma_expect_tx_demo  one CTA loading `nboxes` boxes against a chosen transaction count, to
+//                       show what a wrong count does (stuck phase, or early completion).
+//
+// Every wait has a %globaltimer deadline; a time-out is recorded in status[] and the kernel
+// returns (gpulab/tma.cuh), so a protocol mistake never traps and poisons the context.
+#include <gpulab/tma.cuh>
+
+#define TILE_BYTES 8192
+#define MAX_STAGES 8
+#ifndef CONSUMER_WARPS
+#define CONSUMER_WARPS 4
+#endif
+
+// Dynamic shared memory is only 16-byte aligned; TMA boxes with the 128B swizzle want 1024.
+// The launch asks for 1,024 bytes more than the buffers need.
+__device__ __forceinline__ unsigned char *align_1024(unsigned char *p) {
+    gl_u32 pad = (1024u - (gl_smem_addr(p) & 1023u)) & 1023u;
+    return p + pad;
+}
+
+__device__ __forceinline__ uint4 scale_vec(uint4 v, gl_u32 s2) {
+    v.x = gl_hmul2(v.x, s2);
+    v.y = gl_hmul2(v.y, s2);
+    v.z = gl_hmul2(v.z, s2);
+    v.w = gl_hmul2(v.w, s2);
+    return v;
+}
+
+// Thread t of n scales the 16-byte vectors t, t+n, ... of one tile in place. Elementwise, so
+// the shared-memory layout (swizzled or not) does not matter; consecutive threads touch
+// consecutive 16 bytes, which is free of bank conflicts.
+__device__ __forceinline__ void scale_tile(unsigned char *tile, gl_u32 s2, int t, int n) {
+    uint4 *v = (uint4 *)tile;
+#pragma unroll 4
+    for (int i = t; i < TILE_BYTES / 16; i += n) v[i] = scale_vec(v[i], s2);
+}
+
+// All `threads` consumer threads agree: true only if every one passes true (bar.red.and).
+__device__ __forceinline__ bool consumers_all(bool ok, gl_u32 threads) {
+    gl_u32 r;
+    asm volatile(
+        "{\n\t.reg .pred p, q;\n\t"
+        "setp.ne.u32 p, %1, 0;\n\t"
+        "bar.red.and.pred q, 1, %2, p;\n\t"
+        "selp.u32 %0, 1, 0, q;\n\t}"
+        : "=r"(r)
+        : "r"((gl_u32)ok), "r"(threads)
+        : "memory");
+    return r != 0;
+}
+
+extern "C" __global__ void __launch_bounds__(32 * (1 + CONSUMER_WARPS))
+tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constant__ gl_tensormap_t out_map,
+             int tiles_x, int ntiles, int box_w, int box_h, int stages, float scale,
+             unsigned long long timeout_ns, int *status) {
+    __shared__ gl_u64 full[MAX_STAGES];  // "tile is filled": 1 arrival (producer) + TILE_BYTES
+    __shared__ gl_u64 empty[MAX_STAGES]; // "buffer may be overwritten": 1 arrival (store issuer)
+    extern __shared__ unsigned char dyn_smem[];
+    unsigned char *buf = align_1024(dyn_smem);
+    const int warp = threadIdx.x / 32;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            gl_mbar_init(&full[s], 1);
+            gl_mbar_init(&empty[s], 1);
+        }
+        gl_fence_mbar_init();
+    }
+    __syncthreads(); // from here on producer and consumers synchronise only through mbarriers
+    const gl_u64 deadline = timeout_ns ? gl_globaltimer_ns() + timeout_ns : 0;
+
+    if (warp == 0) { // ---- producer: one thread issues every load of this CTA
+        if (threadIdx.x != 0) return;
+        gl_tma_prefetch_desc(&in_map);
+        gl_tma_prefetch_desc(&out_map);
+        int i = 0;
+        for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, i++) {
+            const int s = i % stages, round = i / stages;
+            // The buffer's previous tile (round-1) must be stored before it is overwritten. In
+            // round 0 the parity-1 wait on a fresh barrier returns at once.
+            if (!gl_mbar_wait(&empty[s], (round & 1) ^ 1, deadline, status,
+                              GL_WAIT_CODE(GL_WAIT_EMPTY, s, round)))
+                return;
+            gl_mbar_arrive_expect_tx(&full[s], TILE_BYTES);
+            gl_tma_load_2d(buf + s * TILE_BYTES, &in_map, (tile % tiles_x) * box_w, (tile / tiles_x) * box_h,
+                           &full[s]);
+        }
+        return;
+    }
+
+    // ---- consumers: scale in place, then one thread stores the tile with TMA
+    const int ct = threadIdx.x - 32;
+    const gl_u32 nct = blockDim.x - 32;
+    const gl_u32 s2 = gl_f16x2_splat(scale);
+    int i = 0;
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, i++) {
+        const int s = i % stages, round = i / stages;
+        unsigned char *tbuf = buf + s * TILE_BYTES;
+        bool ok = gl_mbar_wait(&full[s], round & 1, deadline, status, GL_WAIT_CODE(GL_WAIT_FULL, s, round));
+        if (ok) scale_tile(tbuf, s2, ct, (int)nct);
+        gl_fence_proxy_async_smem(); // the TMA store (async proxy) reads what these threads wrote
+        if (!consumers_all(ok, nct)) return; // every consumer leaves together on a time-out
+        if (ct == 0) {
+            gl_tma_store_2d(&out_map, (tile % tiles_x) * box_w, (tile / tiles_x) * box_h, tbuf);
+            gl_tma_store_commit();
+            // Release a buffer once its store no longer reads it. With 2+ stages the release
+            // trails by one tile, so this thread does not stall on the store it just issued.
+            if (stages == 1) {
+                gl_tma_store_wait_read<0>();
+                gl_mbar_arrive(&empty[s]);
+            } else {
+                gl_tma_store_wait_read<1>();
+                if (i > 0) gl_mbar_arrive(&empty[(i - 1) % stages]);
+            }
+        }
+    }
+    if (ct == 0) gl_tma_store_wait_read<0>(); // shared memory must outlive the stores reading it
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+tma_one_tile(const __grid_constant__ gl_tensormap_t in_map, const __grid_constant__ gl_tensormap_t out_map,
+             int tiles_x, int box_w, int box_h, float scale, unsigned long long timeout_ns, int *status) {
+    __shared__ gl_u64 full;
+    extern __shared__ unsigned char dyn_smem[];
+    unsigned char *buf = align_1024(dyn_smem);
+    const int tile = blockIdx.x;
+    const int x = (tile % tiles_x) * box_w, y = (tile / tiles_x) * box_h;
+    if (threadIdx.x == 0) {
+        gl_mbar_init(&full, 1);
+        gl_fence_mbar_init();
+    }
+    __syncthreads();
+    const gl_u64 deadline = timeout_ns ? gl_globaltimer_ns() + timeout_ns : 0;
+    if (threadIdx.x == 0) {
+        gl_mbar_arrive_expect_tx(&full, TILE_BYTES);
+        gl_tma_load_2d(buf, &in_map, x, y, &full);
+    }
+    bool ok = gl_mbar_wait(&full, 0, deadline, status, GL_WAIT_CODE(GL_WAIT_FULL, 0, 0));
+    if (ok) scale_tile(buf, gl_f16x2_splat(scale), threadIdx.x, blockDim.x);
+    gl_fence_proxy_async_smem();
+    if (!__syncthreads_and(ok)) return;
+    if (threadIdx.x == 0) {
+        gl_tma_store_2d(&out_map, x, y, buf);
+        gl_tma_store_commit();
+        gl_tma_store_wait_read<0>();
+    }
+}
+
+// Plain path: each thread moves 16 bytes per access, four independent loads in flight.
+extern "C" __global__ void __launch_bounds__(256)
+copy_int4_scale(const uint4 *__restrict__ in, uint4 *__restrict__ out, unsigned long long n16, float scale) {
+    const gl_u32 s2 = gl_f16x2_splat(scale);
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        uint4 a = in[i], b = in[i + stride], c = in[i + 2 * stride], d = in[i + 3 * stride];
+        out[i] = scale_vec(a, s2);
+        out[i + stride] = scale_vec(b, s2);
+        out[i + 2 * stride] = scale_vec(c, s2);
+        out[i + 3 * stride] = scale_vec(d, s2);
+    }
+    for (; i < n16; i += stride) out[i] = scale_vec(in[i], s2);
+}
+
+// The transaction-count protocol. Shared memory is poisoned (0xFFFF), `nboxes` boxes along x are
+// loaded against one arrive.expect_tx(expect_bytes), and the moment the wait returns the
+// shared buffer is copied out, as a consumer would read it:
+//   expect == nboxes * box bytes   the phase completes when all bytes landed: out is the input;
+//   expect larger                  the phase never completes: the wait times out, status names
+//                                  the barrier, stage and phase, the kernel returns;
+//   expect smaller                 the phase completes early: out holds poison (torn data).
+// Bytes beyond the count land on the next phase; they are accounted for before the CTA exits,
+// because a copy must not write into the shared memory of a finished CTA.
+extern "C" __global__ void __launch_bounds__(256)
+tma_expect_tx_demo(const __grid_constant__ gl_tensormap_t in_map, unsigned short *out, int nboxes, int box_w,
+                   gl_u32 box_bytes, gl_u32 expect_bytes, unsigned long long timeout_ns, int *status) {
+    __shared__ gl_u64 bar;
+    extern __shared__ unsigned char dyn_smem[];
+    unsigned char *buf = align_1024(dyn_smem);
+    const gl_u32 total = (gl_u32)nboxes * box_bytes;
+    for (gl_u32 i = threadIdx.x; i < total / 4; i += blockDim.x) ((gl_u32 *)buf)[i] = 0xFFFFFFFFu;
+    gl_fence_proxy_async_smem(); // the poison is written before the copies overwrite it
+    if (threadIdx.x == 0) {
+        gl_mbar_init(&bar, 1);
+        gl_fence_mbar_init();
+    }
+    __syncthreads();
+    const gl_u64 deadline = gl_globaltimer_ns() + timeout_ns;
+    if (threadIdx.x == 0) {
+        gl_mbar_arrive_expect_tx(&bar, expect_bytes);
+        for (int b = 0; b < nboxes; b++) gl_tma_load_2d(buf + b * box_bytes, &in_map, b * box_w, 0, &bar);
+    }
+    const bool ok = gl_mbar_wait(&bar, 0, deadline, status, GL_WAIT_CODE(GL_WAIT_FULL, 0, 0));
+    if (ok) {
+        const unsigned short *h = (const unsigned short *)buf;
+        for (gl_u32 i = threadIdx.x; i < total / 2; i += blockDim.x) out[i] = h[i];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && ok && expect_bytes < total) {
+        gl_mbar_arrive_expect_tx(&bar, total - expect_bytes); // the late bytes complete phase 1
+        gl_mbar_wait(&bar, 1, deadline + timeout_ns, status, GL_WAIT_CODE(GL_WAIT_OTHER, 0, 1));
+    }
+    __syncthreads();
+}
