@@ -1,0 +1,224 @@
+-- launch_anatomy.lua — seed §1: from host launch to instruction issue.
+--
+-- Claims: a grid is logical work, not that many blocks running at once; how many blocks an SM
+-- holds is set by the compiled resources and the architecture (ask the occupancy API); block
+-- order must not be assumed from blockIdx; a launch returns to the CPU long before the GPU is
+-- done. Every block of the recording kernel writes its SM (%smid), start and end time
+-- (%globaltimer, ns) and how many warps it had, so the lab can see placement and overlap.
+local lab = require("gpulab.lab")
+
+local L = lab.new {
+  name = "launch_anatomy",
+  title = "Launch anatomy: blocks, warps, residency and asynchrony",
+  claims = "seed §1",
+  params = {
+    { name = "grid", default = 100, min = 1, max = 1000000, help = "blocks in the seed's example launch" },
+    { name = "block", default = 256, min = 32, max = 1024, help = "threads per block (a multiple of 32)" },
+    { name = "waves", default = 4, min = 2, max = 64, help = "waves of the multi-wave launch" },
+    { name = "busy_us", default = 20, min = 1, max = 100000, help = "how long each block stays resident (µs)" },
+    { name = "long_ms", default = 50, min = 1, max = 5000, help = "GPU time of the long kernel (ms)" },
+  },
+}
+local P = L.params
+if P.block % 32 ~= 0 then
+  io.stderr:write("launch_anatomy: --block must be a multiple of 32\n")
+  os.exit(2)
+end
+if L.quick then P.long_ms = math.min(P.long_ms, 20) end
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Setup")
+local t = cuda.now()
+local prog = cuda.compile_file(cuda.home .. "/kernels/launch_anatomy.cu", { arch = "sm_90a", std = "c++17" })
+L:note(string.format("kernels/launch_anatomy.cu compiled for sm_90a in %.1f ms (cache %s): record_blocks, busy_wait",
+  (cuda.now() - t) * 1e3, prog.cache_hit and "hit" or "miss"))
+
+local threads = P.grid * P.block
+local warps_per_block = P.block // 32
+L:note(string.format("the seed's example: grid=%d x block=%d = %d threads, %d warps per block, %d warps in all",
+  P.grid, P.block, threads, warps_per_block, P.grid * warps_per_block))
+
+local gpu_ok = L:gpu()
+if not gpu_ok then os.exit(L:finish()) end
+
+local dev = cuda.device(0)
+local mod = cuda.load(prog)
+local record = mod:kernel("record_blocks")
+local busy = mod:kernel("busy_wait")
+local per_sm, limiter = record:occupancy(P.block, 0)
+L:note(string.format("%s: %d SMs; record_blocks uses %d registers/thread, %d B static smem",
+  dev.name, dev.sm_count, record.regs, record.smem))
+L:note(string.format("occupancy API: %d blocks of %d threads per SM (limited by %s) -> %d blocks per wave",
+  per_sm, P.block, tostring(limiter), per_sm * dev.sm_count))
+
+-- ---------------------------------------------------------------------------------------------
+-- One launch of record_blocks; returns per-block records (1-based by blockIdx.x + 1).
+local function record_launch(grid)
+  local start_d, end_d = cuda.array("u64", grid), cuda.array("u64", grid)
+  local sm_d, warps_d = cuda.array("u32", grid), cuda.array("u32", grid)
+  local seen_d = cuda.array("u64", 1)
+  seen_d:fill(0)
+  record:launch({ grid = grid, block = P.block }, start_d, end_d, sm_d, warps_d, seen_d, P.busy_us * 1000)
+  cuda.sync { timeout = 30 }
+  local function fetch(d)
+    local h = cuda.host(d.dtype, d.numel)
+    h:copy_from(d)
+    return h
+  end
+  local s, e, sm, w, seen = fetch(start_d), fetch(end_d), fetch(sm_d), fetch(warps_d), fetch(seen_d)
+  local blocks = {}
+  for b = 1, grid do blocks[b] = { start = s[b], finish = e[b], sm = sm[b], warps = w[b] } end
+  for _, d in ipairs { start_d, end_d, sm_d, warps_d, seen_d } do d:free() end
+  return blocks, seen[1]
+end
+
+-- Peak number of blocks resident at once on one SM, from [start, finish] intervals.
+local function peak_per_sm(blocks)
+  local events = {}
+  for _, b in ipairs(blocks) do
+    events[b.sm] = events[b.sm] or {}
+    local ev = events[b.sm]
+    ev[#ev + 1] = { b.start, 1 }
+    ev[#ev + 1] = { b.finish, -1 }
+  end
+  local peak, used = 0, 0
+  for _, ev in pairs(events) do
+    used = used + 1
+    -- an end and a start at the same nanosecond do not overlap: ends first
+    table.sort(ev, function(a, b) if a[1] ~= b[1] then return a[1] < b[1] end return a[2] < b[2] end)
+    local cur = 0
+    for _, e in ipairs(ev) do
+      cur = cur + e[2]
+      if cur > peak then peak = cur end
+    end
+  end
+  return peak, used
+end
+
+local function finished_before_block0(blocks)
+  local n = 0
+  for b = 2, #blocks do if blocks[b].finish < blocks[1].finish then n = n + 1 end end
+  return n
+end
+
+local function started_before_block0(blocks)
+  local n = 0
+  for b = 2, #blocks do if blocks[b].start < blocks[1].start then n = n + 1 end end
+  return n
+end
+
+local function analyse(label, grid)
+  local blocks, seen = record_launch(grid)
+  local bad_warps = 0
+  for _, b in ipairs(blocks) do if b.warps ~= warps_per_block then bad_warps = bad_warps + 1 end end
+  local peak, sms = peak_per_sm(blocks)
+  local t0, t1 = math.huge, 0
+  for _, b in ipairs(blocks) do
+    t0 = math.min(t0, b.start)
+    t1 = math.max(t1, b.finish)
+  end
+  return {
+    label = label, grid = grid, blocks = blocks, threads_seen = seen, bad_warps = bad_warps, peak = peak,
+    sms = sms, before0 = finished_before_block0(blocks), started_before0 = started_before_block0(blocks),
+    span_us = (t1 - t0) / 1e3, t0 = t0,
+  }
+end
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Measurement: where and when blocks ran")
+local wave = per_sm * dev.sm_count
+local runs = {
+  analyse("seed example", P.grid),
+  analyse(string.format("%d waves", P.waves), wave * P.waves),
+}
+local rows = {}
+for _, r in ipairs(runs) do
+  rows[#rows + 1] = { r.label, r.grid, r.grid * P.block, r.threads_seen, r.sms, per_sm, r.peak, r.before0,
+    r.started_before0, string.format("%.1f", r.span_us) }
+end
+L:table({ "launch", "blocks", "threads (computed)", "threads (counted)", "SMs used", "predicted/SM",
+  "observed peak/SM", "finished before block 0", "started before block 0", "span (µs)" }, rows)
+
+for _, r in ipairs(runs) do
+  L:record(r.label, { grid = r.grid, threads_seen = r.threads_seen, sms_used = r.sms, predicted_per_sm = per_sm,
+    observed_peak_per_sm = r.peak, finished_before_block0 = r.before0, span_us = r.span_us })
+end
+
+local ex, multi = runs[1], runs[2]
+L:verdict(string.format("grid=%d, block=%d is %d threads in %d-warp blocks", P.grid, P.block, threads, warps_per_block),
+  string.format("%d threads counted by the kernel, %d blocks reported a warp count other than %d",
+    ex.threads_seen, ex.bad_warps, warps_per_block),
+  ex.threads_seen == threads and ex.bad_warps == 0)
+L:verdict("residency per SM is what the occupancy API predicts for the compiled kernel",
+  string.format("predicted %d blocks/SM (%s); observed peak %d/SM in the %d-wave launch, %d/SM in the seed example",
+    per_sm, tostring(limiter), multi.peak, P.waves, ex.peak),
+  multi.peak == per_sm and ex.peak <= per_sm)
+L:verdict(string.format("%d blocks are logical work, not %d blocks running at once on one SM", P.grid, P.grid),
+  string.format("%d blocks spread over %d SMs, at most %d at once on any SM", P.grid, ex.sms, ex.peak),
+  ex.peak < P.grid)
+-- Observing blocks finish before block 0 proves the claim; not observing it proves nothing.
+local before = math.max(ex.before0, multi.before0)
+L:verdict("blockIdx.x = 0 is not guaranteed to finish first",
+  string.format("%d blocks finished before block 0 in the seed example, %d in the %d-wave launch",
+    ex.before0, multi.before0, P.waves),
+  before > 0 or nil)
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Measurement: the CPU returns before the GPU finishes")
+local stream = cuda.stream { nonblocking = true }
+local ran = cuda.array("u64", 1)
+local e0, e1 = cuda.event(), cuda.event()
+busy:launch({ grid = 1, block = 32, stream = stream }, 1000, ran) -- warm: module and launch path
+stream:sync { timeout = 10 }
+local h0 = cuda.now()
+e0:record(stream)
+busy:launch({ grid = 1, block = 1, stream = stream }, P.long_ms * 1000000, ran)
+local h_launch = cuda.now()
+e1:record(stream)
+local done_early = stream:query()
+stream:sync { timeout = P.long_ms / 1000 * 10 + 5 }
+local h_sync = cuda.now()
+local gpu_ms = e1:elapsed(e0)
+local ran_h = cuda.host("u64", 1)
+ran_h:copy_from(ran)
+local launch_us = (h_launch - h0) * 1e6
+L:table({ "step", "time" }, {
+  { "host: k:launch returned after", string.format("%.1f µs", launch_us) },
+  { "stream:query() right after the launch", done_early and "complete" or "still running" },
+  { "host: stream:sync returned after", string.format("%.2f ms", (h_sync - h0) * 1e3) },
+  { "GPU: events around the kernel", string.format("%.2f ms", gpu_ms) },
+  { "GPU: kernel's own %globaltimer", string.format("%.2f ms", ran_h[1] / 1e6) },
+})
+L:record("async", { launch_us = launch_us, gpu_ms = gpu_ms, sync_ms = (h_sync - h0) * 1e3 })
+L:verdict("a launch returns to the CPU long before the GPU finishes the kernel",
+  string.format("launch call %.1f µs vs %.2f ms of GPU time (%.0fx); query right after: %s", launch_us, gpu_ms,
+    gpu_ms * 1e3 / math.max(launch_us, 1e-3), done_early and "complete" or "still running"),
+  launch_us * 10 < gpu_ms * 1e3 and not done_early)
+if math.abs(ran_h[1] / 1e6 - P.long_ms) > P.long_ms * 0.1 + 0.1 then
+  L:fail(string.format("busy_wait ran %.3f ms, asked for %d ms", ran_h[1] / 1e6, P.long_ms))
+end
+ran:free()
+stream:free()
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Picture: one row per SM")
+local function timeline(run, file)
+  local by_sm = {}
+  for b, rec in ipairs(run.blocks) do
+    by_sm[rec.sm] = by_sm[rec.sm] or {}
+    local spans = by_sm[rec.sm]
+    spans[#spans + 1] = { (rec.start - run.t0) / 1e3, (rec.finish - run.t0) / 1e3, label = tostring(b - 1) }
+  end
+  local ids = {}
+  for sm in pairs(by_sm) do ids[#ids + 1] = sm end
+  table.sort(ids)
+  local rows_ = {}
+  for _, sm in ipairs(ids) do rows_[#rows_ + 1] = { label = "SM " .. sm, spans = by_sm[sm] } end
+  L:svg_timeline { file = file, title = string.format("%s: %d blocks of %d threads", run.label, run.grid, P.block),
+    x_label = "µs since the first block started", rows = rows_ }
+end
+timeline(ex, "launch_anatomy_example.svg")
+timeline(multi, "launch_anatomy_waves.svg")
+L:note("each bar is one block (labelled with blockIdx.x); bars stacked in a row overlapped on that SM")
+
+os.exit(L:finish())
