@@ -20,4 +20,6 @@ if [ "${GPULAB_TEST_QUICK:-0}" != 1 ]; then
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE 'gpu|nosan'
+  # Each libFuzzer target for a bounded time over its checked-in corpus.
+  tools/fuzz.sh "${GPULAB_FUZZ_SECONDS:-20}"
 fi
