@@ -173,7 +173,8 @@ static const char *const known_opts[] = {"args", "timeout", "env", NULL};
 /* Copies the options into a private table (index returned) so anchors never touch the caller's. */
 static int read_request(lua_State *L, request *req) {
     size_t slen;
-    const char *script = luaL_checklstring(L, 1, &slen);
+    if (lua_type(L, 1) != LUA_TSTRING) bad_arg(L, 1, "script path expected, got %s", luaL_typename(L, 1));
+    const char *script = lua_tolstring(L, 1, &slen);
     if (slen == 0) bad_arg(L, 1, "script path is empty%s", "");
     if (strlen(script) != slen) bad_arg(L, 1, "script path contains a zero byte%s", "");
     int top = lua_gettop(L);

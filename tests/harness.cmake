@@ -1,0 +1,4 @@
+# Lab harness (lua/gpulab/lab.lua, json.lua, svg.lua), cuda.run_isolated and --sanitize.
+# Everything here runs without a GPU: the driver is hidden (GPULAB_LIBCUDA=/nonexistent).
+set(GL_NO_DRIVER GPULAB_LIBCUDA=/nonexistent/libcuda.so)
+gl_add_lua_test(isolate tests/lua/test_isolate.lua ENV ${GL_NO_DRIVER})
