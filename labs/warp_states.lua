@@ -1,0 +1,307 @@
+-- warp_states.lua — seed §2: active is not issuing.
+--
+-- Claims: a scheduler issues from eligible warps, a subset of its active warps; high occupancy
+-- does not guarantee enough eligible warps, so look at issue slots, not only at occupancy.
+-- Setup: kernels whose threads run dependent chains (FMA: ~4 cycles per link; loads through
+-- a permutation held in L2: hundreds of cycles per link). Occupancy is set with dynamic shared
+-- memory (the kernel does not use it); ILP = independent chains per thread at equal work per
+-- thread. With --ncu each configuration is re-run in a child under Nsight Compute, which counts
+-- active, eligible and issued warps per scheduler per cycle.
+local lab = require("gpulab.lab")
+
+local L = lab.new {
+  name = "warp_states",
+  title = "Warp states: occupancy, eligible warps and issue slots",
+  claims = "seed §2",
+  params = {
+    { name = "block", default = 128, min = 32, max = 1024, help = "threads per block (a multiple of 32)" },
+    { name = "ncu", default = false, help = "re-run each configuration under ncu for active/eligible/issued" },
+    { name = "config", default = "", help = "run one configuration KIND:ILP:BLOCKS_PER_SM once (used under ncu)" },
+    { name = "reps", default = 15, min = 1, max = 1000, help = "timed repetitions per configuration" },
+  },
+}
+local P = L.params
+if P.block % 32 ~= 0 then
+  io.stderr:write("warp_states: --block must be a multiple of 32\n")
+  os.exit(2)
+end
+
+local KINDS = { "fma", "load" }
+local ILPS = { 1, 4 }
+local BLOCKS_PER_SM = L.quick and { 1, 4, 16 } or { 1, 2, 4, 8, 16 }
+local STEPS = { fma = L.quick and 16384 or 65536, load = L.quick and 1024 or 4096 } -- links per thread
+local CHAIN_ENTRIES = 1 << 20 -- 4 MiB permutation: stays in L2, so a link costs an L2 hit
+
+local function kernel_name(kind, ilp) return string.format("%s_chain<%d>", kind, ilp) end
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Setup")
+local names = {}
+for _, kind in ipairs(KINDS) do for _, ilp in ipairs(ILPS) do names[#names + 1] = kernel_name(kind, ilp) end end
+local t = cuda.now()
+local prog = cuda.compile_file(cuda.home .. "/kernels/warp_states.cu", { arch = "sm_90a", std = "c++17", names = names })
+L:note(string.format("kernels/warp_states.cu compiled for sm_90a in %.1f ms: %s", (cuda.now() - t) * 1e3,
+  table.concat(names, ", ")))
+L:note(string.format("each thread does %d FMA links or %d load links in all, split over ILP independent chains",
+  STEPS.fma, STEPS.load))
+if not L:gpu() then os.exit(L:finish()) end
+
+local dev = cuda.device(0)
+local mod = cuda.load(prog)
+local kernels = {}
+for _, n in ipairs(names) do
+  kernels[n] = mod:kernel(n)
+  kernels[n]:set_max_dynamic_smem(dev.smem_per_block_optin)
+end
+
+-- The smallest dynamic smem that caps the kernel at `target` blocks per SM (occupancy falls as
+-- smem grows), or nil when no amount gives exactly that many.
+local function smem_for(k, target)
+  if k:occupancy(P.block, 0) <= target then
+    return k:occupancy(P.block, 0) == target and 0 or nil
+  end
+  local lo, hi = 0, dev.smem_per_block_optin -- occ(lo) > target
+  if k:occupancy(P.block, hi) > target then return nil end
+  while hi - lo > 128 do
+    local mid = (lo + hi) // 2
+    if k:occupancy(P.block, mid) > target then lo = mid else hi = mid end
+  end
+  return k:occupancy(P.block, hi) == target and hi or nil
+end
+
+-- A single-cycle random permutation (Sattolo), so every chain visits the whole table.
+local function permutation(n, seed)
+  local h = cuda.host("u32", n)
+  for i = 1, n do h[i] = i - 1 end
+  local state = seed
+  for i = n, 2, -1 do
+    state = (state * 6364136223846793005 + 1442695040888963407) & 0x7fffffffffffffff
+    local j = (state >> 20) % (i - 1) + 1 -- 1..i-1
+    h[i], h[j] = h[j], h[i]
+  end
+  local d = cuda.array("u32", n)
+  d:copy_from(h)
+  return d
+end
+local chain = permutation(CHAIN_ENTRIES, 12345)
+
+-- Prepares one configuration; returns a function that launches it once, or nil and why.
+local function setup(kind, ilp, per_sm)
+  local k = kernels[kernel_name(kind, ilp)]
+  local smem = smem_for(k, per_sm)
+  if not smem then return nil, "no shared-memory size gives " .. per_sm .. " blocks/SM" end
+  local grid = per_sm * dev.sm_count -- exactly one wave: every block resident from the start
+  local out = cuda.array(kind == "fma" and "f32" or "u32", grid * P.block)
+  local steps = STEPS[kind] // ilp
+  local cfg = { grid = grid, block = P.block, smem = smem }
+  local run
+  if kind == "fma" then
+    run = function() k:launch(cfg, out, steps) end
+  else
+    run = function() k:launch(cfg, chain, CHAIN_ENTRIES, out, steps) end
+  end
+  return {
+    run = run, smem = smem, grid = grid, out = out,
+    links = grid * P.block * STEPS[kind], warps_per_sm = per_sm * P.block // 32,
+  }
+end
+
+local function parse_config(text)
+  local kind, ilp, per_sm = text:match("^(%a+):(%d+):(%d+)$")
+  ilp, per_sm = tonumber(ilp), tonumber(per_sm)
+  if not kind or not kernels[kernel_name(kind, ilp or 0)] or not per_sm or per_sm < 1 then
+    io.stderr:write("warp_states: --config expects KIND:ILP:BLOCKS_PER_SM with KIND fma|load and ILP 1|4, got '"
+      .. text .. "'\n")
+    os.exit(2)
+  end
+  return kind, ilp, per_sm
+end
+
+-- ---------------------------------------------------------------------------------------------
+-- Single-configuration mode: one launch (what a profiler run measures), then stop.
+if P.config ~= "" then
+  local kind, ilp, per_sm = parse_config(P.config)
+  local c, why = setup(kind, ilp, per_sm)
+  if not c then
+    io.stderr:write("warp_states: " .. why .. "\n")
+    os.exit(1)
+  end
+  c.run()
+  cuda.sync { timeout = 60 }
+  L:note(string.format("ran %s once: grid=%d block=%d smem=%d", P.config, c.grid, P.block, c.smem))
+  os.exit(L:finish())
+end
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Measurement: throughput of dependent chains against occupancy")
+local results, rows = {}, {}
+local total, done = #KINDS * #ILPS * #BLOCKS_PER_SM, 0
+for _, kind in ipairs(KINDS) do
+  for _, ilp in ipairs(ILPS) do
+    for _, per_sm in ipairs(BLOCKS_PER_SM) do
+      done = done + 1
+      L:progress(done, total, "configurations")
+      local c, why = setup(kind, ilp, per_sm)
+      if not c then
+        L:note(string.format("%s ILP=%d at %d blocks/SM skipped: %s", kind, ilp, per_sm, why))
+      else
+        local b = cuda.bench(c.run, { warmup = 2, reps = L.quick and math.min(P.reps, 5) or P.reps })
+        local r = {
+          kind = kind, ilp = ilp, per_sm = per_sm, warps = c.warps_per_sm, smem = c.smem, ms = b.median,
+          spread = (b.max - b.min) / b.median, glinks = c.links / (b.median * 1e6),
+          config = string.format("%s:%d:%d", kind, ilp, per_sm),
+        }
+        results[#results + 1] = r
+        c.out:free()
+      end
+    end
+  end
+end
+
+local function find(kind, ilp, warps)
+  for _, r in ipairs(results) do
+    if r.kind == kind and r.ilp == ilp and r.warps == warps then return r end
+  end
+end
+
+-- ---------------------------------------------------------------------------------------------
+-- Under ncu: one child gpulab per configuration, profiled once, counters read from CSV.
+local METRICS = {
+  active = "smsp__warps_active.avg.per_cycle_active",
+  eligible = "smsp__warps_eligible.avg.per_cycle_active",
+  issued = "smsp__issue_active.avg.per_cycle_active",
+}
+
+local function find_ncu()
+  for _, p in ipairs { "ncu", "/usr/local/cuda/bin/ncu" } do
+    if os.execute("command -v " .. p .. " >/dev/null 2>&1") then return p end
+  end
+end
+
+local function gpulab_exe()
+  local i = 0
+  while arg[i - 1] do i = i - 1 end
+  return arg[i]
+end
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function profile(ncu, r)
+  local cmd = table.concat({
+    "timeout 300", ncu, "--clock-control none", "--csv", "--kernel-name regex:chain",
+    "--metrics", METRICS.active .. "," .. METRICS.eligible .. "," .. METRICS.issued,
+    shell_quote(gpulab_exe()), shell_quote(arg[0]), "--config=" .. r.config, "2>&1",
+  }, " ")
+  local p = io.popen(cmd)
+  local text = p:read("a")
+  p:close()
+  local got = {}
+  for line in text:gmatch("[^\n]+") do
+    for key, metric in pairs(METRICS) do
+      if line:find('"' .. metric .. '"', 1, true) then
+        local value = line:match('"([^"]*)"%s*$')
+        got[key] = value and tonumber((value:gsub(",", "")))
+      end
+    end
+  end
+  if not (got.active and got.eligible and got.issued) then
+    return nil, (text:match("==ERROR==[^\n]*") or text:sub(-300))
+  end
+  return got
+end
+
+local ncu_path = P.ncu and find_ncu()
+if P.ncu and not ncu_path then L:note("--ncu: ncu not found on PATH or in /usr/local/cuda/bin; counters skipped") end
+if ncu_path then
+  L:section("Measurement: scheduler counters under ncu --clock-control none")
+  for i, r in ipairs(results) do
+    L:progress(i, #results, "ncu")
+    local got, why = profile(ncu_path, r)
+    if got then
+      r.active, r.eligible, r.issued = got.active, got.eligible, got.issued
+    else
+      L:note("ncu " .. r.config .. ": " .. tostring(why))
+    end
+  end
+end
+
+local function opt(v, fmt) return v and string.format(fmt, v) or "-" end
+for _, r in ipairs(results) do
+  rows[#rows + 1] = { r.kind, r.ilp, r.per_sm, r.warps, r.smem, string.format("%.3f", r.ms),
+    string.format("%.1f", r.glinks), string.format("%.0f%%", r.spread * 100),
+    opt(r.active, "%.2f"), opt(r.eligible, "%.2f"), opt(r.issued, "%.2f") }
+end
+L:table({ "chain", "ILP", "blocks/SM", "warps/SM", "dyn smem (B)", "median ms", "G links/s", "spread",
+  "active/sched", "eligible/sched", "issued/sched" }, rows)
+L:record("configurations", results)
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Verdicts")
+local max_warps = 0
+for _, r in ipairs(results) do max_warps = math.max(max_warps, r.warps) end
+local fma_lo, fma_hi = find("fma", 1, P.block // 32), find("fma", 1, max_warps)
+if fma_lo and fma_hi then
+  L:verdict("more resident warps hide a dependent chain's latency (up to the issue limit)",
+    string.format("FMA chain, ILP 1: %.1f G links/s at %d warps/SM, %.1f at %d warps/SM", fma_lo.glinks,
+      fma_lo.warps, fma_hi.glinks, fma_hi.warps),
+    fma_hi.glinks > 2 * fma_lo.glinks)
+end
+local ld1_hi, ld4_hi = find("load", 1, max_warps), find("load", 4, max_warps)
+if ld1_hi and ld4_hi then
+  L:verdict("high occupancy does not guarantee enough eligible warps",
+    string.format("load chain at %d warps/SM (full): ILP 1 %.1f G links/s, ILP 4 %.1f G links/s (%.1fx)%s",
+      max_warps, ld1_hi.glinks, ld4_hi.glinks, ld4_hi.glinks / ld1_hi.glinks,
+      ld1_hi.eligible and string.format("; ncu: %.2f active, %.2f eligible, %.2f issued per scheduler",
+        ld1_hi.active, ld1_hi.eligible, ld1_hi.issued) or ""),
+    ld4_hi.glinks > 1.5 * ld1_hi.glinks)
+end
+-- the same work with independent instructions at a quarter of the warps
+for _, kind in ipairs(KINDS) do
+  local full, quarter = find(kind, 1, max_warps), find(kind, 4, max_warps // 4)
+  if full and quarter then
+    L:verdict(string.format("%s chain: ILP at lower occupancy can match high occupancy", kind),
+      string.format("ILP 4 at %d warps/SM: %.1f G links/s; ILP 1 at %d warps/SM: %.1f G links/s", quarter.warps,
+        quarter.glinks, full.warps, full.glinks),
+      quarter.glinks >= 0.9 * full.glinks)
+  end
+end
+local counted = false
+for _, r in ipairs(results) do
+  if r.eligible then
+    counted = true
+    if r.issued > r.eligible + 0.05 or r.eligible > r.active + 0.05 then
+      L:fail(string.format("%s: issued %.2f > eligible %.2f or eligible > active %.2f", r.config, r.issued,
+        r.eligible, r.active))
+    end
+  end
+end
+if counted then
+  local worst
+  for _, r in ipairs(results) do
+    if r.eligible and r.warps == max_warps and (not worst or r.eligible < worst.eligible) then worst = r end
+  end
+  if worst then
+    L:verdict("active warps are not eligible warps",
+      string.format("%s at full occupancy: %.2f active, %.2f eligible, %.2f issued per scheduler per cycle",
+        worst.config, worst.active, worst.eligible, worst.issued),
+      worst.eligible < 0.5 * worst.active)
+  end
+else
+  L:note("active/eligible/issued counts need --ncu (and ncu); the throughput verdicts above stand without them")
+end
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Picture")
+local series = {}
+for _, kind in ipairs(KINDS) do
+  for _, ilp in ipairs(ILPS) do
+    local pts = {}
+    for _, r in ipairs(results) do if r.kind == kind and r.ilp == ilp then pts[#pts + 1] = { r.warps, r.glinks } end end
+    if #pts > 0 then series[#series + 1] = { name = string.format("%s ILP %d", kind, ilp), points = pts } end
+  end
+end
+L:svg_lines { file = "warp_states.svg", title = "Dependent chains: throughput against resident warps",
+  x_label = "warps per SM", y_label = "G links/s", series = series }
+
+chain:free()
+os.exit(L:finish())
