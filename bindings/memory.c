@@ -40,6 +40,18 @@ static void mem_error(lua_State *L, const char *fmt, ...) {
     abort(); /* not reached: lua_error does not return */
 }
 
+/* The type name for messages: a userdata's __name ("cuda.host"), else the Lua type. */
+static const char *type_name(lua_State *L, int idx) {
+    int t = luaL_getmetafield(L, idx, "__name");
+    if (t == LUA_TSTRING) {
+        const char *n = lua_tostring(L, -1);
+        lua_pop(L, 1); /* the metatable keeps the string alive */
+        return n;
+    }
+    if (t != LUA_TNIL) lua_pop(L, 1);
+    return luaL_typename(L, idx);
+}
+
 /* ------------------------------------------------------------------------------------------
  * Shapes and sizes
  * ------------------------------------------------------------------------------------------ */
@@ -221,7 +233,7 @@ gl_array *gl_test_array(lua_State *L, int idx) {
 gl_array *gl_check_array(lua_State *L, int idx, const char *fn) {
     gl_array *a = luaL_testudata(L, idx, GL_ARRAY_T);
     if (a == NULL)
-        mem_error(L, "%s: argument #%d: expected cuda.array, got %s", fn, idx, luaL_typename(L, idx));
+        mem_error(L, "%s: argument #%d: expected cuda.array, got %s", fn, idx, type_name(L, idx));
     if (a->ptr == 0) mem_error(L, "%s: argument #%d: cuda.array was freed", fn, idx);
     return a;
 }
@@ -234,7 +246,7 @@ gl_host *gl_test_host(lua_State *L, int idx) {
 gl_host *gl_check_host(lua_State *L, int idx, const char *fn) {
     gl_host *h = luaL_testudata(L, idx, GL_HOST_T);
     if (h == NULL)
-        mem_error(L, "%s: argument #%d: expected cuda.host, got %s", fn, idx, luaL_typename(L, idx));
+        mem_error(L, "%s: argument #%d: expected cuda.host, got %s", fn, idx, type_name(L, idx));
     if (h->data == NULL) mem_error(L, "%s: argument #%d: cuda.host was freed", fn, idx);
     return h;
 }
@@ -298,7 +310,7 @@ static mem_ref check_mem(lua_State *L, int idx, const char *fn) {
     mem_ref m = {luaL_testudata(L, idx, GL_ARRAY_T), luaL_testudata(L, idx, GL_HOST_T)};
     if (m.dev == NULL && m.host == NULL)
         mem_error(L, "%s: argument #%d: expected cuda.array or cuda.host, got %s", fn, idx,
-                   luaL_typename(L, idx));
+                   type_name(L, idx));
     if (m.dev) gl_check_array(L, idx, fn);
     if (m.host) gl_check_host(L, idx, fn);
     return m;
@@ -351,7 +363,7 @@ static gl_array *check_self_array(lua_State *L, const char *fn) {
     gl_array *a = luaL_testudata(L, 1, GL_ARRAY_T);
     if (a == NULL)
         mem_error(L, "%s: bad self: expected cuda.array, got %s (call it with ':')", fn,
-                   luaL_typename(L, 1));
+                   type_name(L, 1));
     if (a->ptr == 0) mem_error(L, "%s: cuda.array was freed", fn);
     return a;
 }
@@ -491,7 +503,7 @@ static gl_host *check_self_host(lua_State *L, const char *fn) {
     gl_host *h = luaL_testudata(L, 1, GL_HOST_T);
     if (h == NULL)
         mem_error(L, "%s: bad self: expected cuda.host, got %s (call it with ':')", fn,
-                   luaL_typename(L, 1));
+                   type_name(L, 1));
     if (h->data == NULL) mem_error(L, "%s: cuda.host was freed", fn);
     return h;
 }

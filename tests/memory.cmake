@@ -1,0 +1,14 @@
+# Memory: dtypes and f16/bf16 conversions (C unit test), host arrays without any driver,
+# device arrays through the driver stand-in, and the GPU round trips (label gpu).
+add_executable(test_dtype tests/c/test_dtype.c)
+target_link_libraries(test_dtype PRIVATE gpulab_core)
+add_test(NAME dtype_unit COMMAND test_dtype)
+set_tests_properties(dtype_unit PROPERTIES LABELS cpu)
+
+gl_add_lua_test(memory_host tests/lua/test_memory.lua ENV GPULAB_LIBCUDA=/nonexistent/libcuda.so)
+gl_add_lua_test(memory_fake tests/lua/test_memory_fake.lua FAKE
+  ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/memory_fake.log)
+gl_add_lua_test(memory_fake_oom tests/lua/test_memory_errors.lua FAKE
+  ENV GPULAB_FAKE_FAIL=cuMemAlloc:2:2,cuMemAllocHost:2,cuMemcpyHtoD:1:2)
+gl_add_lua_test(memory_gpu tests/lua/gpu_memory.lua GPU)
+gl_add_lua_test(memory_fake_sticky tests/lua/test_memory_errors.lua FAKE ENV GPULAB_FAKE_FAIL=cuMemcpyDtoD:700)
