@@ -69,11 +69,17 @@ T.test("-E ignores LUA_PATH; -W turns warnings on", function()
 end)
 
 T.test("SIGINT stops a running script with an error", function()
-  local cmd = string.format("cd %s; %s -e 'while true do end' > /dev/null 2> sigint.err & echo $! > sigint.pid",
-    H.q(H.tmp), H.q(H.bin))
+  -- the script announces that it runs (so the handler is in place) before it loops
+  local loop = "io.open('sigint.started', 'w'):close() while true do end"
+  local cmd = string.format("cd %s; %s -e %s > /dev/null 2> sigint.err & echo $! > sigint.pid",
+    H.q(H.tmp), H.q(H.bin), H.q(loop))
   os.execute(cmd)
   local pid = assert(tonumber(H.read(H.tmp .. "/sigint.pid")))
-  os.execute("sleep 0.3; kill -INT " .. pid)
+  for _ = 1, 200 do
+    if H.read(H.tmp .. "/sigint.started") then break end
+    os.execute("sleep 0.05")
+  end
+  os.execute("kill -INT " .. pid)
   local err
   for _ = 1, 100 do
     err = H.read(H.tmp .. "/sigint.err") or ""

@@ -1,0 +1,24 @@
+/*
+ * fake_stream.h — what the stream, event and graph side of the driver stand-in offers the
+ * other fake files (fake_stream.c).
+ *
+ * Besides GPULAB_FAKE_HANG (work never completes), the stand-in reads
+ *   GPULAB_FAKE_BUSY_FILE=path   queued work stays incomplete while this file exists: queries
+ *                                answer CUDA_ERROR_NOT_READY, syncs wait; removing the file
+ *                                completes all of it. Tests use it to hold work "in flight"
+ *                                and then let it finish, in one process.
+ */
+#ifndef GPULAB_FAKE_STREAM_H
+#define GPULAB_FAKE_STREAM_H
+
+#include <cuda.h>
+#include <stdbool.h>
+
+/* True while queued work must not complete (GPULAB_FAKE_HANG, or the busy file exists). */
+bool fake_work_blocked(void);
+
+/* A launch on stream s calls this after its checks: when s is being captured, the launch
+ * becomes one node of the capture's graph (it is still logged) and true is returned. */
+bool fake_capture_add(CUstream s);
+
+#endif
