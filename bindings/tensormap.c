@@ -351,15 +351,14 @@ static bool parse_spec(lua_State *L, int t, tm_spec *s, tm_err *e) {
     }
     lua_pop(L, 1);
     if (raw_field(L, t, "strides") == LUA_TNIL) { /* packed: each dimension right after the last */
-        uint64_t step = s->dims[0] * s->dtype->size;
+        unsigned __int128 step = (unsigned __int128)s->dims[0] * s->dtype->size;
         for (int i = 0; i < s->rank - 1; i++) {
-            s->strides[i] = step;
-            step = (step >> 40) ? step : step * s->dims[i + 1]; /* stops growing once out of range */
+            if (step >> 40)
+                return lua_pop(L, 1), fail(e, "dims: the packed stride of dimension %d (%.0f bytes) must be "
+                                              "below 2^40; give strides=", i + 2, (double)step);
+            s->strides[i] = (cuuint64_t)step;
+            step *= s->dims[i + 1]; /* < 2^40 * 2^32: no overflow in 128 bits */
         }
-        for (int i = 0; i < s->rank - 1; i++)
-            if (s->strides[i] >> 40)
-                return lua_pop(L, 1), fail(e, "dims: the packed stride of dimension %d (%" PRIu64 " bytes) "
-                                              "must be below 2^40", i + 2, (uint64_t)s->strides[i]);
     } else if (!read_list(L, t, "strides", s->rank - 1, NULL, 0, ((uint64_t)1 << 40) - 1,
                           "each stride must be below 2^40 bytes", v, e)) {
         lua_pop(L, 1);
@@ -464,7 +463,8 @@ static void encode(lua_State *L, const tm_spec *s, CUtensorMap *dst, const char 
 
 static int l_tensormap(lua_State *L) {
     const char *fn = "cuda.tensormap";
-    luaL_checktype(L, 1, LUA_TTABLE);
+    if (!lua_istable(L, 1))
+        return luaL_error(L, "bad argument #1 to '%s' (table expected, got %s)", fn, luaL_typename(L, 1));
     lua_settop(L, 1);
     raw_field(L, 1, "array");
     if (!lua_isnil(L, -1)) gl_check_array(L, -1, fn); /* its own message for a non-array */

@@ -204,7 +204,8 @@ tma_expect_tx_demo(const __grid_constant__ gl_tensormap_t in_map, unsigned short
     const bool ok = gl_mbar_wait(&bar, 0, deadline, status, GL_WAIT_CODE(GL_WAIT_FULL, 0, 0));
     if (ok) {
         const unsigned short *h = (const unsigned short *)buf;
-        for (gl_u32 i = threadIdx.x; i < total / 2; i += blockDim.x) out[i] = h[i];
+        // last box first: the copies land roughly in issue order, so an early completion shows
+        for (gl_u32 j = threadIdx.x; j < total / 2; j += blockDim.x) out[total / 2 - 1 - j] = h[total / 2 - 1 - j];
     }
     __syncthreads();
     if (threadIdx.x == 0 && ok && expect_bytes < total) {

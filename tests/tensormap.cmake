@@ -1,0 +1,27 @@
+# Tensor maps (bindings/tensormap.c) and the TMA lab (labs/tma_double_buffer.lua).
+# Validation needs no driver; the object tests run where the driver can encode.
+gl_add_lua_test(tensormap_nodriver tests/lua/test_tensormap.lua ENV GPULAB_LIBCUDA=/nonexistent/libcuda.so)
+gl_add_lua_test(tensormap_fake tests/lua/test_tensormap.lua FAKE)
+# Device: encode + TMA round trip for f16/bf16/f32 x swizzle none/64B/128B, replace_address,
+# partial boxes, and the expect_tx protocol in child processes (tests/lua/tma_expect_tx_child.lua).
+gl_add_lua_test(gpu_tma tests/lua/gpu_tma.lua GPU)
+
+# The lab needs the lab harness (lua/gpulab/lab.lua).
+if(EXISTS ${CMAKE_SOURCE_DIR}/lua/gpulab/lab.lua)
+  # Without a device the lab compiles its kernels for sm_90a, validates its tensor maps, exits 0.
+  add_test(NAME lab_tma_nodevice COMMAND gpulab labs/tma_double_buffer.lua --quick
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lab_tma_nodevice PROPERTIES LABELS cpu TIMEOUT 300
+    ENVIRONMENT "GPULAB_LIBCUDA=/nonexistent/libcuda.so;GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache"
+    PASS_REGULAR_EXPRESSION "no device")
+  # Device: the quick lab (correctness checks must hold), and a small size under compute-sanitizer.
+  add_test(NAME lab_tma_quick COMMAND gpulab labs/tma_double_buffer.lua --quick
+           --json ${CMAKE_BINARY_DIR}/lab_tma_quick.json --svg ${CMAKE_BINARY_DIR}/lab_tma_quick.svg
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  foreach(tool memcheck synccheck)
+    add_test(NAME lab_tma_${tool} COMMAND gpulab --sanitize=${tool} labs/tma_double_buffer.lua --quick
+             --rows=256 --cols=2048 --sanitize_run=1 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  endforeach()
+  set_tests_properties(lab_tma_quick lab_tma_memcheck lab_tma_synccheck PROPERTIES LABELS gpu TIMEOUT 600
+    ENVIRONMENT "GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
+endif()
