@@ -2,3 +2,4 @@
 # Everything here runs without a GPU: the driver is hidden (GPULAB_LIBCUDA=/nonexistent).
 set(GL_NO_DRIVER GPULAB_LIBCUDA=/nonexistent/libcuda.so)
 gl_add_lua_test(isolate tests/lua/test_isolate.lua ENV ${GL_NO_DRIVER})
+gl_add_lua_test(lab_harness tests/lua/test_lab.lua ENV ${GL_NO_DRIVER} GPULAB_BIN=$<TARGET_FILE:gpulab>)
