@@ -1,0 +1,306 @@
+-- compile_pipeline.lua — seed §4: lowering in stages, and semantics vs execution layout.
+--
+-- Claims: CUDA C++ -> NVRTC -> PTX -> ptxas -> cubin -> SASS -> module load -> launch, each stage
+-- adding hardware decisions (virtual registers, then real registers, then instructions); one
+-- 1024-element tile mapped to 1, 2, 4 or 8 warps computes the same sum with different
+-- elements per thread, registers and time, which does not make more warps faster; a register
+-- cap forces values out to local memory (spills), visible in the kernel's local bytes.
+local lab = require("gpulab.lab")
+
+local L = lab.new {
+  name = "compile_pipeline",
+  title = "Compile pipeline: source, PTX, cubin, SASS; one tile, four layouts",
+  claims = "seed §4",
+  params = {
+    { name = "tiles", default = 65536, min = 1, max = 1 << 20, help = "1024-element tiles reduced per launch" },
+    { name = "reg_cap", default = 32, min = 16, max = 255, help = "register cap for the spill demonstration" },
+    { name = "reps", default = 20, min = 1, max = 1000, help = "timed repetitions per kernel" },
+  },
+}
+local P = L.params
+if L.quick then P.tiles = math.min(P.tiles, 16384) end
+
+local SRC = cuda.home .. "/kernels/tile_reduce.cu"
+local WARPS = { 1, 2, 4, 8 }
+local TILE = 1024
+local names = {}
+for i, w in ipairs(WARPS) do names[i] = string.format("tile_reduce<%d>", w) end
+
+local function read_file(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function find_tool(name)
+  for _, p in ipairs { name, "/usr/local/cuda/bin/" .. name } do
+    if os.execute("command -v " .. shell_quote(p) .. " >/dev/null 2>&1") then return p end
+  end
+end
+
+-- Runs a tool on `data` written to a temporary file; returns its output or nil, why.
+local function run_on_temp(data, suffix, make_cmd)
+  local path = os.tmpname() .. suffix
+  local f = assert(io.open(path, "wb"))
+  f:write(data)
+  f:close()
+  local p = io.popen(make_cmd(shell_quote(path)) .. " 2>&1")
+  local out = p:read("a")
+  local ok = p:close()
+  os.remove(path)
+  if not ok then return nil, out end
+  return out
+end
+
+local function count(text, pattern)
+  local n = 0
+  for _ in text:gmatch(pattern) do n = n + 1 end
+  return n
+end
+
+-- Sum of the N in PTX declarations like `.reg .f32 %f<514>;`
+local function ptx_virtual_registers(ptx, entry_name)
+  local body = ptx:match("%.entry%s+" .. entry_name:gsub("%p", "%%%0") .. "%s*(%b().-%b{})")
+  if not body then return nil end
+  local n = 0
+  for k in body:gmatch("%.reg%s+%.%w+%s+%%%w+<(%d+)>") do n = n + tonumber(k) end
+  return n
+end
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Stage 1-3: source -> PTX -> cubin (NVRTC, compile cache off)")
+local src = read_file(SRC)
+local t = cuda.now()
+local virt = cuda.compile(src, { name = "tile_reduce.cu", arch = "compute_90a", std = "c++17", names = names,
+  cache = false })
+local ptx_ms = (cuda.now() - t) * 1e3
+t = cuda.now()
+local prog = cuda.compile(src, { name = "tile_reduce.cu", arch = "sm_90a", std = "c++17", names = names,
+  cache = false })
+local cubin_ms = (cuda.now() - t) * 1e3
+local ptx = prog.ptx
+L:table({ "stage", "artifact", "size", "time", "what it adds" }, {
+  { "CUDA C++", "tile_reduce.cu", #src .. " B", "-", "one template, semantics only" },
+  { "NVRTC front end", "PTX (compute_90a)", #virt.ptx .. " B", string.format("%.1f ms", ptx_ms),
+    string.format("%d entries, mangled names, unlimited virtual registers", count(virt.ptx, "%.entry")) },
+  { "+ ptxas", "cubin (sm_90a)", #prog.cubin .. " B", string.format("%.1f ms", cubin_ms),
+    "front end again, then real registers, spills, scheduling, ELF with launch metadata" },
+})
+for _, n in ipairs(names) do
+  L:note(string.format("%s lowers to %s (%s virtual registers in PTX)", n, prog.lowered[n],
+    tostring(ptx_virtual_registers(ptx, prog.lowered[n]))))
+end
+L:record("stages", { source_bytes = #src, ptx_bytes = #virt.ptx, cubin_bytes = #prog.cubin, ptx_ms = ptx_ms,
+  cubin_ms = cubin_ms })
+
+-- ptxas -v reports real registers and spills without a GPU (when the toolkit is installed)
+local ptxas = find_tool("ptxas")
+local function ptxas_report(options)
+  if not ptxas then return nil end
+  local out = run_on_temp(ptx, ".ptx", function(path)
+    return shell_quote(ptxas) .. " -arch=sm_90a -v " .. (options or "") .. " " .. path .. " -o /dev/null"
+  end)
+  if not out then return nil end
+  local report = {}
+  for entry, props in out:gmatch("Compiling entry function '([^']+)'.-(Used %d+ registers)") do
+    report[entry] = { regs = tonumber(props:match("%d+")) }
+  end
+  for entry, stack, spill in out:gmatch("Function properties for ([%w_]+)%s+(%d+) bytes stack frame, (%d+) bytes spill stores") do
+    report[entry] = report[entry] or {}
+    report[entry].stack, report[entry].spill_stores = tonumber(stack), tonumber(spill)
+  end
+  return report
+end
+local ptxas_default = ptxas_report()
+if ptxas_default then
+  local rows = {}
+  for _, n in ipairs(names) do
+    local r = ptxas_default[prog.lowered[n]] or {}
+    rows[#rows + 1] = { n, r.regs or "?", r.stack or "?", r.spill_stores or "?" }
+  end
+  L:table({ "kernel", "ptxas: registers", "stack frame (B)", "spill stores (B)" }, rows)
+else
+  L:note("ptxas not found: real register counts come from the loaded kernels below")
+end
+
+L:section("Stage 4: cubin -> SASS")
+local disasm = find_tool("cuobjdump") and { find_tool("cuobjdump"), "-sass" } or
+    (find_tool("nvdisasm") and { find_tool("nvdisasm"), "" })
+local sass, sass_functions
+if disasm then
+  local out, why = run_on_temp(prog.cubin, ".cubin", function(path)
+    return shell_quote(disasm[1]) .. " " .. disasm[2] .. " " .. path
+  end)
+  sass = out
+  if not sass then L:note("disassembly failed: " .. tostring(why):sub(1, 200)) end
+end
+if sass then
+  -- cuobjdump heads each function with "Function : SYM", nvdisasm with ".text.SYM:"
+  local heads = {}
+  for pos, name in sass:gmatch("()Function : ([%w_$]+)") do heads[#heads + 1] = { pos, name } end
+  for pos, name in sass:gmatch("()%.text%.([%w_$]+):") do heads[#heads + 1] = { pos, name } end
+  table.sort(heads, function(a, b) return a[1] < b[1] end)
+  sass_functions = {}
+  for i, h in ipairs(heads) do
+    sass_functions[h[2]] = sass:sub(h[1], heads[i + 1] and heads[i + 1][1] - 1 or #sass)
+  end
+  local rows = {}
+  for _, n in ipairs(names) do
+    local body = sass_functions[prog.lowered[n]] or ""
+    rows[#rows + 1] = { n, count(body, "/%*%x+%*/"), count(body, "LDG"), count(body, "SHFL"),
+      count(body, "BAR"), count(body, "STS") + count(body, "LDS") }
+  end
+  L:table({ "kernel", "SASS instructions", "LDG", "SHFL", "BAR", "LDS+STS" }, rows)
+  L:note("SASS is where the layout becomes visible: the 1-warp version has no barrier and no shared memory")
+else
+  L:note("neither cuobjdump nor nvdisasm found: SASS stage skipped (install the CUDA toolkit's binary utilities)")
+end
+
+-- ---------------------------------------------------------------------------------------------
+-- The register cap: the same file compiled with -maxrregcount
+L:section("A register cap, as the compiler reports it")
+local capped = cuda.compile(src, { name = "tile_reduce_capped.cu", arch = "sm_90a", std = "c++17",
+  options = { "-maxrregcount=" .. P.reg_cap } })
+local ptxas_capped = ptxas_report("--maxrregcount " .. P.reg_cap)
+if ptxas_default and ptxas_capped and ptxas_default.many_live_values and ptxas_capped.many_live_values then
+  local a, b = ptxas_default.many_live_values, ptxas_capped.many_live_values
+  L:note(string.format("ptxas: many_live_values uses %s registers, %s B spilled; capped at %d: %s registers, %s B spilled",
+    tostring(a.regs), tostring(a.spill_stores), P.reg_cap, tostring(b.regs), tostring(b.spill_stores)))
+end
+
+if not L:gpu() then os.exit(L:finish()) end
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Stage 5: module load")
+t = cuda.now()
+local mod_jit = cuda.load(virt.ptx)
+local load_ptx_ms = (cuda.now() - t) * 1e3
+t = cuda.now()
+local mod = cuda.load(prog)
+local load_cubin_ms = (cuda.now() - t) * 1e3
+L:table({ "image", "load time" }, {
+  { "PTX (driver JIT compiles it; its disk cache may answer)", string.format("%.2f ms", load_ptx_ms) },
+  { "cubin (ready machine code)", string.format("%.2f ms", load_cubin_ms) },
+})
+L:record("load", { ptx_ms = load_ptx_ms, cubin_ms = load_cubin_ms })
+
+-- ---------------------------------------------------------------------------------------------
+L:section("One 1024-element tile, four execution layouts")
+local n = P.tiles * TILE
+local x = cuda.array("f32", n)
+local seed = 0x9e37
+mod:kernel("fill_tiles"):launch({ grid = (n + 255) // 256, block = 256 }, x, n, seed)
+
+-- the same values on the CPU, for a sample of tiles
+local function value(i)
+  local h = ((i & 0xffffffff) * 2654435761 + seed) & 0xffffffff
+  return ((h >> 16) % 129 - 64) * 0.125
+end
+local SAMPLE = math.min(P.tiles, 64)
+local ref = {}
+for tile = 0, SAMPLE - 1 do
+  local s = 0.0
+  for j = 0, TILE - 1 do s = s + value(tile * TILE + j) end
+  ref[tile + 1] = s
+end
+
+local results, first = {}, nil
+for i, w in ipairs(WARPS) do
+  local k = mod:kernel(names[i])
+  local sums = cuda.array("f32", P.tiles)
+  sums:fill(1e30) -- poison: no tile sums to this, so an unwritten tile shows
+  local cfg = { grid = P.tiles, block = 32 * w }
+  local b = cuda.bench(function() k:launch(cfg, x, sums) end, { warmup = 3, reps = L.quick and 5 or P.reps })
+  local h = cuda.host("f32", P.tiles)
+  h:copy_from(sums)
+  local ref_bad = 0
+  for tile = 1, SAMPLE do if h[tile] ~= ref[tile] then ref_bad = ref_bad + 1 end end
+  local same = first and cuda.compare(h, first, { atol = 0, rtol = 0 }) or nil
+  first = first or h
+  results[#results + 1] = {
+    warps = w, threads = 32 * w, per_thread = TILE // (32 * w), regs = k.regs, local_bytes = k.local_bytes,
+    blocks_per_sm = (k:occupancy(32 * w, 0)), ms = b.median, spread = (b.max - b.min) / b.median,
+    gbs = n * 4 / (b.median * 1e6), ref_bad = ref_bad, mismatches = same and same.mismatches or 0,
+  }
+  sums:free()
+end
+local rows = {}
+for _, r in ipairs(results) do
+  rows[#rows + 1] = { r.warps, r.threads, r.per_thread, r.regs, r.local_bytes, r.blocks_per_sm,
+    string.format("%.3f", r.ms), string.format("%.0f", r.gbs), string.format("%.0f%%", r.spread * 100),
+    r.ref_bad, r.mismatches }
+end
+L:table({ "warps", "threads", "elements/thread", "registers", "local B", "blocks/SM", "median ms", "GB/s",
+  "spread", "wrong vs CPU (sampled)", "differs from 1-warp" }, rows)
+L:record("layouts", results)
+
+local all_same = true
+for _, r in ipairs(results) do if r.ref_bad ~= 0 or r.mismatches ~= 0 then all_same = false end end
+L:verdict("the same tile sum under every layout (semantics do not depend on the mapping)",
+  string.format("%d tiles: every layout bit-identical to the 1-warp one, %d sampled tiles equal the CPU sum",
+    P.tiles, SAMPLE), all_same)
+if not all_same then L:fail("the layouts disagree: a kernel bug, not a layout effect") end
+
+local regs_differ, fastest = false, results[1]
+for _, r in ipairs(results) do
+  if r.regs ~= results[1].regs then regs_differ = true end
+  if r.ms < fastest.ms then fastest = r end
+end
+L:verdict("the layout changes elements per thread and registers",
+  (function()
+    local parts = {}
+    for _, r in ipairs(results) do parts[#parts + 1] = string.format("%dw: %d el/thr, %d regs", r.warps, r.per_thread, r.regs) end
+    return table.concat(parts, "; ")
+  end)(), regs_differ)
+-- "more warps is faster" would need every doubling to pay off by more than the timing noise
+local always_faster = true
+for i = 2, #results do
+  local noise = math.max(results[i].spread, results[i - 1].spread, 0.03)
+  if results[i].ms >= results[i - 1].ms * (1 - noise) then always_faster = false end
+end
+L:verdict("more warps per tile is not automatically faster",
+  string.format("fastest: %d warps (%.3f ms); times %s", fastest.warps, fastest.ms, (function()
+    local parts = {}
+    for _, r in ipairs(results) do parts[#parts + 1] = string.format("%dw %.3f", r.warps, r.ms) end
+    return table.concat(parts, ", ") .. " ms"
+  end)()), not always_faster)
+L:svg_bars { file = "compile_pipeline_layouts.svg", title = string.format("%d tiles of 1024 floats: time per layout", P.tiles),
+  y_label = "median ms", bars = (function()
+    local bars = {}
+    for _, r in ipairs(results) do bars[#bars + 1] = { label = r.warps .. " warps", value = r.ms } end
+    return bars
+  end)() }
+
+-- ---------------------------------------------------------------------------------------------
+L:section("A register cap forces spills")
+local free_k = mod:kernel("many_live_values")
+local capped_k = cuda.load(capped):kernel("many_live_values")
+local SPILL_BLOCK, SPILL_GRID, ROUNDS = 128, 2 * cuda.device(0).sm_count, L.quick and 64 or 256
+local xin = cuda.array("f32", SPILL_GRID * SPILL_BLOCK * 64)
+mod:kernel("fill_tiles"):launch({ grid = (xin.numel + 255) // 256, block = 256 }, xin, xin.numel, 7)
+local outs, spill_rows = {}, {}
+for _, v in ipairs { { "no cap", free_k }, { "-maxrregcount=" .. P.reg_cap, capped_k } } do
+  local y = cuda.array("f32", SPILL_GRID * SPILL_BLOCK)
+  local cfg = { grid = SPILL_GRID, block = SPILL_BLOCK }
+  local b = cuda.bench(function() v[2]:launch(cfg, xin, y, ROUNDS) end, { warmup = 2, reps = L.quick and 5 or P.reps })
+  local h = cuda.host("f32", y.numel)
+  h:copy_from(y)
+  outs[#outs + 1] = h
+  spill_rows[#spill_rows + 1] = { v[1], v[2].regs, v[2].local_bytes, string.format("%.3f", b.median) }
+  y:free()
+end
+L:table({ "many_live_values", "registers", "local bytes/thread", "median ms" }, spill_rows)
+local same = cuda.compare(outs[1], outs[2], { atol = 0, rtol = 0 })
+L:verdict(string.format("a cap of %d registers spills live values to local memory", P.reg_cap),
+  string.format("uncapped: %d registers, %d local B; capped: %d registers, %d local B; results %s",
+    free_k.regs, free_k.local_bytes, capped_k.regs, capped_k.local_bytes,
+    same.mismatches == 0 and "identical" or (same.mismatches .. " differ")),
+  capped_k.regs <= P.reg_cap and capped_k.local_bytes > 0 and free_k.local_bytes == 0)
+if same.mismatches ~= 0 then L:fail("spilling changed the results of many_live_values") end
+xin:free()
+x:free()
+mod_jit = nil
+os.exit(L:finish())
