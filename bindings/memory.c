@@ -484,8 +484,8 @@ static bool push_common_field(lua_State *L, const char *k, gl_dtype t, int ndim,
 
 static int array_index(lua_State *L) {
     gl_array *a = luaL_checkudata(L, 1, GL_ARRAY_T);
+    if (lua_type(L, 2) != LUA_TSTRING) return 0; /* device memory has no d[i]: copy to a host array */
     const char *k = lua_tostring(L, 2);
-    if (lua_type(L, 2) != LUA_TSTRING) return 0;
     if (push_method(L, array_methods, k)) return 1;
     if (a->ptr == 0) mem_error(L, "cuda.array: field '%s': cuda.array was freed", k);
     if (push_common_field(L, k, a->dtype, a->ndim, a->shape, a->numel, a->nbytes)) return 1;

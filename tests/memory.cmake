@@ -12,3 +12,9 @@ gl_add_lua_test(memory_fake_oom tests/lua/test_memory_errors.lua FAKE
   ENV GPULAB_FAKE_FAIL=cuMemAlloc:2:2,cuMemAllocHost:2,cuMemcpyHtoD:1:2)
 gl_add_lua_test(memory_gpu tests/lua/gpu_memory.lua GPU)
 gl_add_lua_test(memory_fake_sticky tests/lua/test_memory_errors.lua FAKE ENV GPULAB_FAKE_FAIL=cuMemcpyDtoD:700)
+gl_add_lua_test(memory_host_generational tests/lua/test_memory.lua
+  ENV GPULAB_LIBCUDA=/nonexistent/libcuda.so GPULAB_TEST_GC=generational)
+gl_add_lua_test(memory_host_gc_every_call tests/lua/test_memory.lua
+  ENV GPULAB_LIBCUDA=/nonexistent/libcuda.so GPULAB_TEST_GC=every-call)
+gl_add_lua_test(memory_fake_gc_every_call tests/lua/test_memory_fake.lua FAKE
+  ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/memory_fake_gc.log GPULAB_TEST_GC=every-call)

@@ -2,6 +2,21 @@
 -- nowhere): every dtype, element access and its checks, fill/iota/random, sizes, lifetimes.
 local T = dofile("tests/lua/t.lua")
 
+-- GC stress modes (tests/memory.cmake): the generational collector, or a full collection
+-- before every function call.
+local gc_mode = os.getenv("GPULAB_TEST_GC")
+if gc_mode == "generational" then
+  collectgarbage("generational")
+elseif gc_mode == "every-call" then
+  local collecting = false
+  debug.sethook(function()
+    if collecting then return end
+    collecting = true
+    collectgarbage()
+    collecting = false
+  end, "c")
+end
+
 local DTYPES = { "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64" }
 local SIZES = { f16 = 2, bf16 = 2, f32 = 4, f64 = 8, i8 = 1, i16 = 2, i32 = 4, i64 = 8,
                 u8 = 1, u16 = 2, u32 = 4, u64 = 8 }
@@ -356,6 +371,21 @@ T.test("free, use after free, __close, __gc, wrong self", function()
   for i = 1, 200 do many[i] = cuda.host("f64", 1000) end
   T.eq(cuda.stats().hosts, before + 200)
   many = nil
+  stats_zero()
+end)
+
+T.test("metamethods called by hand through debug.getmetatable", function()
+  local h = cuda.host("f32", 4)
+  local mt = debug.getmetatable(h)
+  T.eq(getmetatable(h), "gpulab object", "scripts see no internals")
+  mt.__gc(h); mt.__gc(h); mt.__close(h)
+  T.raises(function() return h[1] end, "cuda.host was freed")
+  mt.__gc(42); mt.__gc(nil); mt.__close("x")
+  T.raises(function() mt.__index(42, 1) end, "cuda.host expected, got number")
+  T.raises(function() mt.__newindex({}, 1, 1) end, "cuda.host expected, got table")
+  T.raises(function() mt.__len(io.stdout) end, "cuda.host expected")
+  T.raises(function() mt.__tostring(1) end, "cuda.host expected")
+  T.eq(mt.__tostring(h), "cuda.host f32[4] (freed)")
   stats_zero()
 end)
 

@@ -3,6 +3,17 @@
 -- The stand-in's "device" memory is host memory: nothing here says anything about a GPU.
 local T = dofile("tests/lua/t.lua")
 
+-- GC stress (tests/memory.cmake): a full collection before every function call.
+if os.getenv("GPULAB_TEST_GC") == "every-call" then
+  local collecting = false
+  debug.sethook(function()
+    if collecting then return end
+    collecting = true
+    collectgarbage()
+    collecting = false
+  end, "c")
+end
+
 local DTYPES = { "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64" }
 local LOG = os.getenv("GPULAB_FAKE_LOG")
 
