@@ -3,3 +3,4 @@
 set(GL_NO_DRIVER GPULAB_LIBCUDA=/nonexistent/libcuda.so)
 gl_add_lua_test(isolate tests/lua/test_isolate.lua ENV ${GL_NO_DRIVER})
 gl_add_lua_test(lab_harness tests/lua/test_lab.lua ENV ${GL_NO_DRIVER} GPULAB_BIN=$<TARGET_FILE:gpulab>)
+gl_add_lua_test(lab_svg tests/lua/test_lab_svg.lua ENV ${GL_NO_DRIVER})
