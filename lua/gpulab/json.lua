@@ -22,7 +22,7 @@ local escapes = {
 }
 
 local function encode_string(s)
-  -- control characters must be escaped; DEL and valid UTF-8 pass through
+  -- control characters (and DEL) are escaped; other bytes, UTF-8 included, pass through
   return '"' .. s:gsub('[%c"\\]', function(c)
     return escapes[c] or string.format("\\u%04x", c:byte())
   end) .. '"'
