@@ -1,8 +1,735 @@
-/* stream.c — placeholder until this binding is written. */
-#include "gpulab.h"
-void gl_open_stream(lua_State *L) { (void)L; }
+/*
+ * stream.c — streams ("cuda.stream"), events ("cuda.event"), captured graphs ("cuda.graph")
+ * and cuda.bench.
+ *
+ * A stream owns a track (lifetime.c) that outlives it while deferred releases still refer to
+ * it. Waits take a deadline and, when it passes, name the launches still pending.
+ *
+ * s:capture(fn) captures in CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: only the calling thread is
+ * barred from calls that would break the capture (syncs, allocations, frees), so a library or
+ * helper thread elsewhere in the process (driver.c waits for the context from one) is never
+ * disturbed, while a mistake inside fn itself still invalidates the capture and raises.
+ * GLOBAL would also fail other threads' innocent calls for the duration.
+ */
+#include "stream.h"
+
+#include "module.h"
 #include "objects.h"
-gl_stream *gl_test_stream(lua_State *L, int idx) { (void)L; (void)idx; return NULL; }
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define EVENT_T "cuda.event"
+#define GRAPH_T "cuda.graph"
+#define NOTES_KEY "gpulab.capture_notes" /* registry: objects used by the capture under way */
+#define BENCH_MAX_REPS 1000000
+
+typedef struct gl_event {
+    CUevent handle; /* NULL once freed */
+    bool timing;
+    bool recorded;
+} gl_event;
+
+typedef enum { REF_ARRAY, REF_HOST, REF_TENSORMAP, REF_MODULE, REF_EVENT, REF_GRAPH } ref_kind;
+typedef struct graph_ref {
+    ref_kind kind;
+    void *obj; /* kept alive by the graph's uservalue table */
+} graph_ref;
+
+typedef struct gl_graph {
+    CUgraphExec exec; /* NULL once freed, or before instantiation */
+    size_t nodes;
+    int nrefs;
+    graph_ref *refs;  /* what each replay uses (malloc'd) */
+    gl_use use;       /* replays mark it: the executable graph outlives queued replays */
+} gl_graph;
+/* uservalue 1: table whose keys are every object the captured work used */
+
+static struct {
+    bool active;
+    gl_stream *stream;
+    bool free_after; /* the capturing stream was freed inside fn: release it after the capture */
+} cap;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------------------------ */
+/* Validates an options table at idx (nil/none allowed) and its keys. */
+static bool opt_table(lua_State *L, int idx, const char *const known[], const char *fn,
+                      const char *shape) {
+    if (lua_isnoneornil(L, idx)) return false;
+    if (lua_type(L, idx) != LUA_TTABLE)
+        luaL_error(L, "bad argument #%d to '%s' (options table %s expected, got %s)", idx, fn, shape,
+                   gl_type_name(L, idx));
+    gl_check_known_fields(L, idx, known, fn);
+    return true;
+}
+
+/* The 'timeout' field of table t in seconds; -1 when absent or infinite (wait for ever). */
+static double timeout_field(lua_State *L, int t, const char *fn) {
+    lua_getfield(L, t, "timeout");
+    bool present = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (!present) return -1;
+    double v = gl_opt_num_field(L, t, "timeout", -1, fn);
+    if (!(v >= 0)) luaL_error(L, "%s: option 'timeout' must be >= 0 seconds, got %f", fn, v);
+    return isinf(v) ? -1 : v;
+}
+
+/* {timeout=seconds} at idx, or nil. */
+static double opt_timeout(lua_State *L, int idx, const char *fn) {
+    static const char *const known[] = {"timeout", NULL};
+    if (!opt_table(L, idx, known, fn, "{timeout=seconds}")) return -1;
+    return timeout_field(L, idx, fn);
+}
+
+static __attribute__((noreturn)) void raise_timeout(lua_State *L, const char *fn, double t) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_pushfstring(L, "%s: timed out after %f s waiting for the GPU", fn, t);
+    luaL_addvalue(&b);
+    gl_log_describe(&b);
+    luaL_addstring(&b, " (the work is still running; a kernel that never ends needs a restart)");
+    luaL_pushresult(&b);
+    lua_error(L);
+    abort();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Streams
+ * ------------------------------------------------------------------------------------------ */
+gl_stream *gl_test_stream(lua_State *L, int idx) { return luaL_testudata(L, idx, GL_STREAM_T); }
+
+static gl_stream *check_stream(lua_State *L, int idx, const char *fn) {
+    gl_stream *s = gl_test_stream(L, idx);
+    if (s == NULL)
+        luaL_error(L, "bad argument #%d to '%s' (cuda.stream expected, got %s)", idx, fn,
+                   gl_type_name(L, idx));
+    if (s->track == NULL) luaL_error(L, "%s: the cuda.stream was freed", fn);
+    return s;
+}
+
 gl_stream_track *gl_opt_stream_track(lua_State *L, int idx, const char *fn) {
-    (void)L; (void)idx; (void)fn; return gl_default_track();
+    if (lua_isnoneornil(L, idx)) return gl_default_track();
+    return check_stream(L, idx, fn)->track;
+}
+
+/* One release path for __gc, __close and s:free(): never raises, idempotent. */
+static void stream_release(gl_stream *s) {
+    if (s->track == NULL) return;
+    if (cap.active && cap.stream == s) { /* the capture still needs the handle to end */
+        cap.free_after = true;
+        return;
+    }
+    gl_track_retire(s->track);
+    s->track = NULL;
+    s->handle = NULL;
+    gl_live.streams--;
+}
+
+static int stream_free(lua_State *L) {
+    gl_stream *s = luaL_testudata(L, 1, GL_STREAM_T);
+    if (s) stream_release(s);
+    return 0;
+}
+
+static int l_stream(lua_State *L) {
+    const char *fn = "cuda.stream";
+    static const char *const known[] = {"nonblocking", "priority", NULL};
+    bool nonblocking = false, have_priority = false;
+    lua_Integer priority = 0;
+    if (opt_table(L, 1, known, fn, "{nonblocking=, priority=}")) {
+        nonblocking = gl_opt_bool_field(L, 1, "nonblocking", false, fn);
+        have_priority = lua_getfield(L, 1, "priority") != LUA_TNIL;
+        lua_pop(L, 1);
+        priority = gl_opt_int_field(L, 1, "priority", 0, fn);
+    }
+    gl_require_gpu(L, fn);
+    int least = 0, greatest = 0; /* numerically: greatest <= least; lower is more urgent */
+    GL_CHECK(L, gl_cu.cuCtxGetStreamPriorityRange(&least, &greatest), fn,
+             "cuCtxGetStreamPriorityRange");
+    if (!have_priority) priority = least;
+    if (priority < greatest || priority > least)
+        luaL_error(L, "%s: priority %I is out of this device's range %d..%d (%d is the highest "
+                      "priority, %d the default)", fn, priority, greatest, least, greatest, least);
+    gl_stream *s = lua_newuserdatauv(L, sizeof *s, 0);
+    memset(s, 0, sizeof *s);
+    luaL_setmetatable(L, GL_STREAM_T);
+    CUstream h;
+    GL_CHECK(L, gl_cu.cuStreamCreateWithPriority(&h, nonblocking ? CU_STREAM_NON_BLOCKING : 0,
+                                                 (int)priority),
+             fn, "cuStreamCreateWithPriority");
+    gl_stream_track *t = gl_track_new(h);
+    if (t == NULL) {
+        gl_cu.cuStreamDestroy(h);
+        luaL_error(L, "%s: out of host memory", fn);
+    }
+    s->handle = h;
+    s->track = t;
+    s->priority = (int)priority;
+    s->nonblocking = nonblocking;
+    gl_live.streams++;
+    return 1;
+}
+
+/* Syncs and queries are not allowed on a stream while it is being captured. */
+static void refuse_in_capture(lua_State *L, const gl_stream *s, const char *fn) {
+    if (cap.active && cap.stream == s)
+        luaL_error(L, "%s: the stream is being captured (s:capture records work, nothing runs "
+                      "until g:launch; sync after the capture)", fn);
+}
+
+static int l_stream_sync(lua_State *L) {
+    const char *fn = "s:sync";
+    gl_stream *s = check_stream(L, 1, fn);
+    double timeout = opt_timeout(L, 2, fn);
+    refuse_in_capture(L, s, fn);
+    gl_wait(L, s->handle, timeout, fn);
+    return 0;
+}
+
+static int l_stream_query(lua_State *L) {
+    const char *fn = "s:query";
+    gl_stream *s = check_stream(L, 1, fn);
+    gl_require_gpu(L, fn);
+    refuse_in_capture(L, s, fn);
+    CUresult r = gl_cu.cuStreamQuery(s->handle);
+    if (r == CUDA_ERROR_NOT_READY) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    GL_CHECK(L, r, fn, "cuStreamQuery");
+    gl_log_sync_ok(s->handle); /* idle: everything it ran is complete */
+    gl_release_drain();
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static gl_event *check_event(lua_State *L, int idx, const char *fn);
+
+static int l_stream_wait(lua_State *L) {
+    const char *fn = "s:wait";
+    gl_stream *s = check_stream(L, 1, fn);
+    gl_event *e = check_event(L, 2, fn);
+    gl_require_gpu(L, fn);
+    GL_CHECK(L, gl_cu.cuStreamWaitEvent(s->handle, e->handle, 0), fn, "cuStreamWaitEvent");
+    gl_capture_note(L, 2);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int stream_tostring(lua_State *L) {
+    gl_stream *s = luaL_checkudata(L, 1, GL_STREAM_T);
+    if (s->track == NULL) {
+        lua_pushliteral(L, "cuda.stream (freed)");
+        return 1;
+    }
+    lua_pushfstring(L, "cuda.stream %p (%s, priority %d%s)", (void *)s->handle,
+                    s->nonblocking ? "non-blocking" : "blocking", s->priority,
+                    cap.active && cap.stream == s ? ", capturing" : "");
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Events
+ * ------------------------------------------------------------------------------------------ */
+static gl_event *check_event(lua_State *L, int idx, const char *fn) {
+    gl_event *e = luaL_testudata(L, idx, EVENT_T);
+    if (e == NULL)
+        luaL_error(L, "bad argument #%d to '%s' (cuda.event expected, got %s)", idx, fn,
+                   gl_type_name(L, idx));
+    if (e->handle == NULL) luaL_error(L, "%s: the cuda.event was freed", fn);
+    return e;
+}
+
+static void event_release(gl_event *e) {
+    if (e->handle == NULL) return;
+    /* the driver keeps an event alive until work recorded on it completes */
+    if (gl_context_usable()) gl_cu.cuEventDestroy(e->handle);
+    e->handle = NULL;
+    gl_live.events--;
+}
+
+static int event_free(lua_State *L) {
+    gl_event *e = luaL_testudata(L, 1, EVENT_T);
+    if (e) event_release(e);
+    return 0;
+}
+
+static int l_event(lua_State *L) {
+    const char *fn = "cuda.event";
+    static const char *const known[] = {"timing", NULL};
+    bool timing = true;
+    if (opt_table(L, 1, known, fn, "{timing=true|false}"))
+        timing = gl_opt_bool_field(L, 1, "timing", true, fn);
+    gl_require_gpu(L, fn);
+    gl_event *e = lua_newuserdatauv(L, sizeof *e, 0);
+    memset(e, 0, sizeof *e);
+    luaL_setmetatable(L, EVENT_T);
+    CUevent h;
+    GL_CHECK(L, gl_cu.cuEventCreate(&h, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING), fn,
+             "cuEventCreate");
+    e->handle = h;
+    e->timing = timing;
+    gl_live.events++;
+    return 1;
+}
+
+static int l_event_record(lua_State *L) {
+    const char *fn = "e:record";
+    gl_event *e = check_event(L, 1, fn);
+    gl_stream_track *t = gl_opt_stream_track(L, 2, fn);
+    gl_require_gpu(L, fn);
+    GL_CHECK(L, gl_cu.cuEventRecord(e->handle, gl_track_handle(t)), fn, "cuEventRecord");
+    e->recorded = true;
+    gl_capture_note(L, 1);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* Waits for an event; with a deadline (seconds >= 0) by polling, as gl_wait does for streams. */
+static void wait_event(lua_State *L, CUevent ev, double timeout, const char *fn) {
+    CUresult r;
+    if (timeout < 0) {
+        r = gl_cu.cuEventSynchronize(ev);
+    } else {
+        double end = now_s() + timeout;
+        long sleep_ns = 2000;
+        while ((r = gl_cu.cuEventQuery(ev)) == CUDA_ERROR_NOT_READY) {
+            if (now_s() >= end) raise_timeout(L, fn, timeout);
+            struct timespec ts = {0, sleep_ns};
+            nanosleep(&ts, NULL);
+            if (sleep_ns < 1000000) sleep_ns *= 2;
+        }
+    }
+    GL_CHECK(L, r, fn, timeout < 0 ? "cuEventSynchronize" : "cuEventQuery");
+}
+
+static int l_event_sync(lua_State *L) {
+    const char *fn = "e:sync";
+    gl_event *e = check_event(L, 1, fn);
+    double timeout = opt_timeout(L, 2, fn);
+    gl_require_gpu(L, fn);
+    wait_event(L, e->handle, timeout, fn);
+    gl_release_drain();
+    return 0;
+}
+
+static int l_event_query(lua_State *L) {
+    const char *fn = "e:query";
+    gl_event *e = check_event(L, 1, fn);
+    gl_require_gpu(L, fn);
+    CUresult r = gl_cu.cuEventQuery(e->handle);
+    if (r != CUDA_ERROR_NOT_READY) GL_CHECK(L, r, fn, "cuEventQuery");
+    lua_pushboolean(L, r == CUDA_SUCCESS);
+    return 1;
+}
+
+/* e:elapsed(e0): milliseconds from e0 to e, both recorded with timing and complete. */
+static int l_event_elapsed(lua_State *L) {
+    const char *fn = "e:elapsed";
+    gl_event *end = check_event(L, 1, fn);
+    gl_event *start = check_event(L, 2, fn);
+    gl_require_gpu(L, fn);
+    if (!start->timing || !end->timing)
+        luaL_error(L, "%s: the %s event was created with timing=false", fn,
+                   start->timing ? "end" : "start");
+    if (!start->recorded) luaL_error(L, "%s: start event was never recorded (e0:record(s) first)", fn);
+    if (!end->recorded) luaL_error(L, "%s: end event was never recorded (e:record(s) first)", fn);
+    float ms = 0;
+    CUresult r = gl_cu.cuEventElapsedTime(&ms, start->handle, end->handle);
+    if (r == CUDA_ERROR_NOT_READY)
+        luaL_error(L, "%s: the work before the events has not completed yet (e:sync() first)", fn);
+    GL_CHECK(L, r, fn, "cuEventElapsedTime");
+    lua_pushnumber(L, (lua_Number)ms);
+    return 1;
+}
+
+static int event_tostring(lua_State *L) {
+    gl_event *e = luaL_checkudata(L, 1, EVENT_T);
+    if (e->handle == NULL)
+        lua_pushliteral(L, "cuda.event (freed)");
+    else
+        lua_pushfstring(L, "cuda.event %p (%s, %s)", (void *)e->handle,
+                        e->timing ? "timing" : "no timing", e->recorded ? "recorded" : "never recorded");
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Capture and graphs
+ * ------------------------------------------------------------------------------------------ */
+bool gl_capture_active(void) { return cap.active; }
+
+void gl_capture_note(lua_State *L, int idx) {
+    if (!cap.active || lua_type(L, idx) != LUA_TUSERDATA) return;
+    idx = lua_absindex(L, idx);
+    lua_getfield(L, LUA_REGISTRYINDEX, NOTES_KEY);
+    lua_pushvalue(L, idx);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
+static gl_graph *check_graph(lua_State *L, int idx, const char *fn) {
+    gl_graph *g = luaL_testudata(L, idx, GRAPH_T);
+    if (g == NULL)
+        luaL_error(L, "bad argument #%d to '%s' (cuda.graph expected, got %s)", idx, fn,
+                   gl_type_name(L, idx));
+    if (g->exec == NULL) luaL_error(L, "%s: the cuda.graph was freed", fn);
+    return g;
+}
+
+static void destroy_exec(void *handle, uintptr_t extra) {
+    (void)extra;
+    gl_cu.cuGraphExecDestroy((CUgraphExec)handle);
+}
+
+static int graph_free(lua_State *L) {
+    gl_graph *g = luaL_testudata(L, 1, GRAPH_T);
+    if (g == NULL) return 0;
+    free(g->refs);
+    g->refs = NULL;
+    g->nrefs = 0;
+    lua_pushnil(L); /* the objects it used may go now: each waits for its own marked work */
+    lua_setiuservalue(L, 1, 1);
+    if (g->exec == NULL) return 0;
+    gl_release(&g->use, destroy_exec, g->exec, 0);
+    g->exec = NULL;
+    gl_live.graphs--;
+    return 0;
+}
+
+/* The C view of what the captured work used: one entry per object of a known type. */
+static bool collect_refs(lua_State *L, int notes, gl_graph *g) {
+    int n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, notes)) {
+        lua_pop(L, 1);
+        n++;
+    }
+    if (n == 0) return true;
+    g->refs = calloc((size_t)n, sizeof *g->refs);
+    if (g->refs == NULL) return false;
+    lua_pushnil(L);
+    while (lua_next(L, notes)) {
+        lua_pop(L, 1);
+        graph_ref r = {REF_ARRAY, NULL};
+        gl_kernel *k;
+        if ((r.obj = luaL_testudata(L, -1, GL_ARRAY_T))) r.kind = REF_ARRAY;
+        else if ((r.obj = luaL_testudata(L, -1, GL_HOST_T))) r.kind = REF_HOST;
+        else if ((r.obj = gl_test_tensormap(L, -1))) r.kind = REF_TENSORMAP;
+        else if ((r.obj = luaL_testudata(L, -1, GL_MODULE_T))) r.kind = REF_MODULE;
+        else if ((k = luaL_testudata(L, -1, GL_KERNEL_T))) r.kind = REF_MODULE, r.obj = k->module;
+        else if ((r.obj = luaL_testudata(L, -1, EVENT_T))) r.kind = REF_EVENT;
+        else if ((r.obj = luaL_testudata(L, -1, GRAPH_T))) r.kind = REF_GRAPH;
+        if (r.obj) g->refs[g->nrefs++] = r;
+    }
+    return true;
+}
+
+/* Ends the capture begun on s whatever happened in fn; returns the captured graph or NULL. */
+static CUgraph end_capture(lua_State *L, gl_stream *s, CUresult *r) {
+    CUgraph graph = NULL;
+    *r = gl_cu.cuStreamEndCapture(s->handle, &graph);
+    cap.active = false;
+    cap.stream = NULL;
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, NOTES_KEY);
+    if (cap.free_after) stream_release(s);
+    return *r == CUDA_SUCCESS ? graph : NULL;
+}
+
+static int l_stream_capture(lua_State *L) {
+    const char *fn = "s:capture";
+    gl_stream *s = luaL_testudata(L, 1, GL_STREAM_T);
+    if (s == NULL)
+        luaL_error(L, "bad argument #1 to '%s' (cuda.stream expected, got %s; the default stream "
+                      "cannot be captured: use cuda.stream())", fn, gl_type_name(L, 1));
+    check_stream(L, 1, fn);
+    if (lua_type(L, 2) != LUA_TFUNCTION)
+        luaL_error(L, "bad argument #2 to '%s' (function expected, got %s)", fn, gl_type_name(L, 2));
+    if (cap.active) luaL_error(L, "%s: a capture is already under way (captures do not nest)", fn);
+    gl_require_gpu(L, fn);
+    lua_settop(L, 2);
+    gl_graph *g = lua_newuserdatauv(L, sizeof *g, 1); /* 3: the result, empty until the end */
+    memset(g, 0, sizeof *g);
+    luaL_setmetatable(L, GRAPH_T);
+    lua_newtable(L);                                  /* 4: the objects the work uses */
+    lua_pushvalue(L, 4);
+    lua_setiuservalue(L, 3, 1);
+    lua_pushvalue(L, 4);
+    lua_setfield(L, LUA_REGISTRYINDEX, NOTES_KEY);
+    GL_CHECK(L, gl_cu.cuStreamBeginCapture(s->handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), fn,
+             "cuStreamBeginCapture");
+    cap.active = true;
+    cap.stream = s;
+    cap.free_after = false;
+    /* Finalizers free memory, which the driver refuses while this thread captures (and would
+     * invalidate the capture): the automatic collector waits until the capture ends. */
+    bool collecting = lua_gc(L, LUA_GCISRUNNING);
+    lua_gc(L, LUA_GCSTOP);
+    lua_pushvalue(L, 2);
+    int status = lua_pcall(L, 0, 0, 0);
+    if (collecting) lua_gc(L, LUA_GCRESTART);
+    CUresult r;
+    CUgraph graph = end_capture(L, s, &r);
+    if (status != LUA_OK) { /* the original error, with the partial graph discarded */
+        if (graph) gl_cu.cuGraphDestroy(graph);
+        lua_error(L);
+    }
+    if (r != CUDA_SUCCESS)
+        gl_raise_cuda(L, r, fn, "cuStreamEndCapture (the function did something that cannot be "
+                                "captured: a sync, a synchronous copy, an allocation or a free)");
+    size_t nodes = 0;
+    r = gl_cu.cuGraphGetNodes(graph, NULL, &nodes);
+    const char *step = "cuGraphGetNodes";
+    CUgraphExec exec = NULL;
+    if (r == CUDA_SUCCESS) {
+        step = "cuGraphInstantiateWithFlags";
+        r = gl_cu.cuGraphInstantiateWithFlags(&exec, graph, 0);
+    }
+    gl_cu.cuGraphDestroy(graph); /* the executable graph does not need it */
+    if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, step);
+    g->exec = exec;
+    g->nodes = nodes;
+    gl_live.graphs++;
+    if (!collect_refs(L, 4, g)) luaL_error(L, "%s: out of host memory", fn); /* __gc frees it */
+    lua_settop(L, 3);
+    return 1;
+}
+
+/* Raises if an object the graph's work uses was freed since the capture. */
+static void check_refs_alive(lua_State *L, const gl_graph *g, const char *fn) {
+    static const char *const names[] = {GL_ARRAY_T, GL_HOST_T, GL_TENSORMAP_T, GL_MODULE_T,
+                                        EVENT_T, GRAPH_T};
+    for (int i = 0; i < g->nrefs; i++) {
+        const graph_ref *r = &g->refs[i];
+        bool alive = true;
+        switch (r->kind) {
+        case REF_ARRAY: alive = ((gl_array *)r->obj)->ptr != 0; break;
+        case REF_HOST: alive = ((gl_host *)r->obj)->data != NULL; break;
+        case REF_TENSORMAP: alive = ((gl_tensormap *)r->obj)->valid; break;
+        case REF_MODULE: alive = ((gl_module *)r->obj)->handle != NULL; break;
+        case REF_EVENT: alive = ((gl_event *)r->obj)->handle != NULL; break;
+        case REF_GRAPH: alive = ((gl_graph *)r->obj)->exec != NULL; break;
+        }
+        if (!alive)
+            luaL_error(L, "%s: the graph uses a %s that was freed after the capture", fn, names[r->kind]);
+    }
+}
+
+static void mark_refs(gl_graph *g, gl_stream_track *t, uint64_t seq) {
+    for (int i = 0; i < g->nrefs; i++) {
+        void *o = g->refs[i].obj;
+        switch (g->refs[i].kind) {
+        case REF_ARRAY: gl_use_mark(&((gl_array *)o)->use, t, seq); break;
+        case REF_HOST: gl_use_mark(&((gl_host *)o)->use, t, seq); break;
+        case REF_TENSORMAP: gl_use_mark(&((gl_tensormap *)o)->use, t, seq); break;
+        case REF_MODULE: gl_use_mark(&((gl_module *)o)->use, t, seq); break;
+        case REF_GRAPH: gl_use_mark(&((gl_graph *)o)->use, t, seq); break;
+        case REF_EVENT: break; /* the driver keeps events alive while work refers to them */
+        }
+    }
+    gl_use_mark(&g->use, t, seq);
+}
+
+static int l_graph_launch(lua_State *L) {
+    const char *fn = "g:launch";
+    gl_graph *g = check_graph(L, 1, fn);
+    gl_stream_track *t = gl_opt_stream_track(L, 2, fn);
+    gl_require_gpu(L, fn);
+    check_refs_alive(L, g, fn);
+    mark_refs(g, t, gl_next_seq());
+    gl_capture_note(L, 1); /* a replay inside a capture becomes a child graph */
+    static const unsigned one[3] = {1, 1, 1};
+    char name[64];
+    snprintf(name, sizeof name, "cuda.graph[%zu nodes]", g->nodes);
+    gl_log_launch(name, one, one, gl_track_handle(t));
+    GL_CHECK(L, gl_cu.cuGraphLaunch(g->exec, gl_track_handle(t)), fn, "cuGraphLaunch");
+    return 0;
+}
+
+static int graph_index(lua_State *L) {
+    gl_graph *g = luaL_checkudata(L, 1, GRAPH_T);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1)); /* methods first */
+    if (!lua_isnil(L, -1) || lua_type(L, 2) != LUA_TSTRING) return 1;
+    const char *key = lua_tostring(L, 2);
+    if (strcmp(key, "nodes") == 0) lua_pushinteger(L, (lua_Integer)g->nodes);
+    else if (strcmp(key, "objects") == 0) lua_pushinteger(L, g->nrefs);
+    else lua_pushnil(L);
+    return 1;
+}
+
+static int graph_tostring(lua_State *L) {
+    gl_graph *g = luaL_checkudata(L, 1, GRAPH_T);
+    if (g->exec == NULL)
+        lua_pushliteral(L, "cuda.graph (freed)");
+    else
+        lua_pushfstring(L, "cuda.graph %p (%d nodes, holds %d objects)", (void *)g->exec,
+                        (int)g->nodes, g->nrefs);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * cuda.bench(fn, {warmup=3, reps=20, stream=s, timeout=}): device time of the work fn enqueues,
+ * one event pair per call and a sync on the end event, so each sample starts on an idle
+ * stream (it includes the host's time to enqueue the work: for tiny kernels, launch overhead).
+ * ------------------------------------------------------------------------------------------ */
+typedef struct bench_run {
+    lua_Integer warmup, reps;
+    double timeout;
+    gl_stream *stream; /* NULL: the default stream; re-checked each rep (fn may free it) */
+    CUevent start, end;
+} bench_run;
+
+static CUstream bench_stream(lua_State *L, const bench_run *b, const char *fn) {
+    if (b->stream == NULL) return NULL;
+    if (b->stream->track == NULL) luaL_error(L, "%s: the cuda.stream was freed", fn);
+    return b->stream->handle;
+}
+
+/* Runs under lua_pcall with (run, fn, samples): the caller destroys the events either way. */
+static int bench_body(lua_State *L) {
+    const char *fn = "cuda.bench";
+    bench_run *b = lua_touserdata(L, 1);
+    for (lua_Integer i = 0; i < b->warmup + b->reps; i++) {
+        GL_CHECK(L, gl_cu.cuEventRecord(b->start, bench_stream(L, b, fn)), fn, "cuEventRecord");
+        lua_pushvalue(L, 2);
+        lua_call(L, 0, 0);
+        GL_CHECK(L, gl_cu.cuEventRecord(b->end, bench_stream(L, b, fn)), fn, "cuEventRecord");
+        wait_event(L, b->end, b->timeout, fn);
+        float ms = 0;
+        GL_CHECK(L, gl_cu.cuEventElapsedTime(&ms, b->start, b->end), fn, "cuEventElapsedTime");
+        if (i >= b->warmup) {
+            lua_pushnumber(L, ms);
+            lua_rawseti(L, 3, i - b->warmup + 1);
+        }
+    }
+    return 0;
+}
+
+static lua_Integer count_field(lua_State *L, int t, const char *name, lua_Integer def,
+                               lua_Integer lo, const char *fn) {
+    lua_Integer v = gl_opt_int_field(L, t, name, def, fn);
+    if (v < lo || v > BENCH_MAX_REPS)
+        luaL_error(L, "%s: option '%s' must be %I..%d, got %I", fn, name, lo, BENCH_MAX_REPS, v);
+    return v;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void push_bench_result(lua_State *L, int samples, const bench_run *b) {
+    int n = (int)b->reps;
+    double *v = lua_newuserdatauv(L, (size_t)n * sizeof *v, 0); /* scratch, collected later */
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, samples, i + 1);
+        v[i] = lua_tonumber(L, -1);
+        lua_pop(L, 1);
+        sum += v[i];
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    lua_createtable(L, 0, 7);
+    lua_pushnumber(L, n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
+    lua_setfield(L, -2, "median");
+    lua_pushnumber(L, v[0]);
+    lua_setfield(L, -2, "min");
+    lua_pushnumber(L, v[n - 1]);
+    lua_setfield(L, -2, "max");
+    lua_pushnumber(L, sum / n);
+    lua_setfield(L, -2, "mean");
+    lua_pushvalue(L, samples);
+    lua_setfield(L, -2, "samples");
+    lua_pushinteger(L, b->reps);
+    lua_setfield(L, -2, "reps");
+    lua_pushinteger(L, b->warmup);
+    lua_setfield(L, -2, "warmup");
+}
+
+static int l_bench(lua_State *L) {
+    const char *fn = "cuda.bench";
+    static const char *const known[] = {"warmup", "reps", "stream", "timeout", NULL};
+    if (lua_type(L, 1) != LUA_TFUNCTION)
+        luaL_error(L, "bad argument #1 to '%s' (function expected, got %s)", fn, gl_type_name(L, 1));
+    bench_run b = {3, 20, -1, NULL, NULL, NULL};
+    lua_settop(L, 2);
+    if (opt_table(L, 2, known, fn, "{warmup=, reps=, stream=, timeout=}")) {
+        b.warmup = count_field(L, 2, "warmup", 3, 0, fn);
+        b.reps = count_field(L, 2, "reps", 20, 1, fn);
+        b.timeout = timeout_field(L, 2, fn);
+        lua_getfield(L, 2, "stream"); /* 3: kept on the stack while fn runs */
+        if (!lua_isnil(L, 3) && gl_test_stream(L, 3) == NULL)
+            luaL_error(L, "%s: option 'stream' must be a cuda.stream, got %s", fn, gl_type_name(L, 3));
+        if (!lua_isnil(L, 3)) b.stream = check_stream(L, 3, fn);
+    }
+    lua_settop(L, 3);
+    if (cap.active) luaL_error(L, "%s: not available while a stream capture is under way", fn);
+    gl_require_gpu(L, fn);
+    lua_createtable(L, (int)b.reps, 0); /* 4: samples */
+    GL_CHECK(L, gl_cu.cuEventCreate(&b.start, CU_EVENT_DEFAULT), fn, "cuEventCreate");
+    CUresult r = gl_cu.cuEventCreate(&b.end, CU_EVENT_DEFAULT);
+    if (r != CUDA_SUCCESS) {
+        gl_cu.cuEventDestroy(b.start);
+        gl_raise_cuda(L, r, fn, "cuEventCreate");
+    }
+    lua_pushcfunction(L, bench_body);
+    lua_pushlightuserdata(L, &b);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 4);
+    int status = lua_pcall(L, 3, 0, 0);
+    if (gl_context_usable()) {
+        gl_cu.cuEventDestroy(b.start);
+        gl_cu.cuEventDestroy(b.end);
+    }
+    if (status != LUA_OK) lua_error(L);
+    CUstream h = b.stream && b.stream->track ? b.stream->handle : NULL;
+    gl_log_sync_ok(h); /* the last end event completed: so did everything before it there */
+    gl_release_drain();
+    push_bench_result(L, 4, &b);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+void gl_open_stream(lua_State *L) {
+    static const luaL_Reg stream_meta[] = {{"__gc", stream_free}, {"__close", stream_free},
+                                           {"__tostring", stream_tostring}, {NULL, NULL}};
+    static const luaL_Reg stream_methods[] = {
+        {"sync", l_stream_sync}, {"query", l_stream_query}, {"wait", l_stream_wait},
+        {"capture", l_stream_capture}, {"free", stream_free}, {NULL, NULL}};
+    gl_new_class(L, GL_STREAM_T, stream_meta, stream_methods);
+
+    static const luaL_Reg event_meta[] = {{"__gc", event_free}, {"__close", event_free},
+                                          {"__tostring", event_tostring}, {NULL, NULL}};
+    static const luaL_Reg event_methods[] = {
+        {"record", l_event_record}, {"sync", l_event_sync}, {"query", l_event_query},
+        {"elapsed", l_event_elapsed}, {"free", event_free}, {NULL, NULL}};
+    gl_new_class(L, EVENT_T, event_meta, event_methods);
+
+    static const luaL_Reg graph_meta[] = {{"__gc", graph_free}, {"__close", graph_free},
+                                          {"__tostring", graph_tostring}, {NULL, NULL}};
+    static const luaL_Reg graph_methods[] = {{"launch", l_graph_launch}, {"free", graph_free},
+                                             {NULL, NULL}};
+    gl_new_class(L, GRAPH_T, graph_meta, graph_methods);
+    luaL_getmetatable(L, GRAPH_T); /* fields (nodes, objects) beside the methods */
+    lua_getfield(L, -1, "__index");
+    lua_pushcclosure(L, graph_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+
+    static const luaL_Reg fns[] = {{"stream", l_stream}, {"event", l_event}, {"bench", l_bench},
+                                   {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
 }
