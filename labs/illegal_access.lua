@@ -1,0 +1,226 @@
+-- illegal_access.lua — seed §5: triaging a device illegal memory access.
+--
+-- Claims: a device fault is asynchronous: the launch returns success and a later call (one
+-- that has nothing to do with the bug) reports it; CUDA_LAUNCH_BLOCKING=1 moves the report to
+-- the launch; after such an error the context is unusable (a new process is the recovery);
+-- compute-sanitizer's memcheck names kernel, source line, thread and block, racecheck finds
+-- shared-memory hazards, synccheck barrier misuse; none of them proves a cross-stream protocol
+-- correct. Every faulty run happens in a child process (cuda.run_isolated), so this process
+-- keeps a healthy context; the children live in labs/children/.
+local lab = require("gpulab.lab")
+
+local L = lab.new {
+  name = "illegal_access",
+  title = "Illegal access: asynchronous errors, poisoned contexts and the sanitizers",
+  claims = "seed §5",
+  params = {
+    { name = "sanitizers", default = true, help = "run the compute-sanitizer parts (when the tool exists)" },
+    { name = "timeout", default = 120, min = 5, max = 1200, help = "deadline per child process (s)" },
+  },
+}
+local P = L.params
+local CHILDREN = cuda.home .. "/labs/children/"
+package.path = CHILDREN .. "?.lua;" .. package.path
+local C = require("faults_common")
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function gpulab_exe()
+  local i = 0
+  while arg[i - 1] do i = i - 1 end
+  return arg[i]
+end
+
+-- The source line of the planted bug, to check what memcheck names.
+local function bug_line()
+  local n = 0
+  for line in io.lines(cuda.home .. "/kernels/faults.cu") do
+    n = n + 1
+    if line:find("the bug: index past the end", 1, true) then return n end
+  end
+end
+
+local function short(text, max)
+  text = tostring(text or ""):gsub("%s+", " ")
+  max = max or 140
+  return #text > max and text:sub(1, max - 3) .. "..." or text
+end
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Setup")
+local prog = cuda.compile_file(cuda.home .. "/kernels/faults.cu", { arch = "sm_90a", std = "c++17", names = C.NAMES })
+L:note("kernels/faults.cu compiled for sm_90a: oob_write, neighbour_sum<false|true>, divergent_barrier, "
+  .. "slow_producer, consumer (" .. #prog.cubin .. " B cubin)")
+local LINE = bug_line()
+L:note(string.format("the planted bug: kernels/faults.cu:%d, thread 17 of block 3 of oob_write", LINE))
+if not L:gpu() then os.exit(L:finish()) end
+
+-- Runs a child natively; returns {steps={name={ok=,text=}}, order={...}, raw=result}.
+local function child(script, args, env)
+  local r = cuda.run_isolated(CHILDREN .. script, { args = args, timeout = P.timeout, env = env })
+  local steps, order = {}, {}
+  for name, text in (r.stdout or ""):gmatch("STEP (%w+): ([^\n]*)") do
+    steps[name] = { ok = text:match("^ok") ~= nil, text = text }
+    order[#order + 1] = name
+  end
+  return { steps = steps, order = order, raw = r, result = (r.stdout or ""):match("RESULT ([^\n]*)") }
+end
+
+local function first_error(run)
+  for _, name in ipairs(run.order) do
+    if not run.steps[name].ok then return name, run.steps[name].text end
+  end
+end
+
+local function step_cell(run, name)
+  local s = run.steps[name]
+  if not s then return "(not reached)" end
+  return short(s.text, 90)
+end
+
+-- ---------------------------------------------------------------------------------------------
+L:section("An out-of-bounds write, natively")
+local async = child("oob_write.lua", { "far" })
+local blocking = child("oob_write.lua", { "far" }, { CUDA_LAUNCH_BLOCKING = "1" })
+local edge = child("oob_write.lua", { "edge" })
+local rows = {}
+for _, name in ipairs { "launch", "alloc", "sync", "next" } do
+  rows[#rows + 1] = { name, step_cell(async, name), step_cell(blocking, name), step_cell(edge, name) }
+end
+L:table({ "step", "16 GiB past the end", "same, CUDA_LAUNCH_BLOCKING=1", "1 element past the end" }, rows)
+L:note("steps: launch; 100 ms of host work with no CUDA call; an unrelated cuda.array; cuda.sync; one more cuda.array")
+for label, run in pairs { async = async, blocking = blocking, edge = edge } do
+  L:record(label, { status = run.raw.status, code = run.raw.code, stdout = run.raw.stdout, stderr = short(run.raw.stderr, 2000) })
+  if #run.order == 0 then L:fail(label .. " child printed no steps: " .. short(run.raw.stderr, 400)) end
+end
+
+local where, text = first_error(async)
+L:verdict("a faulting launch returns success; a later, unrelated call reports the error",
+  string.format("launch %s; first error at '%s': %s", async.steps.launch and async.steps.launch.text or "?",
+    tostring(where), short(text, 120)),
+  async.steps.launch ~= nil and async.steps.launch.ok and where ~= nil and where ~= "launch")
+local bwhere = first_error(blocking)
+L:verdict("with CUDA_LAUNCH_BLOCKING=1 the error is reported by the launch itself",
+  string.format("first error at '%s' (%s)", tostring(bwhere), short(bwhere and blocking.steps[bwhere].text, 100)),
+  (function()
+    if bwhere == nil then return nil end -- nothing failed: no evidence either way
+    return bwhere == "launch"
+  end)())
+local next_text = async.steps.next and async.steps.next.text or ""
+L:verdict("after the fault the context is poisoned: the next call fails too, without touching the bug",
+  short(next_text, 160), async.steps.next ~= nil and not async.steps.next.ok and next_text:find("poison") ~= nil)
+local edge_err = first_error(edge)
+L:verdict("a write just past the end is silent without a tool",
+  edge_err and ("error at " .. edge_err) or "every step succeeded", edge_err == nil and #edge.order == 4)
+
+-- ---------------------------------------------------------------------------------------------
+L:section("A cross-stream protocol, natively")
+local missing = child("stream_protocol.lua", { "missing" })
+local waited = child("stream_protocol.lua", { "waited" })
+local stale_missing = tonumber((missing.result or ""):match("stale=(%d+)"))
+local stale_waited = tonumber((waited.result or ""):match("stale=(%d+)"))
+L:table({ "consumer stream", "result" }, {
+  { "no s2:wait(e)", missing.result or short(missing.raw.stderr, 100) },
+  { "s2:wait(e) on the producer's event", waited.result or short(waited.raw.stderr, 100) },
+})
+if stale_waited ~= 0 then L:fail("the waited protocol read stale data: " .. tostring(waited.result)) end
+
+-- ---------------------------------------------------------------------------------------------
+L:section("compute-sanitizer")
+local function find_sanitizer()
+  for _, p in ipairs { "compute-sanitizer", "/usr/local/cuda/bin/compute-sanitizer" } do
+    if os.execute("command -v " .. shell_quote(p) .. " >/dev/null 2>&1") then return p end
+  end
+  local home = os.getenv("CUDA_HOME")
+  if home and os.execute("test -x " .. shell_quote(home .. "/bin/compute-sanitizer")) then return home end
+end
+
+if not P.sanitizers then
+  L:note("--no-sanitizers: skipped")
+  os.exit(L:finish())
+end
+if not find_sanitizer() then
+  L:note("compute-sanitizer not found (PATH, /usr/local/cuda/bin, $CUDA_HOME/bin): the tool verdicts are skipped")
+  os.exit(L:finish())
+end
+
+-- All tool runs start at once (each is its own process) and are read in turn.
+local runs = {
+  { key = "memcheck_edge", tool = "memcheck", script = "oob_write.lua", args = "edge" },
+  { key = "racecheck_race", tool = "racecheck", script = "shared_race.lua", args = "race" },
+  { key = "racecheck_fixed", tool = "racecheck", script = "shared_race.lua", args = "fixed" },
+  { key = "synccheck_divergent", tool = "synccheck", script = "divergent_barrier.lua", args = "" },
+  { key = "memcheck_streams", tool = "memcheck", script = "stream_protocol.lua", args = "missing" },
+  { key = "racecheck_streams", tool = "racecheck", script = "stream_protocol.lua", args = "missing" },
+  { key = "synccheck_streams", tool = "synccheck", script = "stream_protocol.lua", args = "missing" },
+}
+for _, r in ipairs(runs) do
+  local cmd = string.format("timeout %d %s --sanitize=%s %s %s 2>&1; echo \"EXIT $?\"", P.timeout,
+    shell_quote(gpulab_exe()), r.tool, shell_quote(CHILDREN .. r.script), r.args)
+  r.pipe = io.popen(cmd)
+end
+local by_key = {}
+for i, r in ipairs(runs) do
+  L:progress(i, #runs, "sanitizer runs")
+  r.out = r.pipe:read("a")
+  r.pipe:close()
+  r.exit = tonumber(r.out:match("EXIT (%d+)%s*$"))
+  r.errors = tonumber(r.out:match("ERROR SUMMARY: (%d+) error")) or
+      tonumber(r.out:match("RACECHECK SUMMARY: (%d+) hazard"))
+  r.hazards = tonumber(r.out:match("RACECHECK SUMMARY: (%d+) hazard"))
+  by_key[r.key] = r
+  L:record(r.key, { exit = r.exit, errors = r.errors, output = r.out:sub(1, 4000) })
+end
+
+local srows = {}
+for _, r in ipairs(runs) do
+  local first = r.out:match("=========%s+([^\n]*[Ee]rror[^\n]*)") or r.out:match("=========%s+(Invalid[^\n]*)") or
+      r.out:match("=========%s+(Race[^\n]*)") or ""
+  srows[#srows + 1] = { r.tool, r.script .. " " .. r.args, tostring(r.exit), tostring(r.errors or "?"), short(first, 80) }
+end
+L:table({ "tool", "child", "exit", "errors", "first report" }, srows)
+L:note("exit 99: the tool reported errors; 0: it reported none; 124: the run hit the deadline")
+
+-- memcheck: kernel, line, thread, block
+local mc = by_key.memcheck_edge
+local kernel = mc.out:match("at ([%w_]*oob_write)[^\n]*")
+local line = tonumber(mc.out:match("at [^\n]*oob_write[^\n]* in [^\n]*faults%.cu:(%d+)"))
+local thread = mc.out:match("by thread %((%d+,%d+,%d+)%)")
+local block = mc.out:match("in block %((%d+,%d+,%d+)%)")
+L:verdict("memcheck names the kernel, the source line, the thread and the block",
+  string.format("kernel %s, faults.cu:%s (bug at :%d), thread (%s), block (%s)", tostring(kernel), tostring(line),
+    LINE, tostring(thread), tostring(block)),
+  kernel ~= nil and line == LINE and thread == "17,0,0" and block == "3,0,0")
+L:verdict("memcheck finds the write just past the end that ran silently natively",
+  string.format("native: %s; memcheck exit %s with %s error(s)", edge_err and "error" or "no error", tostring(mc.exit),
+    tostring(mc.errors)),
+  edge_err == nil and mc.exit == 99 and (mc.errors or 0) > 0)
+
+local race, fixed = by_key.racecheck_race, by_key.racecheck_fixed
+L:verdict("racecheck reports the shared-memory race and is clean on the fixed twin",
+  string.format("without the barrier: exit %s, %s hazard(s); with it: exit %s, %s hazard(s)", tostring(race.exit),
+    tostring(race.hazards), tostring(fixed.exit), tostring(fixed.hazards)),
+  race.exit == 99 and (race.hazards or 0) > 0 and fixed.exit == 0)
+
+local sc = by_key.synccheck_divergent
+L:verdict("synccheck reports a barrier only part of the block reaches",
+  string.format("exit %s, %s error(s): %s", tostring(sc.exit), tostring(sc.errors),
+    short(sc.out:match("(Barrier error[^\n]*)") or sc.out:match("(Divergent[^\n]*)") or "", 80)),
+  sc.exit == 99 and (sc.errors or 0) > 0)
+
+local clean = true
+local parts = {}
+for _, key in ipairs { "memcheck_streams", "racecheck_streams", "synccheck_streams" } do
+  local r = by_key[key]
+  parts[#parts + 1] = string.format("%s exit %s", r.tool, tostring(r.exit))
+  if r.exit ~= 0 then clean = false end
+end
+local holds
+if clean and stale_missing and stale_missing > 0 then holds = true
+elseif not clean then holds = false end -- a tool flagged it: the claim would be refuted
+L:verdict("no tool proves a cross-stream protocol correct: a missing s2:wait(e) goes unreported",
+  string.format("natively the consumer read %s stale elements (%s with the wait); %s", tostring(stale_missing),
+    tostring(stale_waited), table.concat(parts, ", ")), holds)
+L:note("re-verify in normal asynchronous execution afterwards: the tools serialise work, which can hide a race in time")
+
+os.exit(L:finish())
