@@ -16,7 +16,8 @@ local L = lab.new {
   params = {
     { name = "rows", default = 8192, min = 64, help = "matrix rows (fp16)" },
     { name = "cols", default = 8192, min = 256, help = "matrix columns (fp16), a multiple of 256" },
-    { name = "scale", default = 2.0, help = "factor each element is multiplied by (a power of two keeps the host check exact)" },
+    { name = "scale", default = 2.0,
+      help = "factor each element is multiplied by (a power of two keeps the host check exact)" },
     { name = "reps", default = 20, min = 3, help = "timed repetitions per configuration (the median is reported)" },
   },
 }
@@ -150,7 +151,9 @@ do
   end
   check("int4 copy", function(a, b) copy_run(a, b, n)() end)
   for _, shape in ipairs(SHAPES) do
-    local function maps(a, b) return cuda.tensormap(map_spec(shape, rows, cols, a)), cuda.tensormap(map_spec(shape, rows, cols, b)) end
+    local function maps(a, b)
+      return cuda.tensormap(map_spec(shape, rows, cols, a)), cuda.tensormap(map_spec(shape, rows, cols, b))
+    end
     check("one tile/CTA " .. shape_name(shape), function(a, b)
       local ti, to = maps(a, b)
       one_tile_run(shape, ti, to, rows, cols)()

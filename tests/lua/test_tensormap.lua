@@ -94,7 +94,8 @@ T.test("box: 1..256 per dimension, innermost row a multiple of 16 bytes", functi
   invalid(spec { box = { 64, 257 } }, "box[2] = 257: each box dimension must be 1..256")
   invalid(spec { box = { 0, 64 } }, "box[1] = 0: each box dimension must be 1..256")
   invalid(spec { box = { 64 } }, "box has 1 entries: it must have 2")
-  invalid(spec { box = { 4, 64 } }, "box[1] = 4: box[1] x element size (f16, 2 bytes) = 8 bytes must be a multiple of 16")
+  invalid(spec { box = { 4, 64 } },
+    "box[1] = 4: box[1] x element size (f16, 2 bytes) = 8 bytes must be a multiple of 16")
   valid(spec { box = { 8, 256 } })
   valid(spec { box = { 256, 1 } })
   -- with interleave the innermost row rule does not apply
@@ -117,19 +118,24 @@ end)
 
 T.test("swizzle: innermost box row within the swizzle span", function()
   valid(spec { box = { 16, 64 }, swizzle = "32B" })
-  invalid(spec { box = { 24, 64 }, swizzle = "32B" }, "box[1] = 24: box[1] x element size = 48 bytes exceeds the 32-byte span of swizzle 32B")
+  invalid(spec { box = { 24, 64 }, swizzle = "32B" },
+    "box[1] = 24: box[1] x element size = 48 bytes exceeds the 32-byte span of swizzle 32B")
   valid(spec { box = { 32, 64 }, swizzle = "64B" })
   invalid(spec { box = { 64, 64 }, swizzle = "64B" }, "exceeds the 64-byte span of swizzle 64B")
   valid(spec { box = { 64, 64 }, swizzle = "128B" })
-  invalid(spec { box = { 128, 32 }, swizzle = "128B" }, "box[1] = 128: box[1] x element size = 256 bytes exceeds the 128-byte span of swizzle 128B")
+  invalid(spec { box = { 128, 32 }, swizzle = "128B" },
+    "box[1] = 128: box[1] x element size = 256 bytes exceeds the 128-byte span of swizzle 128B")
   valid(spec { box = { 32, 8 }, dtype = "f32", swizzle = "128B_atom_32B" })
   valid(spec { box = { 128, 32 } }, "no swizzle: 256-byte rows are fine")
 end)
 
 T.test("NaN out-of-bounds fill only for floating-point dtypes", function()
-  for _, dt in ipairs({ "f16", "bf16", "f32", "f64", "tf32" }) do valid(spec { dtype = dt, box = { 16, 8 }, oob_fill = "nan" }, dt) end
+  for _, dt in ipairs({ "f16", "bf16", "f32", "f64", "tf32" }) do
+    valid(spec { dtype = dt, box = { 16, 8 }, oob_fill = "nan" }, dt)
+  end
   for _, dt in ipairs({ "u8", "u16", "u32", "i32", "u64", "i64" }) do
-    invalid(spec { dtype = dt, box = { 16, 8 }, oob_fill = "nan" }, "oob_fill = nan: NaN fill needs a floating-point dtype, not " .. dt)
+    invalid(spec { dtype = dt, box = { 16, 8 }, oob_fill = "nan" },
+      "oob_fill = nan: NaN fill needs a floating-point dtype, not " .. dt)
   end
 end)
 
@@ -139,7 +145,8 @@ T.test("names: dtype, interleave, swizzle, l2_promotion, oob_fill; unknown field
   invalid(spec { dtype = 2 }, "dtype = 2: unknown dtype")
   invalid(spec { swizzle = "256B" }, "swizzle = '256B' (a string): unknown swizzle (known: none, 32B, 64B, 128B")
   invalid(spec { interleave = "8B" }, "interleave = '8B' (a string): unknown interleave (known: none, 16B, 32B)")
-  invalid(spec { l2_promotion = "512B" }, "l2_promotion = '512B' (a string): unknown l2_promotion (known: none, 64B, 128B, 256B)")
+  invalid(spec { l2_promotion = "512B" },
+    "l2_promotion = '512B' (a string): unknown l2_promotion (known: none, 64B, 128B, 256B)")
   invalid(spec { oob_fill = "zero" }, "oob_fill = 'zero' (a string): unknown oob_fill (known: none, nan)")
   for _, l2 in ipairs({ "none", "64B", "128B", "256B" }) do valid(spec { l2_promotion = l2 }) end
   invalid(spec { boxes = { 1 } }, "unknown field 'boxes' (known: array, address, dtype")
@@ -195,7 +202,7 @@ if encoder_available() then
     T.eq(cuda.stats().tensormaps, base)
     do
       local tm2 <close> = cuda.tensormap(spec())
-      T.eq(cuda.stats().tensormaps, base + 1)
+      T.eq(cuda.stats().tensormaps, base + 1, tostring(tm2))
     end
     T.eq(cuda.stats().tensormaps, base)
     T.raises(function() tm.describe(5) end, "bad argument #1")
