@@ -108,7 +108,7 @@ T.test("the encoded map changes with the spec and the address", function()
   a:free()
 end)
 
-T.test("expect_tx protocol: too large times out and reports, too small completes early, context stays healthy", function()
+T.test("expect_tx: too large times out and reports, too small completes early, context stays healthy", function()
   local child = cuda.home .. "/tests/lua/tma_expect_tx_child.lua"
   local r = cuda.run_isolated(child, { args = { "exact", "large" }, timeout = 60 })
   T.eq(r.status, "ok", "child: " .. r.stderr)
