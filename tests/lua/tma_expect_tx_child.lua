@@ -20,6 +20,7 @@ local d_out = cuda.array("u16", n)
 local d_status = cuda.array("i32", 4)
 local tm = cuda.tensormap { array = d_in, dtype = "u16", dims = { W, BOX_H }, box = { BOX_W, BOX_H } }
 local delivered = tm.box_bytes * NBOXES
+kernel:set_max_dynamic_smem(delivered + 1024) -- 65 KB of boxes: above the 48 KB default
 
 -- out holds the boxes one after another; element i of box b, row r, column c came from (r, b*BOX_W + c).
 local function source_index(i)
