@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <dlfcn.h>
 #include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +25,114 @@
 #define PROGRAM_T "cuda.program"
 #define DEFAULT_ARCH "sm_90a"
 
+/* ------------------------------------------------------------------------------------------
+ * NVRTC is opened on first use, like libcuda: loading its 100 MB library at start-up would cost
+ * every `gpulab -e ...` tens of milliseconds. GPULAB_LIBNVRTC overrides the library path.
+ * ------------------------------------------------------------------------------------------ */
+#define NVRTC_FUNCS(X)                                                                          \
+    X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)         \
+    X(nvrtcCompileProgram) X(nvrtcAddNameExpression) X(nvrtcGetLoweredName) X(nvrtcGetPTX)      \
+    X(nvrtcGetPTXSize) X(nvrtcGetCUBIN) X(nvrtcGetCUBINSize) X(nvrtcGetProgramLog)              \
+    X(nvrtcGetProgramLogSize)
+#define NVRTC_FIELD(name) __typeof__(&name) name;
+static struct { NVRTC_FUNCS(NVRTC_FIELD) } nv;
+#undef NVRTC_FIELD
+static bool nv_tried, nv_ok;
+static char nv_why[512];
+
+/* Directory of the libnvrtc this build was linked against, tried before the loader's search. */
+#define GL_NVRTC_MAJOR (CUDA_VERSION / 1000)
+#ifndef GPULAB_NVRTC_DIR
+#define GPULAB_NVRTC_DIR ""
+#endif
+
+static void *open_nvrtc_library(void) {
+    const char *env = getenv("GPULAB_LIBNVRTC");
+    if (env && *env) return dlopen(env, RTLD_NOW | RTLD_LOCAL);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/libnvrtc.so.%d", GPULAB_NVRTC_DIR, GL_NVRTC_MAJOR);
+    void *lib = GPULAB_NVRTC_DIR[0] ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (lib == NULL) {
+        snprintf(path, sizeof path, "libnvrtc.so.%d", GL_NVRTC_MAJOR);
+        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (lib == NULL) {
+        snprintf(path, sizeof path, "/usr/local/cuda/lib64/libnvrtc.so.%d", GL_NVRTC_MAJOR);
+        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    return lib;
+}
+
+static bool nvrtc_open(void) {
+    if (nv_tried) return nv_ok;
+    nv_tried = true;
+    void *lib = open_nvrtc_library();
+    if (lib == NULL) {
+        const char *e = dlerror();
+        snprintf(nv_why, sizeof nv_why, "cannot open NVRTC (libnvrtc.so.%d): %s", GL_NVRTC_MAJOR,
+                 e ? e : "unknown reason");
+        return false;
+    }
+#define NVRTC_FETCH(name)                                                                       \
+    {                                                                                           \
+        void *p = dlsym(lib, #name);                                                            \
+        if (p == NULL) {                                                                        \
+            snprintf(nv_why, sizeof nv_why, "NVRTC library has no %s", #name);                  \
+            return false;                                                                       \
+        }                                                                                       \
+        memcpy(&nv.name, &p, sizeof p);                                                         \
+    }
+    NVRTC_FUNCS(NVRTC_FETCH)
+#undef NVRTC_FETCH
+    nv_ok = true;
+    return true;
+}
+
+static void require_nvrtc(lua_State *L, const char *fn) {
+    if (!nvrtc_open()) luaL_error(L, "%s: %s", fn, nv_why);
+}
+
+/* From here on every nvrtc call goes through the table. */
+#define nvrtcVersion (*nv.nvrtcVersion)
+#define nvrtcGetErrorString (*nv.nvrtcGetErrorString)
+#define nvrtcCreateProgram (*nv.nvrtcCreateProgram)
+#define nvrtcDestroyProgram (*nv.nvrtcDestroyProgram)
+#define nvrtcCompileProgram (*nv.nvrtcCompileProgram)
+#define nvrtcAddNameExpression (*nv.nvrtcAddNameExpression)
+#define nvrtcGetLoweredName (*nv.nvrtcGetLoweredName)
+#define nvrtcGetPTX (*nv.nvrtcGetPTX)
+#define nvrtcGetPTXSize (*nv.nvrtcGetPTXSize)
+#define nvrtcGetCUBIN (*nv.nvrtcGetCUBIN)
+#define nvrtcGetCUBINSize (*nv.nvrtcGetCUBINSize)
+#define nvrtcGetProgramLog (*nv.nvrtcGetProgramLog)
+#define nvrtcGetProgramLogSize (*nv.nvrtcGetProgramLogSize)
+
 void gl_push_nvrtc_version(lua_State *L) {
     int major = 0, minor = 0;
-    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) {
-        lua_pushliteral(L, "unknown");
+    if (!nvrtc_open() || nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) {
+        lua_pushliteral(L, "unavailable");
         return;
     }
     lua_pushfstring(L, "%d.%d", major, minor);
+}
+
+/* What the cache key calls NVRTC's version. It must not load NVRTC (a cache hit would then
+ * cost the library's load time), so it names the library file that would be loaded: its real
+ * path (libnvrtc.so.13.0.88 carries the full version), size and modification time. Only when
+ * no such file can be found is the library loaded and asked. */
+static void push_nvrtc_identity(lua_State *L) {
+    char path[4096], real[4096];
+    const char *env = getenv("GPULAB_LIBNVRTC");
+    if (env && *env) snprintf(path, sizeof path, "%s", env);
+    else snprintf(path, sizeof path, "%s/libnvrtc.so.%d", GPULAB_NVRTC_DIR, GL_NVRTC_MAJOR);
+    struct stat st;
+    if (!realpath(path, real))
+        snprintf(path, sizeof path, "/usr/local/cuda/lib64/libnvrtc.so.%d", GL_NVRTC_MAJOR);
+    if (realpath(path, real) && stat(real, &st) == 0) {
+        lua_pushfstring(L, "%s %I %I", real, (lua_Integer)st.st_size, (lua_Integer)st.st_mtime);
+        return;
+    }
+    gl_push_nvrtc_version(L);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -552,7 +654,7 @@ static int compile_request(lua_State *L, request *rq, int opts, const char *defa
     bool cached = rq->use_cache && gl_cache_dir(dir, sizeof dir);
     unsigned char key[32];
     if (cached || getenv("GPULAB_DEPFILE")) {
-        gl_push_nvrtc_version(L);
+        push_nvrtc_identity(L);
         compute_key(rq, &in, lua_tostring(L, -1), key);
         lua_pop(L, 1);
     }
@@ -562,6 +664,7 @@ static int compile_request(lua_State *L, request *rq, int opts, const char *defa
         push_and_free(L, rq, &e, true);
         return 1;
     }
+    require_nvrtc(L, rq->fn);
     outcome o = run_nvrtc(rq, &in, &e);
     if (o.step) raise_failure(L, rq, &o);
     if (st == GL_CACHE_MISS) gl_cache_store(dir, key, &e); /* a failed write costs a recompile */
@@ -640,7 +743,7 @@ static int l_cache_key(lua_State *L) {
     collect_inputs(L, &rq, &in);
     const char *version = lua_tostring(L, 3);
     if (!version) {
-        gl_push_nvrtc_version(L);
+        push_nvrtc_identity(L);
         version = lua_tostring(L, -1);
     }
     unsigned char key[32];
