@@ -19,9 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dtype.h"
 #include "objects.h"
+#include "stream.h"
 
 #define HOST_ALIGN 64 /* cache line; also enough for any vector load a test might do */
 
@@ -298,8 +300,12 @@ static int host_free(lua_State *L) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Copies. Every copy is synchronous unless a stream is given and the host side (if any) is
- * pinned; device work is marked on both arrays' gl_use so a free waits for it.
+ * Copies. Without a stream a copy runs on the legacy default stream with the synchronous
+ * driver calls. With a stream it uses the Async calls on that stream, so it is ordered after
+ * the stream's earlier work; it overlaps with the host only when the host side is pinned (for
+ * pageable memory the driver copies through a staging buffer and returns when the host
+ * buffer may be reused: host-synchronous, still in stream order). Device arrays, and pinned
+ * buffers of async copies, are marked in use so a free waits for the copy.
  * ------------------------------------------------------------------------------------------ */
 typedef struct mem_ref {
     gl_array *dev;  /* exactly one of dev/host is set */
@@ -317,43 +323,45 @@ static mem_ref check_mem(lua_State *L, int idx, const char *fn) {
 }
 
 static size_t mem_nbytes(mem_ref m) { return m.dev ? m.dev->nbytes : m.host->nbytes; }
-static gl_use *mem_use(mem_ref m) { return m.dev ? &m.dev->use : &m.host->use; }
 
+static void mark_copy_uses(mem_ref dst, mem_ref src, gl_stream_track *track, bool on_stream) {
+    uint64_t seq = gl_next_seq();
+    mem_ref both[2] = {dst, src};
+    for (int i = 0; i < 2; i++) {
+        if (both[i].dev) gl_use_mark(&both[i].dev->use, track, seq);
+        else if (on_stream && both[i].host->pinned) gl_use_mark(&both[i].host->use, track, seq);
+    }
+}
+
+/* Copies src (stack index 2) into dst (index 1); the optional stream is at stream_idx. */
 static void copy_mem(lua_State *L, mem_ref dst, mem_ref src, int stream_idx, const char *fn) {
     if (mem_nbytes(dst) != mem_nbytes(src))
         mem_error(L, "%s: argument #2: size mismatch (destination %zu bytes, source %zu bytes)", fn,
-                   mem_nbytes(dst), mem_nbytes(src));
-    bool want_stream = !lua_isnoneornil(L, stream_idx);
+                  mem_nbytes(dst), mem_nbytes(src));
+    bool on_stream = !lua_isnoneornil(L, stream_idx);
     if (dst.host && src.host) {
-        if (want_stream)
+        if (on_stream)
             mem_error(L, "%s: argument #%d: a host-to-host copy takes no stream", fn, stream_idx);
         memmove(dst.host->data, src.host->data, dst.host->nbytes);
         return;
     }
-    gl_require_gpu(L, fn);
     gl_stream_track *track = gl_opt_stream_track(L, stream_idx, fn);
+    gl_require_gpu(L, fn);
     CUstream s = gl_track_handle(track);
     size_t n = mem_nbytes(dst);
-    bool pageable = (dst.host && !dst.host->pinned) || (src.host && !src.host->pinned);
-    bool async = want_stream && !pageable;
     if (dst.dev && src.dev) {
-        if (async) GL_CHECK(L, gl_cu.cuMemcpyDtoDAsync(dst.dev->ptr, src.dev->ptr, n, s), fn, "cuMemcpyDtoDAsync");
+        if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyDtoDAsync(dst.dev->ptr, src.dev->ptr, n, s), fn, "cuMemcpyDtoDAsync");
         else GL_CHECK(L, gl_cu.cuMemcpyDtoD(dst.dev->ptr, src.dev->ptr, n), fn, "cuMemcpyDtoD");
     } else if (dst.dev) {
-        if (async) GL_CHECK(L, gl_cu.cuMemcpyHtoDAsync(dst.dev->ptr, src.host->data, n, s), fn, "cuMemcpyHtoDAsync");
+        if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyHtoDAsync(dst.dev->ptr, src.host->data, n, s), fn, "cuMemcpyHtoDAsync");
         else GL_CHECK(L, gl_cu.cuMemcpyHtoD(dst.dev->ptr, src.host->data, n), fn, "cuMemcpyHtoD");
     } else {
-        if (async) GL_CHECK(L, gl_cu.cuMemcpyDtoHAsync(dst.host->data, src.dev->ptr, n, s), fn, "cuMemcpyDtoHAsync");
+        if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyDtoHAsync(dst.host->data, src.dev->ptr, n, s), fn, "cuMemcpyDtoHAsync");
         else GL_CHECK(L, gl_cu.cuMemcpyDtoH(dst.host->data, src.dev->ptr, n), fn, "cuMemcpyDtoH");
     }
-    /* Synchronous copies that touch host memory are complete on return; a device-to-device
-     * copy, and every async copy, is queued work on its stream. */
-    if (async || (dst.dev && src.dev)) {
-        if (!async) track = gl_default_track();
-        uint64_t seq = gl_next_seq();
-        gl_use_mark(mem_use(dst), track, seq);
-        gl_use_mark(mem_use(src), track, seq);
-    }
+    mark_copy_uses(dst, src, on_stream ? track : gl_default_track(), on_stream);
+    gl_capture_note(L, 1);
+    gl_capture_note(L, 2);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -391,44 +399,48 @@ static int l_array(lua_State *L) {
 }
 
 /* d:fill(v[, stream]): memset for 1/2/4-byte patterns (and 8-byte ones whose halves agree),
- * otherwise a host staging copy (synchronous). */
+ * otherwise a copy from a filled host staging buffer. The staging buffer is pageable, so the
+ * driver has taken its bytes when the copy call returns and it can be freed at once; that also
+ * means it cannot be captured into a graph, whose replays would read the freed buffer. */
 static int array_fill(lua_State *L) {
     const char *fn = "d:fill";
     gl_array *a = check_self_array(L, fn);
     unsigned char elem[8] = {0};
     check_value(L, 2, a->dtype, elem, fn, "argument #2");
-    gl_require_gpu(L, fn);
-    bool async = !lua_isnoneornil(L, 3);
+    bool on_stream = !lua_isnoneornil(L, 3);
     gl_stream_track *track = gl_opt_stream_track(L, 3, fn);
+    gl_require_gpu(L, fn);
     CUstream s = gl_track_handle(track);
     size_t esize = gl_dtype_size(a->dtype);
     uint32_t lo, hi;
     memcpy(&lo, elem, 4);
     memcpy(&hi, elem + 4, 4);
     if (esize == 1) {
-        if (async) GL_CHECK(L, gl_cu.cuMemsetD8Async(a->ptr, elem[0], a->numel, s), fn, "cuMemsetD8Async");
+        if (on_stream) GL_CHECK(L, gl_cu.cuMemsetD8Async(a->ptr, elem[0], a->numel, s), fn, "cuMemsetD8Async");
         else GL_CHECK(L, gl_cu.cuMemsetD8(a->ptr, elem[0], a->numel), fn, "cuMemsetD8");
     } else if (esize == 2) {
         uint16_t v;
         memcpy(&v, elem, 2);
-        if (async) GL_CHECK(L, gl_cu.cuMemsetD16Async(a->ptr, v, a->numel, s), fn, "cuMemsetD16Async");
+        if (on_stream) GL_CHECK(L, gl_cu.cuMemsetD16Async(a->ptr, v, a->numel, s), fn, "cuMemsetD16Async");
         else GL_CHECK(L, gl_cu.cuMemsetD16(a->ptr, v, a->numel), fn, "cuMemsetD16");
     } else if (esize == 4 || lo == hi) {
         size_t words = a->numel * (esize / 4);
-        if (async) GL_CHECK(L, gl_cu.cuMemsetD32Async(a->ptr, lo, words, s), fn, "cuMemsetD32Async");
+        if (on_stream) GL_CHECK(L, gl_cu.cuMemsetD32Async(a->ptr, lo, words, s), fn, "cuMemsetD32Async");
         else GL_CHECK(L, gl_cu.cuMemsetD32(a->ptr, lo, words), fn, "cuMemsetD32");
     } else {
+        if (gl_capture_active())
+            mem_error(L, "%s: this %s value needs a host staging copy, which a graph capture "
+                         "cannot hold (use a kernel to fill inside a capture)", fn, gl_dtype_name(a->dtype));
         void *stage = malloc(a->nbytes);
         if (stage == NULL) mem_error(L, "%s: cannot allocate %zu bytes of host staging memory", fn, a->nbytes);
         fill_pattern(stage, a->numel, esize, elem);
-        CUresult r = gl_cu.cuMemcpyHtoD(a->ptr, stage, a->nbytes);
+        CUresult r = on_stream ? gl_cu.cuMemcpyHtoDAsync(a->ptr, stage, a->nbytes, s)
+                               : gl_cu.cuMemcpyHtoD(a->ptr, stage, a->nbytes);
         free(stage);
-        GL_CHECK(L, r, fn, "cuMemcpyHtoD");
-        lua_settop(L, 1);
-        return 1; /* complete on return: nothing queued */
+        GL_CHECK(L, r, fn, on_stream ? "cuMemcpyHtoDAsync" : "cuMemcpyHtoD");
     }
-    if (!async) track = gl_default_track();
-    gl_use_mark(&a->use, track, gl_next_seq());
+    gl_use_mark(&a->use, on_stream ? track : gl_default_track(), gl_next_seq());
+    gl_capture_note(L, 1);
     lua_settop(L, 1);
     return 1;
 }
@@ -516,6 +528,12 @@ static void *alloc_pageable(size_t nbytes) {
     return p;
 }
 
+/* Bytes of physical memory, or 0 when unknown. */
+static unsigned long long physical_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (unsigned long long)pages * (unsigned long long)page : 0;
+}
+
 static int l_host(lua_State *L) {
     const char *fn = "cuda.host";
     gl_dtype t = check_dtype(L, 1, fn);
@@ -545,6 +563,12 @@ static int l_host(lua_State *L) {
         h->data = p;
         gl_live.pinned_bytes += (long long)s.nbytes;
     } else {
+        /* With overcommit a huge malloc can succeed and the zeroing then gets the process
+         * killed, so sizes beyond the machine's memory are refused up front. */
+        unsigned long long phys = physical_memory();
+        if (phys && s.nbytes > phys)
+            mem_error(L, "%s: cannot allocate %zu bytes (this machine has %llu bytes of memory)", fn,
+                      s.nbytes, phys);
         h->data = alloc_pageable(s.nbytes);
         if (h->data == NULL)
             mem_error(L, "%s: cannot allocate %zu bytes of host memory", fn, s.nbytes);
