@@ -154,7 +154,9 @@ end
 
 local function check_spec(spec)
   if type(spec) ~= "table" then error("lab.new: expected a table {name=, title=, params=}", 3) end
-  if type(spec.name) ~= "string" or spec.name == "" then error("lab.new: field 'name' must be a non-empty string", 3) end
+  if type(spec.name) ~= "string" or spec.name == "" then
+    error("lab.new: field 'name' must be a non-empty string", 3)
+  end
   local params = spec.params or {}
   if type(params) ~= "table" then error("lab.new: field 'params' must be a list", 3) end
   local seen = {}
@@ -309,7 +311,9 @@ function Lab:verdict(claim, measured, holds)
   end
   local word = verdict_words[holds] or "UNCLEAR"
   claim, measured = tostring(claim), measured ~= nil and tostring(measured) or ""
-  self.verdicts[#self.verdicts + 1] = { claim = claim, measured = measured, verdict = word, section = self:current_section() }
+  self.verdicts[#self.verdicts + 1] = {
+    claim = claim, measured = measured, verdict = word, section = self:current_section(),
+  }
   print(string.format("  %-9s %s", "[" .. word .. "]", claim))
   if measured ~= "" then print(string.format("  %-9s measured: %s", "", measured)) end
 end

@@ -154,7 +154,8 @@ local function legend(out, box, names)
   for i, name in ipairs(names) do
     local ly = y + (i - 1) * 18
     local color = palette[(i - 1) % #palette + 1]
-    out[#out + 1] = string.format('<rect x="%s" y="%s" width="12" height="12" fill="%s"/>', num(box.x1 + 12), num(ly), color)
+    out[#out + 1] = string.format('<rect x="%s" y="%s" width="12" height="12" fill="%s"/>',
+      num(box.x1 + 12), num(ly), color)
     out[#out + 1] = string.format('<text x="%s" y="%s">%s</text>', num(box.x1 + 30), num(ly + 10), svg.escape(name))
   end
   out[#out + 1] = "</g>"
@@ -195,7 +196,10 @@ function svg.lines(spec)
   end
   local xlo, xhi = range(xs)
   local ylo, yhi = range(ys)
-  if not xlo then xlo, xhi, ylo, yhi = (spec.log_x and 1 or 0), (spec.log_x and 10 or 1), (spec.log_y and 1 or 0), (spec.log_y and 10 or 1) end
+  if not xlo then -- nothing drawable: an empty frame over a unit range
+    xlo, xhi = (spec.log_x and 1 or 0), (spec.log_x and 10 or 1)
+    ylo, yhi = (spec.log_y and 1 or 0), (spec.log_y and 10 or 1)
+  end
   -- a linear y axis starts at zero for non-negative data: ratios stay visible
   if not spec.log_y and ylo > 0 then ylo = 0 end
   local xaxis = make_axis(xlo, xhi, spec.log_x, box.x0, box.x1, 6)
@@ -280,7 +284,9 @@ function svg.timeline(spec)
       error(string.format("svg.timeline: rows[%d] must be a table with 'spans'", ri), 2)
     end
     for si, s in ipairs(r.spans) do
-      if type(s) ~= "table" then error(string.format("svg.timeline: rows[%d].spans[%d] must be {t0, t1}", ri, si), 2) end
+      if type(s) ~= "table" then
+        error(string.format("svg.timeline: rows[%d].spans[%d] must be {t0, t1}", ri, si), 2)
+      end
       if finite(s[1]) and finite(s[2]) then ts[#ts + 1], ts[#ts + 2] = s[1], s[2] end
     end
   end
@@ -310,7 +316,8 @@ function svg.timeline(spec)
         end
         local x0, x1 = xaxis.map(math.min(s[1], s[2])), xaxis.map(math.max(s[1], s[2]))
         local title = s.label and ("<title>" .. svg.escape(s.label) .. "</title>") or ""
-        out[#out + 1] = string.format('<rect x="%s" y="%s" width="%s" height="%s" fill="%s" fill-opacity="0.75">%s</rect>',
+        out[#out + 1] = string.format(
+          '<rect x="%s" y="%s" width="%s" height="%s" fill="%s" fill-opacity="0.75">%s</rect>',
           num(x0), num(y + 1), num(math.max(x1 - x0, 0.5)), num(lane - 2), colors[key], title)
       end
     end

@@ -3,7 +3,7 @@
 local kib = math.tointeger(tonumber(arg[1])) or 1536
 local line = string.rep("o", 1023) .. "\n"
 local eline = string.rep("e", 1023) .. "\n"
-for i = 1, kib do
+for _ = 1, kib do
   io.stdout:write(line)
   io.stderr:write(eline)
 end

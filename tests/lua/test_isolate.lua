@@ -139,11 +139,13 @@ end)
 
 T.test("bad arguments name the function and the argument", function()
   local s = F .. "child_exit.lua"
-  T.raises(function() cuda.run_isolated() end, "bad argument #1 to 'cuda.run_isolated' (script path expected, got no value)")
+  T.raises(function() cuda.run_isolated() end,
+    "bad argument #1 to 'cuda.run_isolated' (script path expected, got no value)")
   T.raises(function() cuda.run_isolated({}) end, "bad argument #1 to 'cuda.run_isolated'")
   T.raises(function() cuda.run_isolated("") end, "bad argument #1 to 'cuda.run_isolated' (script path is empty)")
   T.raises(function() cuda.run_isolated("a\0b") end, "zero byte")
-  T.raises(function() cuda.run_isolated(s, 5) end, "bad argument #2 to 'cuda.run_isolated' (table expected, got number)")
+  T.raises(function() cuda.run_isolated(s, 5) end,
+    "bad argument #2 to 'cuda.run_isolated' (table expected, got number)")
   T.raises(function() cuda.run_isolated(s, { tmeout = 1 }) end,
     "bad argument #2 to 'cuda.run_isolated' (unknown option 'tmeout' (known: args, timeout, env))")
   T.raises(function() cuda.run_isolated(s, { [1] = "x" }) end, "unknown option")

@@ -38,8 +38,8 @@ end
 -- A folder holding the stand-in as `compute-sanitizer`.
 local function fake_tool_dir()
   local d = tmpdir()
-  assert(os.execute(string.format("cp tests/lab_fixtures/fake-compute-sanitizer %s/compute-sanitizer && chmod 755 %s/compute-sanitizer",
-    q(d), q(d))))
+  local tool = q(d .. "/compute-sanitizer")
+  assert(os.execute("cp tests/lab_fixtures/fake-compute-sanitizer " .. tool .. " && chmod 755 " .. tool))
   return d
 end
 
@@ -120,8 +120,9 @@ T.test("unknown tool: an error listing the four, nothing run", function()
   T.ok(err:find("--sanitize: unknown tool 'memchek' (known: memcheck, racecheck, synccheck, initcheck)", 1, true), err)
   T.eq(out, "")
   T.ok(not exists(log), "the tool ran")
-  rc, _, err = gpulab({ "PATH=" .. q(dir .. ":/usr/bin:/bin"), "FAKE_SANITIZER_LOG=" .. q(log) }, "--sanitize= " .. CHILD)
-  T.ok(rc ~= 0 and err:find("unknown tool ''", 1, true), err)
+  local rc2, _, err2 = gpulab({ "PATH=" .. q(dir .. ":/usr/bin:/bin"), "FAKE_SANITIZER_LOG=" .. q(log) },
+    "--sanitize= " .. CHILD)
+  T.ok(rc2 ~= 0 and err2:find("unknown tool ''", 1, true), err2)
   os.execute("rm -rf " .. q(dir))
 end)
 
@@ -141,19 +142,20 @@ T.test("search order: PATH, then $CUDA_HOME/bin; non-executables skipped; missin
   assert(os.execute(string.format("cp %s/compute-sanitizer %s/bin/", q(tooldir), q(home))))
   local log = empty .. "/argv"
   -- found through CUDA_HOME when PATH has none
-  local rc, out, err = gpulab({ "PATH=" .. q(decoy .. "::" .. empty), "CUDA_HOME=" .. q(home), "FAKE_SANITIZER_LOG=" .. q(log) },
+  local logenv = "FAKE_SANITIZER_LOG=" .. q(log)
+  local rc, out, err = gpulab({ "PATH=" .. q(decoy .. "::" .. empty), "CUDA_HOME=" .. q(home), logenv },
     "--sanitize=initcheck " .. CHILD)
   T.eq(rc, 0, err)
   T.ok(out:find("GPULAB_LINEINFO=1", 1, true), out)
   T.eq(lines(read(log))[2], "initcheck")
   -- neither: the error says where it looked
-  rc, out, err = gpulab({ "PATH=" .. q(decoy .. ":" .. empty), "CUDA_HOME=" .. q(empty), "FAKE_SANITIZER_LOG=" .. q(log) },
+  rc, out, err = gpulab({ "PATH=" .. q(decoy .. ":" .. empty), "CUDA_HOME=" .. q(empty), logenv },
     "--sanitize=memcheck " .. CHILD)
   T.ok(rc ~= 0, "exit status 0 without the tool")
   T.ok(err:find("compute-sanitizer not found: searched PATH, /usr/local/cuda/bin and $CUDA_HOME/bin", 1, true), err)
   T.eq(out, "")
-  rc, _, err = gpulab({ "-u CUDA_HOME", "PATH=" .. q(empty) }, "--sanitize=synccheck " .. CHILD)
-  T.ok(rc ~= 0 and err:find("compute-sanitizer not found", 1, true), err)
+  local rc3, _, err3 = gpulab({ "-u CUDA_HOME", "PATH=" .. q(empty) }, "--sanitize=synccheck " .. CHILD)
+  T.ok(rc3 ~= 0 and err3:find("compute-sanitizer not found", 1, true), err3)
   for _, d in ipairs({ empty, decoy, home, tooldir }) do os.execute("rm -rf " .. q(d)) end
 end)
 

@@ -10,7 +10,7 @@ local NAME = "[%a_:][%w_:%.%-]*"
 
 local function xml_fail(pos, what) error(string.format("xml: %s at byte %d", what, pos), 0) end
 
-local function check_text(s, pos, text)
+local function check_text(pos, text)
   -- '&' only as a reference, never a raw '<'
   local i = 1
   while true do
@@ -39,7 +39,7 @@ local function parse_xml(s)
   while pos <= #s do
     local lt = s:find("<", pos, true)
     local text = s:sub(pos, (lt or #s + 1) - 1)
-    check_text(s, pos, text)
+    check_text(pos, text)
     if #stack == 0 and text:find("%S") then xml_fail(pos, "text outside the root element") end
     if #stack > 0 then table.insert(stack[#stack].children, text) end
     if not lt then break end
@@ -69,7 +69,7 @@ local function parse_xml(s)
         local close = s:find(q, p3, true)
         if not close then xml_fail(p, "unterminated attribute value") end
         local value = s:sub(p3, close - 1)
-        check_text(s, p3, value)
+        check_text(p3, value)
         if el.attrs[an] then xml_fail(p, "duplicate attribute " .. an) end
         el.attrs[an] = value
         p = close + 1
@@ -168,8 +168,8 @@ end)
 
 T.test("line chart: points land where the ticks say (linear and log x)", function()
   for _, log in ipairs({ false, true }) do
-    local root = check_svg(svg.lines{ log_x = log, series = { { name = "s", points = { { 10, 50 }, { 1000, 100 } } } } },
-      "axes")
+    local spec = { log_x = log, series = { { name = "s", points = { { 10, 50 }, { 1000, 100 } } } } }
+    local root = check_svg(svg.lines(spec), "axes")
     -- map a value to pixels through the tick labels, then compare with the drawn circles
     local xt, yt = {}, {}
     for _, t in ipairs(find_all(root, "text")) do
@@ -198,7 +198,8 @@ T.test("line chart: empty, single point, constant and negative data stay drawabl
   check_svg(svg.lines{ series = { { points = { { 5, 5 } } } } }, "one point")
   check_svg(svg.lines{ series = { { points = { { 1, 3 }, { 2, 3 } } } } }, "constant")
   check_svg(svg.lines{ series = { { points = { { -5, -1e9 }, { 5, 1e-9 } } } } }, "negative")
-  check_svg(svg.lines{ log_x = true, series = { { points = { { 0, 1 }, { -1, 2 }, { 1e-3, 3 }, { 1e6, 4 } } } } }, "log with zero")
+  check_svg(svg.lines{ log_x = true, series = { { points = { { 0, 1 }, { -1, 2 }, { 1e-3, 3 }, { 1e6, 4 } } } } },
+    "log with zero")
   check_svg(svg.lines{ log_x = true, log_y = true, series = { { points = { { 0 / 0, 0 / 0 } } } } }, "only NaN")
   T.raises(function() svg.lines{} end, "svg.lines: field 'series' must be a table")
   T.raises(function() svg.lines{ series = { 5 } } end, "series[1] must be a table with 'points'")

@@ -1,0 +1,143 @@
+-- test_labs_nogpu.lua — the seed labs of labs/ from the outside, each in its own gpulab process.
+--
+--   gpulab tests/lua/test_labs_nogpu.lua            without a driver: every lab compiles its
+--                                                   kernels for sm_90a, says so and exits 0;
+--                                                   --help, bad options, JSON output
+--   gpulab tests/lua/test_labs_nogpu.lua --gpu LAB  on a device: LAB --quick exits 0, writes
+--                                                   its verdicts, and its key claims hold
+local T = dofile("tests/lua/t.lua")
+local json = require("gpulab.json")
+
+local LABS = { "launch_anatomy", "warp_states", "compile_pipeline", "illegal_access" }
+
+-- Claims (substrings) that must come out HOLDS on an H200; the others are reported as measured.
+local MUST_HOLD = {
+  launch_anatomy = { "threads in", "occupancy API predicts", "returns to the CPU long before" },
+  warp_states = { "hide a dependent chain's latency" },
+  compile_pipeline = { "same tile sum under every layout", "spills live values" },
+  illegal_access = { "returns success; a later", "context is poisoned", "memcheck names" },
+}
+
+local function lab_path(name) return cuda.home .. "/labs/" .. name .. ".lua" end
+
+local function run_lab(name, args, env, timeout)
+  return cuda.run_isolated(lab_path(name), { args = args, env = env, timeout = timeout or 120 })
+end
+
+local function read_json(path)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  os.remove(path)
+  return json.decode(text)
+end
+
+local function contains(hay, needle) return hay ~= nil and hay:find(needle, 1, true) ~= nil end
+
+-- ---------------------------------------------------------------------------------------------
+if arg[1] == "--gpu" then
+  local name = arg[2]
+  T.ok(MUST_HOLD[name] ~= nil, "--gpu needs one of: " .. table.concat(LABS, ", "))
+  T.require_gpu()
+  T.test(name .. " --quick on the device", function()
+    local out = os.tmpname()
+    local t0 = cuda.now()
+    local r = run_lab(name, { "--quick", "--json", out }, nil, 300)
+    local seconds = cuda.now() - t0
+    io.stdout:write(r.stdout)
+    io.stderr:write(r.stderr)
+    T.eq(r.status, "ok", name .. " status")
+    T.eq(r.code, 0, name .. " exit code")
+    local res = read_json(out)
+    T.ok(res ~= nil, "the JSON results were written")
+    T.eq(#res.failures, 0, "failures recorded by the lab")
+    T.ok(res.gpu and res.gpu.available == true, "the lab saw the GPU")
+    T.ok(#res.verdicts >= 3, "at least three verdicts")
+    for _, claim in ipairs(MUST_HOLD[name]) do
+      local found
+      for _, v in ipairs(res.verdicts) do
+        if contains(v.claim, claim) then found = v end
+      end
+      T.ok(found ~= nil, "a verdict about '" .. claim .. "'")
+      T.eq(found.verdict, "HOLDS", found.claim .. " (measured: " .. tostring(found.measured) .. ")")
+    end
+    print(string.format("%s --quick took %.1f s", name, seconds))
+    T.ok(seconds <= 45, string.format("--quick within budget (30 s target, took %.1f s)", seconds))
+  end)
+  T.done()
+end
+
+-- ---------------------------------------------------------------------------------------------
+local NO_DRIVER = { GPULAB_LIBCUDA = "/nonexistent/libcuda.so" }
+
+for _, name in ipairs(LABS) do
+  T.test(name .. " --help lists its options and exits 0", function()
+    local r = run_lab(name, { "--help" }, NO_DRIVER)
+    T.eq(r.code, 0, "exit code")
+    T.ok(contains(r.stdout, "--quick"), "--quick listed: " .. r.stdout)
+    T.ok(contains(r.stdout, "seed §"), "the seed section is named")
+    T.ok(not contains(r.stdout, "no GPU"), "--help stops before any GPU work")
+  end)
+
+  T.test(name .. " rejects an unknown option", function()
+    local r = run_lab(name, { "--no-such-option=1" }, NO_DRIVER)
+    T.ok(r.code ~= 0, "non-zero exit")
+    T.ok(contains(r.stderr, "unknown option"), "names the problem: " .. r.stderr)
+  end)
+end
+
+if cuda.compile == nil then
+  print("skipped: cuda.compile is not in this build; the labs cannot compile their kernels yet")
+else
+  for _, name in ipairs(LABS) do
+    T.test(name .. " without a driver compiles its kernels for sm_90a and exits 0", function()
+      local out = os.tmpname()
+      local r = run_lab(name, { "--quick", "--json", out }, NO_DRIVER)
+      T.eq(r.status, "ok", name .. " status (stderr: " .. r.stderr .. ")")
+      T.eq(r.code, 0, name .. " exit code (stderr: " .. r.stderr .. ")")
+      T.ok(contains(r.stdout, "compiled"), "says what it compiled: " .. r.stdout)
+      T.ok(contains(r.stdout, "sm_90a"), "for sm_90a")
+      T.ok(contains(r.stdout, "no GPU"), "says there is no GPU")
+      local res = read_json(out)
+      T.ok(res ~= nil, "JSON results written")
+      T.eq(res.name, name, "JSON name")
+      T.eq(res.gpu.available, false, "JSON records the missing GPU")
+      T.eq(#res.failures, 0, "no failures")
+      T.eq(#res.verdicts, 0, "no verdicts without measurements")
+    end)
+  end
+
+  -- what the compile-only path shows is real compiler output, not a fixed text
+  T.test("compile_pipeline reports PTX and cubin sizes and lowered names", function()
+    local r = run_lab("compile_pipeline", { "--quick" }, NO_DRIVER)
+    T.eq(r.code, 0, "exit code")
+    for _, w in ipairs { 1, 2, 4, 8 } do
+      T.ok(contains(r.stdout, string.format("tile_reduce<%d> lowers to _Z11tile_reduceILi%dEEvPKfPf", w, w)),
+        "lowered name of tile_reduce<" .. w .. ">")
+    end
+    T.ok(r.stdout:match("PTX %(compute_90a%)%s+%d+ B") ~= nil, "PTX size")
+    T.ok(r.stdout:match("cubin %(sm_90a%)%s+%d+ B") ~= nil, "cubin size")
+  end)
+
+  T.test("a kernel that does not compile fails the lab with the compiler's message", function()
+    -- the labs compile by path: a child script points cuda.home at a copy with a broken kernel
+    local dir = os.tmpname()
+    os.remove(dir)
+    T.ok(os.execute("mkdir -p " .. dir .. "/kernels " .. dir .. "/labs"), "temp tree")
+    local f = assert(io.open(dir .. "/kernels/launch_anatomy.cu", "w"))
+    f:write('extern "C" __global__ void record_blocks(int *p) { p[0] = undeclared_name; }\n')
+    f:close()
+    local script = dir .. "/run.lua"
+    f = assert(io.open(script, "w"))
+    f:write(string.format("cuda.home = %q\narg[0] = %q\ndofile(%q)\n", dir, lab_path("launch_anatomy"),
+      lab_path("launch_anatomy")))
+    f:close()
+    local r = cuda.run_isolated(script, { env = NO_DRIVER, timeout = 60 })
+    os.execute("rm -rf " .. dir)
+    T.ok(r.code ~= 0, "non-zero exit")
+    T.ok(contains(r.stderr, "undeclared_name"), "the NVRTC log names the error: " .. r.stderr)
+  end)
+end
+
+T.done()
