@@ -466,9 +466,6 @@ static int l_tensormap(lua_State *L) {
     if (!lua_istable(L, 1))
         return luaL_error(L, "bad argument #1 to '%s' (table expected, got %s)", fn, luaL_typename(L, 1));
     lua_settop(L, 1);
-    raw_field(L, 1, "array");
-    if (!lua_isnil(L, -1)) gl_check_array(L, -1, fn); /* its own message for a non-array */
-    lua_pop(L, 1);
     tm_spec s;
     tm_err e;
     if (!parse_spec(L, 1, &s, &e)) return luaL_error(L, "%s: %s", fn, e.msg);

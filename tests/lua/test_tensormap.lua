@@ -164,6 +164,24 @@ T.test("cuda.tensormap raises the same message, before any driver call", functio
   T.raises(function() cuda.tensormap(spec { array = 5, address = false }) end, "cuda.tensormap")
 end)
 
+-- With a driver (the stand-in does): spans checked against the array's size, freed arrays.
+if cuda.available() then
+  T.test("array=: the dims and strides must fit in the array", function()
+    local d = cuda.array("f16", 64 * 64)
+    valid { array = d, dtype = "f16", dims = { 64, 64 }, box = { 64, 64 } }
+    valid { array = d, dtype = "f16", dims = { 32, 64 }, strides = { 128 }, box = { 32, 64 } }
+    invalid({ array = d, dtype = "f16", dims = { 64, 65 }, box = { 64, 64 } },
+      "dims and strides reach 8320 bytes but the array holds 8192 bytes")
+    invalid({ array = d, dtype = "f16", dims = { 48, 64 }, strides = { 144 }, box = { 16, 64 } },
+      "dims and strides reach 9168 bytes but the array holds 8192 bytes")
+    T.raises(function() cuda.tensormap { array = 5, dtype = "f16", dims = { 64, 64 }, box = { 64, 64 } } end,
+      "cuda.tensormap: array = number: expected a cuda.array")
+    d:free()
+    invalid({ array = d, dtype = "f16", dims = { 64, 64 }, box = { 64, 64 } },
+      "array = cuda.array: expected a cuda.array (this one was freed)")
+  end)
+end
+
 -- The object needs the driver's encoder: through the stand-in when it provides one.
 local function encoder_available()
   if not cuda.available() then return false end
