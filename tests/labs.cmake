@@ -1,0 +1,12 @@
+# The seed labs (labs/*.lua): without a driver each compiles its kernels and exits 0, --help
+# and option errors work, JSON results are written. On a device each lab runs --quick and its
+# key claims must hold (label gpu; skipped without a device).
+gl_add_lua_test(labs_nogpu tests/lua/test_labs_nogpu.lua ENV GPULAB_LIBCUDA=/nonexistent/libcuda.so)
+
+foreach(lab launch_anatomy warp_states compile_pipeline illegal_access)
+  add_test(NAME lab_${lab}_gpu COMMAND gpulab tests/lua/test_labs_nogpu.lua --gpu ${lab}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lab_${lab}_gpu PROPERTIES
+    ENVIRONMENT "GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache"
+    SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS gpu)
+endforeach()
