@@ -408,10 +408,8 @@ gl_tensormap *gl_test_tensormap(lua_State *L, int idx) {
 
 static tm_obj *check_tm(lua_State *L, int idx, const char *fn) {
     tm_obj *o = test_obj(L, idx);
-    if (o == NULL) {
-        const char *msg = lua_pushfstring(L, "%s expected, got %s", GL_TENSORMAP_T, luaL_typename(L, idx));
-        luaL_argerror(L, idx, msg);
-    }
+    if (o == NULL)
+        luaL_error(L, "%s: argument #%d: expected cuda.tensormap, got %s", fn, idx, luaL_typename(L, idx));
     if (!o->pub.valid) luaL_error(L, "%s: the cuda.tensormap was freed", fn);
     return o;
 }
@@ -641,7 +639,8 @@ static int tm_index(lua_State *L) {
 /* gl_new_class installs __index = methods; fields come first here, so the methods table is
  * kept under __methods and __index replaced by tm_index. */
 static int tm_free_method(lua_State *L) {
-    if (test_obj(L, 1) == NULL) luaL_argerror(L, 1, "cuda.tensormap expected");
+    if (test_obj(L, 1) == NULL)
+        luaL_error(L, "tm:free: argument #1: expected cuda.tensormap, got %s", luaL_typename(L, 1));
     return tm_free(L);
 }
 

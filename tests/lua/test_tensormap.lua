@@ -223,7 +223,9 @@ if encoder_available() then
       T.eq(cuda.stats().tensormaps, base + 1, tostring(tm2))
     end
     T.eq(cuda.stats().tensormaps, base)
-    T.raises(function() tm.describe(5) end, "bad argument #1")
+    T.raises(function() tm.describe(5) end, "tm:describe: argument #1: expected cuda.tensormap, got number")
+    T.raises(function() tm.free({}) end, "tm:free: argument #1: expected cuda.tensormap, got table")
+    T.raises(function() tm.replace_address(5) end, "tm:replace_address: argument #1: expected cuda.tensormap")
   end)
 else
   print("note: no tensor-map encoder in this driver; object tests run in gpu_tma.lua")
