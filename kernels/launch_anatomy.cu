@@ -15,7 +15,8 @@ __device__ __forceinline__ unsigned sm_id() {
 }
 
 // One record per block: start/end time, SM, warps seen. `threads_seen` counts every thread
-// once so the host can check grid*block against what actually ran. Thread 0 holds the block
+// (per warp, from the
+// active mask) so the host can check grid*block against what actually ran. Thread 0 holds the block
 // for `busy_ns` so that blocks overlap long enough to be seen resident together.
 extern "C" __global__ void record_blocks(unsigned long long *start_ns, unsigned long long *end_ns,
                                          unsigned *sm, unsigned *warps, unsigned long long *threads_seen,
@@ -27,8 +28,12 @@ extern "C" __global__ void record_blocks(unsigned long long *start_ns, unsigned 
         warp_count = 0;
     }
     __syncthreads();
-    if ((threadIdx.x & 31) == 0) atomicAdd(&warp_count, 1u);
-    atomicAdd(threads_seen, 1ull);
+    // lane 0 of each warp counts the warp and its live threads (one global atomic per warp)
+    unsigned live = __popc(__activemask());
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(&warp_count, 1u);
+        atomicAdd(threads_seen, (unsigned long long)live);
+    }
     if (threadIdx.x == 0)
         while (global_ns() - t0 < busy_ns) {
         }
