@@ -15,9 +15,9 @@ __device__ __forceinline__ unsigned sm_id() {
 }
 
 // One record per block: start/end time, SM, warps seen. `threads_seen` counts every thread
-// (per warp, from the
-// active mask) so the host can check grid*block against what actually ran. Thread 0 holds the block
-// for `busy_ns` so that blocks overlap long enough to be seen resident together.
+// (per warp, from the active mask) so the host can check grid*block against what ran.
+// Thread 0 holds the block for `busy_ns` so that blocks overlap long enough to be seen
+// resident together.
 extern "C" __global__ void record_blocks(unsigned long long *start_ns, unsigned long long *end_ns,
                                          unsigned *sm, unsigned *warps, unsigned long long *threads_seen,
                                          unsigned long long busy_ns) {
