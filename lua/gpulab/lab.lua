@@ -381,11 +381,12 @@ local function is_dir(path)
 end
 
 -- Where a picture named `file` goes: PREFIX-file, or PREFIX/file when PREFIX is a folder.
+-- A prefix given as a file name ("out/run.svg") loses its extension: out/run-file.svg.
 function Lab:picture_path(file)
   if not self.svg_prefix then return nil end
   local p = self.svg_prefix
   if p:sub(-1) == "/" or is_dir(p) then return (p:gsub("/*$", "")) .. "/" .. file end
-  return p .. "-" .. file
+  return (p:gsub("%.[sS][vV][gG]$", "")) .. "-" .. file
 end
 
 local function picture(L, kind, spec, render)

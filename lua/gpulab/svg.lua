@@ -256,8 +256,10 @@ function svg.bars(spec)
       local y = yaxis.map(b.value)
       out[#out + 1] = string.format('<rect x="%s" y="%s" width="%s" height="%s" fill="%s"/>',
         num(cx - slot * 0.35), num(math.min(y, zero)), num(slot * 0.7), num(math.abs(zero - y)), color)
+      -- the value sits at the bar's far end: above a positive bar, below a negative one
+      local ty = b.value >= 0 and math.min(y, zero) - 4 or math.max(y, zero) + 12
       out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle">%s</text>',
-        num(cx), num(math.min(y, zero) - 4), svg.escape(tick_label(b.value)))
+        num(cx), num(ty), svg.escape(tick_label(b.value)))
     end
     out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle">%s</text>',
       num(cx), num(box.y0 + 16), svg.escape(b.label or ("#" .. i)))

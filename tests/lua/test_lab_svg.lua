@@ -217,6 +217,10 @@ T.test("bar chart: one bar per value, labels escaped, negatives below zero", fun
   T.near(tonumber(bars[2].attrs.height) * 2, tonumber(bars[1].attrs.height), 0.6, "5 is half of 10")
   local zero_y = tonumber(bars[1].attrs.y) + tonumber(bars[1].attrs.height)
   T.near(tonumber(bars[3].attrs.y), zero_y, 0.6, "a negative bar hangs from zero")
+  local labels = {}
+  for _, t in ipairs(find_all(root, "text")) do labels[text_of(t)] = tonumber(t.attrs.y) end
+  T.ok(labels["10"] < tonumber(bars[1].attrs.y), "the value of a positive bar is above it")
+  T.ok(labels["-2.5"] > zero_y + tonumber(bars[3].attrs.height), "the value of a negative bar is below it")
   local all = {}
   for _, t in ipairs(find_all(root, "text")) do all[#all + 1] = unescape(text_of(t)) end
   T.ok(table.concat(all, "|"):find("<tma>", 1, true))
