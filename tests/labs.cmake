@@ -10,3 +10,9 @@ foreach(lab launch_anatomy warp_states compile_pipeline illegal_access)
     ENVIRONMENT "GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache"
     SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS gpu)
 endforeach()
+
+# How illegal_access reads its child processes, with a fault injected through the stand-in.
+add_test(NAME labs_fake_triage COMMAND gpulab tests/lua/test_labs_nogpu.lua --fake WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(labs_fake_triage PROPERTIES
+  ENVIRONMENT "GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>"
+  TIMEOUT 300 LABELS cpu)

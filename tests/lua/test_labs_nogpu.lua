@@ -69,6 +69,26 @@ if arg[1] == "--gpu" then
 end
 
 -- ---------------------------------------------------------------------------------------------
+-- Through the driver stand-in (GPULAB_LIBCUDA=libfakecuda.so, set by ctest): the stand-in runs no
+-- kernel, so this checks only how illegal_access reads its children: a sticky error injected at
+-- the second context sync must come out as "launch ok, error at a later call, context poisoned".
+if arg[1] == "--fake" then
+  T.test("illegal_access reads where a child's fault surfaced", function()
+    local r = run_lab("illegal_access", { "--quick", "--no-sanitizers" },
+      { GPULAB_FAKE_FAIL = "cuCtxSynchronize:700:2" })
+    T.ok(contains(r.stdout, "launch ok ("), "the launch step succeeded: " .. r.stdout)
+    T.ok(r.stdout:match("first error at 'sync': error cuda%.sync: [^\n]*CUDA_ERROR_ILLEGAL_ADDRESS %(700%)") ~= nil,
+      "the sync reported the 700")
+    T.ok(r.stdout:match("%[HOLDS%]%s+a faulting launch returns success") ~= nil, "async verdict")
+    T.ok(r.stdout:match("%[HOLDS%]%s+after the fault the context is poisoned") ~= nil, "poisoned verdict")
+    -- the stand-in knows nothing of CUDA_LAUNCH_BLOCKING: the error stays at the sync there
+    T.ok(r.stdout:match("%[REFUTED%]%s+with CUDA_LAUNCH_BLOCKING=1") ~= nil, "blocking verdict follows the steps")
+    -- nothing ran, so the consumer saw only stale data and the lab says so
+    T.ok(r.code ~= 0, "the lab fails when its protocol check cannot pass")
+  end)
+  T.done()
+end
+
 local NO_DRIVER = { GPULAB_LIBCUDA = "/nonexistent/libcuda.so" }
 
 for _, name in ipairs(LABS) do
