@@ -382,8 +382,9 @@ static uint64_t box_bytes(const tm_spec *s) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * The object. Lua aligns userdata to 16 bytes; the descriptor must be 64-byte aligned, so the
- * block is over-allocated and the object lives at the first 64-byte boundary inside it.
+ * The object. Lua aligns userdata to 16 bytes; cuda.h declares CUtensorMap 128-byte aligned
+ * (the driver needs 64), so the block is over-allocated and the object lives at the first
+ * suitably aligned address inside it.
  * ------------------------------------------------------------------------------------------ */
 typedef struct tm_obj {
     gl_tensormap pub; /* first: gl_test_tensormap hands out &pub */
@@ -392,8 +393,10 @@ typedef struct tm_obj {
 
 enum { UV_ARRAY = 1 };
 
+#define TM_ALIGN _Alignof(tm_obj)
+
 static tm_obj *obj_at(void *block) {
-    return (tm_obj *)(((uintptr_t)block + 63) & ~(uintptr_t)63);
+    return (tm_obj *)(((uintptr_t)block + TM_ALIGN - 1) & ~(uintptr_t)(TM_ALIGN - 1));
 }
 
 static tm_obj *test_obj(lua_State *L, int idx) {
@@ -448,7 +451,7 @@ static int tm_free(lua_State *L) {
 }
 
 static void encode(lua_State *L, const tm_spec *s, CUtensorMap *dst, const char *fn) {
-    CUtensorMap aligned; /* the driver wants a 64-byte aligned destination; the type guarantees it */
+    CUtensorMap aligned; /* the driver wants a 64-byte aligned destination; the type is 128 */
     GL_CHECK(L, gl_cu.cuTensorMapEncodeTiled(&aligned, s->dtype->type, (cuuint32_t)s->rank,
                                              (void *)(uintptr_t)s->address, s->dims, s->strides, s->box,
                                              s->estrides, (CUtensorMapInterleave)s->interleave->value,
@@ -468,7 +471,7 @@ static int l_tensormap(lua_State *L) {
     tm_err e;
     if (!parse_spec(L, 1, &s, &e)) return luaL_error(L, "%s: %s", fn, e.msg);
     gl_require_gpu(L, fn);
-    void *block = lua_newuserdatauv(L, sizeof(tm_obj) + 63, 1);
+    void *block = lua_newuserdatauv(L, sizeof(tm_obj) + TM_ALIGN - 1, 1);
     tm_obj *o = obj_at(block);
     memset(o, 0, sizeof *o);
     o->spec = s;
