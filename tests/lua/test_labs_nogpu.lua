@@ -86,6 +86,45 @@ if arg[1] == "--fake" then
     -- nothing ran, so the consumer saw only stale data and the lab says so
     T.ok(r.code ~= 0, "the lab fails when its protocol check cannot pass")
   end)
+
+  -- A tool that prints the banner and finds nothing: every tool claim is then measured as
+  -- "not reported", and a tool that cannot run leaves its claims unclear, never refuted.
+  local function fake_sanitizer(body)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir))
+    local f = assert(io.open(dir .. "/compute-sanitizer", "w"))
+    f:write("#!/bin/sh\n", body, "\n")
+    f:close()
+    assert(os.execute("chmod +x " .. dir .. "/compute-sanitizer"))
+    return dir
+  end
+  local RUN_PROGRAM = 'while [ $# -gt 0 ]; do case "$1" in /*) break ;; esac; shift; done\n'
+
+  T.test("illegal_access: a sanitizer that finds nothing refutes the tool claims", function()
+    local dir = fake_sanitizer('echo "========= COMPUTE-SANITIZER"\n' .. RUN_PROGRAM ..
+      '"$@"\necho "========= ERROR SUMMARY: 0 errors"\nexit 0')
+    local r = run_lab("illegal_access", { "--quick" }, { PATH = dir .. ":" .. os.getenv("PATH") })
+    os.execute("rm -rf " .. dir)
+    T.ok(not contains(r.stderr, "attempt to"), "no Lua error: " .. r.stderr)
+    for _, claim in ipairs { "memcheck names the kernel", "racecheck reports the shared%-memory race",
+      "synccheck reports a barrier" } do
+      T.ok(r.stdout:match("%[REFUTED%]%s+" .. claim) ~= nil, claim .. " refuted:\n" .. r.stdout)
+    end
+    T.ok(r.stdout:match("memcheck%s+oob_write%.lua edge%s+0") ~= nil, "the tool table lists the runs")
+  end)
+
+  T.test("illegal_access: a sanitizer that cannot run leaves the tool claims unclear", function()
+    local dir = fake_sanitizer('echo "========= COMPUTE-SANITIZER"\necho "========= Error: Device not supported"\nexit 1')
+    local r = run_lab("illegal_access", { "--quick" }, { PATH = dir .. ":" .. os.getenv("PATH") })
+    os.execute("rm -rf " .. dir)
+    T.ok(not contains(r.stderr, "attempt to"), "no Lua error: " .. r.stderr)
+    for _, claim in ipairs { "memcheck names the kernel", "racecheck reports", "synccheck reports",
+      "no tool proves a cross%-stream protocol" } do
+      T.ok(r.stdout:match("%[UNCLEAR%]%s+" .. claim) ~= nil, claim .. " unclear:\n" .. r.stdout)
+    end
+    T.ok(contains(r.stdout, "could not run: Error: Device not supported"), "says why")
+  end)
   T.done()
 end
 
