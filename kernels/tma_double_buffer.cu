@@ -214,3 +214,17 @@ tma_expect_tx_demo(const __grid_constant__ gl_tensormap_t in_map, unsigned short
     }
     __syncthreads();
 }
+
+// Counts 16-byte vectors of a and b that differ in any bit: checks every timed run's output
+// against the reference output on the device, so a sweep of many configurations stays quick.
+extern "C" __global__ void __launch_bounds__(256)
+count_diff_vec16(const uint4 *__restrict__ a, const uint4 *__restrict__ b, unsigned long long n16,
+                 unsigned long long *count) {
+    unsigned long long local = 0;
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += stride) {
+        const uint4 x = a[i], y = b[i];
+        local += (x.x != y.x) | (x.y != y.y) | (x.z != y.z) | (x.w != y.w);
+    }
+    if (local) atomicAdd(count, local);
+}
