@@ -122,9 +122,8 @@ static void pack_integer(lua_State *L, int idx, const gl_param *p, unsigned char
     memcpy(dst, &u, n);
 }
 
-static void pack_float(lua_State *L, int idx, const gl_param *p, unsigned char *dst,
+static void pack_float(lua_State *L, int idx, const gl_param *p, bool bf16, unsigned char *dst,
                        const char *fn, int argno) {
-    if (lua_type(L, idx) != LUA_TNUMBER) arg_error(L, fn, argno, p, idx, NULL);
     double x = lua_tonumber(L, idx);
     if (p->size == 8) {
         memcpy(dst, &x, 8);
@@ -134,7 +133,6 @@ static void pack_float(lua_State *L, int idx, const gl_param *p, unsigned char *
         float f = (float)x;
         memcpy(dst, &f, 4);
     } else if (p->size == 2) {
-        bool bf16 = strcmp(p->kind, "bf16") == 0;
         uint16_t h = bf16 ? to_small_float(x, 8, 7) : to_small_float(x, 5, 10);
         if (isfinite(x) && (h & 0x7fff) == (bf16 ? 0x7f80 : 0x7c00))
             arg_error(L, fn, argno, p, idx, bf16 ? " (out of bf16 range)" : " (out of f16 range)");
@@ -177,10 +175,42 @@ static bool pack_tensormap(lua_State *L, int idx, const gl_param *p, unsigned ch
     return true;
 }
 
-/* Checks the Lua value at idx against parameter p and writes it at dst (p->size bytes, zeroed
- * by the caller). Raises "fn: argument N: kernel expects ..., got ..." on a mismatch. */
-static void pack_arg(lua_State *L, int idx, const gl_param *p, unsigned char *dst, arg_ref *ref,
-                     const char *fn, int argno) {
+/* How a parameter takes a Lua value, decided once per kernel from its PTX kind and size
+ * (no string compares per launch). Zero means "not classified yet". */
+enum {
+    ARG_UINT = 1, /* u8..u64: integers of either signedness (NVCC's C int is .u32) */
+    ARG_SINT,     /* s8..s64: strictly signed integers */
+    ARG_BITS,     /* b8..b64: untyped bits, integer or string */
+    ARG_FLOAT,    /* f16, f32, f64 */
+    ARG_BF16,
+    ARG_PRED,
+    ARG_BLOB      /* aggregates (b8[N], structs, tensor maps): string or tensor map */
+};
+
+static unsigned char classify(const gl_param *p) {
+    unsigned e = elem_bytes(p);
+    bool scalar = (e == 1 || e == 2 || e == 4 || e == 8) && p->size == e;
+    if (!scalar) return ARG_BLOB;
+    if (strcmp(p->kind, "pred") == 0) return ARG_PRED;
+    if (strcmp(p->kind, "bf16") == 0) return ARG_BF16;
+    switch (p->kind[0]) {
+    case 'u': return ARG_UINT;
+    case 's': return ARG_SINT;
+    case 'f': return ARG_FLOAT;
+    default: return ARG_BITS;
+    }
+}
+
+static void classify_params(gl_kernel *k) {
+    for (int i = 0; i < k->nparams; i++)
+        if (k->arg_class[i] == 0) k->arg_class[i] = classify(&k->params[i]);
+}
+
+/* Checks the Lua value at idx against parameter p (of class cls) and writes it at dst
+ * (p->size bytes, zeroed by the caller). Raises "fn: argument N: kernel expects ..., got ..."
+ * on a mismatch. */
+static void pack_arg(lua_State *L, int idx, const gl_param *p, unsigned cls, unsigned char *dst,
+                     arg_ref *ref, const char *fn, int argno) {
     ref->kind = REF_NONE;
     ref->obj = NULL;
     int t = lua_type(L, idx);
@@ -191,42 +221,45 @@ static void pack_arg(lua_State *L, int idx, const gl_param *p, unsigned char *ds
         memcpy(dst, s, len);
         return;
     }
-    unsigned e = elem_bytes(p);
-    bool scalar = (e == 1 || e == 2 || e == 4 || e == 8) && p->size == e;
-    char c = p->kind[0];
-    if (!scalar) { /* a by-value aggregate: struct blob string (above) or a tensor map */
+    switch (cls) {
+    case ARG_BLOB:
         if (t == LUA_TUSERDATA && pack_tensormap(L, idx, p, dst, ref, fn, argno)) return;
         arg_error(L, fn, argno, p, idx, NULL);
-    }
-    if (p->size == 8 && c != 'f' && t == LUA_TUSERDATA && pack_array(L, idx, p, dst, ref, fn, argno))
-        return;
-    if (strcmp(p->kind, "pred") == 0) {
+    case ARG_PRED:
         if (t == LUA_TBOOLEAN) {
             *dst = (unsigned char)lua_toboolean(L, idx);
             return;
         }
+        if (t != LUA_TNUMBER) arg_error(L, fn, argno, p, idx, NULL);
+        pack_integer(L, idx, p, dst, fn, argno, false, false);
+        if (*dst > 1) arg_error(L, fn, argno, p, idx, " (a predicate is 0 or 1)");
+        return;
+    case ARG_FLOAT:
+    case ARG_BF16:
+        if (t != LUA_TNUMBER) arg_error(L, fn, argno, p, idx, NULL);
+        pack_float(L, idx, p, cls == ARG_BF16, dst, fn, argno);
+        return;
+    default: /* integers: 8-byte ones also take a device array's address */
         if (t == LUA_TNUMBER) {
-            pack_integer(L, idx, p, dst, fn, argno, false, false);
-            if (*dst > 1) arg_error(L, fn, argno, p, idx, " (a predicate is 0 or 1)");
+            pack_integer(L, idx, p, dst, fn, argno, cls == ARG_SINT, cls == ARG_BITS);
             return;
         }
+        if (p->size == 8 && t == LUA_TUSERDATA && pack_array(L, idx, p, dst, ref, fn, argno))
+            return;
         arg_error(L, fn, argno, p, idx, NULL);
     }
-    if (t != LUA_TNUMBER) arg_error(L, fn, argno, p, idx, NULL);
-    if (c == 'f' || strcmp(p->kind, "bf16") == 0)
-        pack_float(L, idx, p, dst, fn, argno);
-    else
-        pack_integer(L, idx, p, dst, fn, argno, c == 's', c == 'b');
 }
 
 /* Packs arguments at Lua stack indices first..first+nparams-1 into buf (zeroed first). */
-static void pack_all(lua_State *L, const gl_kernel *k, int first, unsigned char *buf,
+static void pack_all(lua_State *L, gl_kernel *k, int first, unsigned char *buf,
                      arg_ref *refs, int nrefs, const char *fn) {
+    if (k->nparams && k->arg_class[0] == 0) classify_params(k);
     memset(buf, 0, k->argbytes);
     arg_ref scratch;
     for (int i = 0; i < k->nparams; i++) {
         const gl_param *p = &k->params[i];
-        pack_arg(L, first + i, p, buf + p->offset, i < nrefs ? &refs[i] : &scratch, fn, i + 1);
+        pack_arg(L, first + i, p, k->arg_class[i], buf + p->offset, i < nrefs ? &refs[i] : &scratch,
+                 fn, i + 1);
     }
 }
 
@@ -289,6 +322,27 @@ static int current_max_dynamic_smem(lua_State *L, gl_kernel *k, const char *fn) 
     return v;
 }
 
+/* k:launch and k:prepare are closures over the kernel metatable and the configuration's key
+ * strings, so the hot path neither looks names up in the registry nor interns strings. */
+enum { UP_KERNEL_MT = 1, UP_GRID, UP_BLOCK, UP_SMEM, UP_STREAM, UP_COUNT = UP_STREAM };
+
+static int cfg_field(lua_State *L, int idx, int up) {
+    lua_pushvalue(L, lua_upvalueindex(up));
+    return lua_rawget(L, idx);
+}
+
+/* The kernel at index 1: a metatable compare on the common path, the full check (with its
+ * message) otherwise. */
+static gl_kernel *self_kernel(lua_State *L, const char *fn) {
+    if (lua_getmetatable(L, 1)) {
+        bool same = lua_rawequal(L, -1, lua_upvalueindex(UP_KERNEL_MT));
+        lua_pop(L, 1);
+        gl_kernel *k = same ? lua_touserdata(L, 1) : NULL;
+        if (k && k->module->handle) return k;
+    }
+    return gl_check_kernel(L, 1, fn);
+}
+
 static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const char *fn) {
     if (lua_type(L, idx) != LUA_TTABLE)
         luaL_error(L, "%s: argument #1 (launch configuration) must be a table "
@@ -296,9 +350,9 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     const gl_device_limits *d = k->limits;
     int top = lua_gettop(L);
     int present = 0;
-    present += lua_getfield(L, idx, "grid") != LUA_TNIL;
+    present += cfg_field(L, idx, UP_GRID) != LUA_TNIL;
     read_dims(L, top + 1, fn, "grid", d->max_grid, cfg->grid);
-    present += lua_getfield(L, idx, "block") != LUA_TNIL;
+    present += cfg_field(L, idx, UP_BLOCK) != LUA_TNIL;
     read_dims(L, top + 2, fn, "block", d->max_block, cfg->block);
     unsigned long long threads = (unsigned long long)cfg->block[0] * cfg->block[1] * cfg->block[2];
     int max_threads = k->max_threads < d->max_threads_per_block ? k->max_threads : d->max_threads_per_block;
@@ -306,7 +360,7 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
         luaL_error(L, "%s: block of %d threads exceeds the limit of %d for kernel '%s' on this device",
                    fn, (int)threads, max_threads, k->name);
     cfg->smem = 0;
-    if (lua_getfield(L, idx, "smem") != LUA_TNIL) {
+    if (cfg_field(L, idx, UP_SMEM) != LUA_TNIL) {
         present++;
         int isint = 0;
         lua_Integer s = lua_tointegerx(L, -1, &isint);
@@ -321,7 +375,7 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     }
     cfg->stream = NULL;
     cfg->track = gl_default_track();
-    if (lua_getfield(L, idx, "stream") != LUA_TNIL) {
+    if (cfg_field(L, idx, UP_STREAM) != LUA_TNIL) {
         present++;
         if (gl_test_stream(L, top + 4) == NULL)
             luaL_error(L, "%s: option 'stream' must be a cuda.stream, got %s", fn,
@@ -375,7 +429,7 @@ static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_
 
 static int l_launch(lua_State *L) {
     const char *fn = "k:launch";
-    gl_kernel *k = gl_check_kernel(L, 1, fn);
+    gl_kernel *k = self_kernel(L, fn);
     gl_require_gpu(L, fn);
     check_module_usable(L, k, fn);
     launch_cfg cfg;
@@ -427,7 +481,7 @@ static prepared *check_prepared(lua_State *L, int idx, const char *fn) {
 
 static int l_prepare(lua_State *L) {
     const char *fn = "k:prepare";
-    gl_kernel *k = gl_check_kernel(L, 1, fn);
+    gl_kernel *k = self_kernel(L, fn);
     gl_require_gpu(L, fn);
     check_module_usable(L, k, fn);
     launch_cfg cfg;
@@ -511,7 +565,7 @@ static int l_prepared_set(lua_State *L) {
     unsigned char tmp[MAX_ARG_BYTES];
     memset(tmp, 0, p->size);
     arg_ref ref;
-    pack_arg(L, 3, p, tmp, &ref, fn, (int)i);
+    pack_arg(L, 3, p, P->k->arg_class[i - 1], tmp, &ref, fn, (int)i);
     memcpy(P->buf + p->offset, tmp, p->size);
     P->refs[i - 1] = ref;
     if (ref.kind != REF_NONE) lua_pushvalue(L, 3); else lua_pushnil(L);
@@ -578,7 +632,12 @@ void gl_open_launch(lua_State *L) {
     static const luaL_Reg kernel_methods[] = {{"launch", l_launch}, {"prepare", l_prepare},
                                               {NULL, NULL}};
     gl_push_kernel_methods(L);
-    luaL_setfuncs(L, kernel_methods, 0);
+    luaL_getmetatable(L, GL_KERNEL_T);
+    lua_pushliteral(L, "grid");
+    lua_pushliteral(L, "block");
+    lua_pushliteral(L, "smem");
+    lua_pushliteral(L, "stream");
+    luaL_setfuncs(L, kernel_methods, UP_COUNT);
     lua_pop(L, 1);
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");

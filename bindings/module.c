@@ -343,7 +343,7 @@ static int l_module_kernel(lua_State *L) {
     if (n < 0) n = params_from_driver(L, f, params, fn);
 
     size_t namelen = strlen(entry);
-    size_t size = sizeof(gl_kernel) + (size_t)n * sizeof(gl_param) + namelen + 1;
+    size_t size = sizeof(gl_kernel) + (size_t)n * sizeof(gl_param) + (size_t)n + namelen + 1;
     gl_kernel *k = lua_newuserdatauv(L, size, 1);
     memset(k, 0, sizeof *k);
     k->fn = f;
@@ -351,7 +351,9 @@ static int l_module_kernel(lua_State *L) {
     k->nparams = n;
     k->typed = typed;
     memcpy(k->params, params, (size_t)n * sizeof(gl_param));
-    char *name = (char *)(k->params + n);
+    k->arg_class = (unsigned char *)(k->params + n);
+    memset(k->arg_class, 0, (size_t)n);
+    char *name = (char *)(k->arg_class + n);
     memcpy(name, entry, namelen + 1);
     k->name = name;
     unsigned end = 0;

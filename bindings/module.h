@@ -51,7 +51,9 @@ typedef struct gl_kernel {
     unsigned argbytes;      /* size of the packed parameter buffer */
     int regs, static_smem, local_bytes, const_bytes, max_threads;
     int max_dynamic_smem;   /* as last set/read; re-read before refusing a launch */
-    gl_param params[];      /* nparams entries, then the name's bytes */
+    unsigned char *arg_class; /* nparams bytes for launch.c's packing rule per parameter,
+                                 zero until launch.c classifies them on first use */
+    gl_param params[];      /* nparams entries, then arg_class, then the name's bytes */
 } gl_kernel;
 
 /* The __name of a userdata ("cuda.array") or the Lua type name, for messages. May push a value. */
