@@ -108,7 +108,8 @@ local function ptxas_report(options)
   for entry, props in out:gmatch("Compiling entry function '([^']+)'.-(Used %d+ registers)") do
     report[entry] = { regs = tonumber(props:match("%d+")) }
   end
-  for entry, stack, spill in out:gmatch("Function properties for ([%w_]+)%s+(%d+) bytes stack frame, (%d+) bytes spill stores") do
+  local props = "Function properties for ([%w_]+)%s+(%d+) bytes stack frame, (%d+) bytes spill stores"
+  for entry, stack, spill in out:gmatch(props) do
     report[entry] = report[entry] or {}
     report[entry].stack, report[entry].spill_stores = tonumber(stack), tonumber(spill)
   end
@@ -167,7 +168,8 @@ local capped = cuda.compile(src, { name = "tile_reduce_capped.cu", arch = "sm_90
 local ptxas_capped = ptxas_report("--maxrregcount " .. P.reg_cap)
 if ptxas_default and ptxas_capped and ptxas_default.many_live_values and ptxas_capped.many_live_values then
   local a, b = ptxas_default.many_live_values, ptxas_capped.many_live_values
-  L:note(string.format("ptxas: many_live_values uses %s registers, %s B spilled; capped at %d: %s registers, %s B spilled",
+  L:note(string.format("ptxas: many_live_values uses %s registers, %s B spilled; "
+    .. "capped at %d: %s registers, %s B spilled",
     tostring(a.regs), tostring(a.spill_stores), P.reg_cap, tostring(b.regs), tostring(b.spill_stores)))
 end
 
@@ -186,6 +188,14 @@ L:table({ "image", "load time" }, {
   { "cubin (ready machine code)", string.format("%.2f ms", load_cubin_ms) },
 })
 L:record("load", { ptx_ms = load_ptx_ms, cubin_ms = load_cubin_ms })
+-- the driver's JIT runs the same ptxas: the registers it picks should match the cubin's
+local jit_regs, cubin_regs = {}, {}
+for i, nm in ipairs(names) do
+  -- a module loaded from a plain PTX string knows only the lowered (mangled) names
+  jit_regs[i], cubin_regs[i] = mod_jit:kernel(prog.lowered[nm]).regs, mod:kernel(nm).regs
+end
+L:note(string.format("registers per layout: JIT from PTX %s; cubin from NVRTC %s", table.concat(jit_regs, "/"),
+  table.concat(cubin_regs, "/")))
 
 -- ---------------------------------------------------------------------------------------------
 L:section("One 1024-element tile, four execution layouts")
@@ -252,7 +262,9 @@ end
 L:verdict("the layout changes elements per thread and registers",
   (function()
     local parts = {}
-    for _, r in ipairs(results) do parts[#parts + 1] = string.format("%dw: %d el/thr, %d regs", r.warps, r.per_thread, r.regs) end
+    for _, r in ipairs(results) do
+      parts[#parts + 1] = string.format("%dw: %d el/thr, %d regs", r.warps, r.per_thread, r.regs)
+    end
     return table.concat(parts, "; ")
   end)(), regs_differ)
 -- "more warps is faster" would need every doubling to pay off by more than the timing noise
@@ -267,7 +279,8 @@ L:verdict("more warps per tile is not automatically faster",
     for _, r in ipairs(results) do parts[#parts + 1] = string.format("%dw %.3f", r.warps, r.ms) end
     return table.concat(parts, ", ") .. " ms"
   end)()), not always_faster)
-L:svg_bars { file = "compile_pipeline_layouts.svg", title = string.format("%d tiles of 1024 floats: time per layout", P.tiles),
+L:svg_bars { file = "compile_pipeline_layouts.svg",
+  title = string.format("%d tiles of 1024 floats: time per layout", P.tiles),
   y_label = "median ms", bars = (function()
     local bars = {}
     for _, r in ipairs(results) do bars[#bars + 1] = { label = r.warps .. " warps", value = r.ms } end
@@ -302,5 +315,4 @@ L:verdict(string.format("a cap of %d registers spills live values to local memor
 if same.mismatches ~= 0 then L:fail("spilling changed the results of many_live_values") end
 xin:free()
 x:free()
-mod_jit = nil
 os.exit(L:finish())

@@ -90,7 +90,8 @@ end
 L:table({ "step", "16 GiB past the end", "same, CUDA_LAUNCH_BLOCKING=1", "1 element past the end" }, rows)
 L:note("steps: launch; 100 ms of host work with no CUDA call; an unrelated cuda.array; cuda.sync; one more cuda.array")
 for label, run in pairs { async = async, blocking = blocking, edge = edge } do
-  L:record(label, { status = run.raw.status, code = run.raw.code, stdout = run.raw.stdout, stderr = short(run.raw.stderr, 2000) })
+  L:record(label, { status = run.raw.status, code = run.raw.code, stdout = run.raw.stdout,
+    stderr = short(run.raw.stderr, 2000) })
   if #run.order == 0 then L:fail(label .. " child printed no steps: " .. short(run.raw.stderr, 400)) end
 end
 
@@ -176,7 +177,8 @@ local srows = {}
 for _, r in ipairs(runs) do
   local first = r.out:match("=========%s+([^\n]*[Ee]rror[^\n]*)") or r.out:match("=========%s+(Invalid[^\n]*)") or
       r.out:match("=========%s+(Race[^\n]*)") or ""
-  srows[#srows + 1] = { r.tool, r.script .. " " .. r.args, tostring(r.exit), tostring(r.errors or "?"), short(first, 80) }
+  srows[#srows + 1] = { r.tool, r.script .. " " .. r.args, tostring(r.exit), tostring(r.errors or "?"),
+    short(first, 80) }
 end
 L:table({ "tool", "child", "exit", "errors", "first report" }, srows)
 L:note("exit 99: the tool reported errors; 0: it reported none; 124: the run hit the deadline")

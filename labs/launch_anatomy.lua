@@ -150,7 +150,8 @@ L:table({ "launch", "blocks", "threads (computed)", "threads (counted)", "SMs us
 
 for _, r in ipairs(runs) do
   L:record(r.label, { grid = r.grid, threads_seen = r.threads_seen, sms_used = r.sms, predicted_per_sm = per_sm,
-    observed_peak_per_sm = r.peak, observed_peak_gpu = r.gpu_peak, finished_before_block0 = r.before0, span_us = r.span_us })
+    observed_peak_per_sm = r.peak, observed_peak_gpu = r.gpu_peak, finished_before_block0 = r.before0,
+    span_us = r.span_us })
 end
 
 local ex, multi = runs[1], runs[2]
@@ -166,7 +167,8 @@ L:verdict("residency per SM is what the occupancy API predicts for the compiled 
 local capacity = per_sm * dev.sm_count
 local valid = ex.threads_seen == threads and multi.threads_seen == multi.grid * P.block and multi.peak >= 1
 L:verdict("a grid is logical work: blocks running at once are capped by the GPU's capacity, not by the grid",
-  string.format("capacity %d blocks (%d/SM x %d SMs); seed example: %d of %d at once over %d SMs; %d-wave: %d of %d at once",
+  string.format("capacity %d blocks (%d/SM x %d SMs); seed example: %d of %d at once over %d SMs; "
+    .. "%d-wave: %d of %d at once",
     capacity, per_sm, dev.sm_count, ex.gpu_peak, P.grid, ex.sms, P.waves, multi.gpu_peak, multi.grid),
   valid and multi.gpu_peak <= capacity and multi.gpu_peak < multi.grid and ex.gpu_peak <= math.min(P.grid, capacity))
 -- Observing blocks finish before block 0 proves the claim; not observing it proves nothing.

@@ -40,7 +40,8 @@ L:section("Setup")
 local names = {}
 for _, kind in ipairs(KINDS) do for _, ilp in ipairs(ILPS) do names[#names + 1] = kernel_name(kind, ilp) end end
 local t = cuda.now()
-local prog = cuda.compile_file(cuda.home .. "/kernels/warp_states.cu", { arch = "sm_90a", std = "c++17", names = names })
+local prog = cuda.compile_file(cuda.home .. "/kernels/warp_states.cu",
+  { arch = "sm_90a", std = "c++17", names = names })
 L:note(string.format("kernels/warp_states.cu compiled for sm_90a in %.1f ms: %s", (cuda.now() - t) * 1e3,
   table.concat(names, ", ")))
 L:note(string.format("each thread does %d FMA links or %d load links in all, split over ILP independent chains",

@@ -119,7 +119,8 @@ if arg[1] == "--fake" then
   end)
 
   T.test("illegal_access: a sanitizer that cannot run leaves the tool claims unclear", function()
-    local dir = fake_sanitizer('echo "========= COMPUTE-SANITIZER"\necho "========= Error: Device not supported"\nexit 1')
+    local dir = fake_sanitizer('echo "========= COMPUTE-SANITIZER"\n'
+      .. 'echo "========= Error: Device not supported"\nexit 1')
     local r = run_lab("illegal_access", { "--quick" }, { PATH = dir .. ":" .. os.getenv("PATH") })
     os.execute("rm -rf " .. dir)
     T.ok(not contains(r.stderr, "attempt to"), "no Lua error: " .. r.stderr)
