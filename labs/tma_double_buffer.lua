@@ -27,7 +27,9 @@ local TILE_BYTES = 8192
 local SHAPES = { { 64, 64 }, { 128, 32 }, { 256, 16 } } -- box {x (innermost), y}: all 8,192 bytes of f16
 local CONSUMER_WARPS = 4                                  -- + 1 producer warp (kernel's CONSUMER_WARPS)
 local PIPE_THREADS = 32 * (1 + CONSUMER_WARPS)
-local TIMEOUT_NS = 2000000000                             -- in-kernel mbarrier deadline: 2 s
+-- In-kernel mbarrier deadline, from kernel start: 2 s, or 60 s under compute-sanitizer
+-- (--sanitize sets GPULAB_LINEINFO), where every instruction runs many times slower.
+local TIMEOUT_NS = os.getenv("GPULAB_LINEINFO") and 60000000000 or 2000000000
 local STAGES = L.quick and { 1, 2, 4, 8 } or { 1, 2, 3, 4, 5, 6, 7, 8 }
 local CTAS = L.quick and { 1, 2 } or { 1, 2, 3, 4 }
 local POISON = 1000.0                                     -- never a result: inputs are in [-1, 1]
