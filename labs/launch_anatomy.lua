@@ -53,12 +53,13 @@ L:note(string.format("occupancy API: %d blocks of %d threads per SM (limited by 
 
 -- ---------------------------------------------------------------------------------------------
 -- One launch of record_blocks; returns per-block records (1-based by blockIdx.x + 1).
-local function record_launch(grid)
+local function record_launch(grid, smem)
   local start_d, end_d = cuda.array("u64", grid), cuda.array("u64", grid)
   local sm_d, warps_d = cuda.array("u32", grid), cuda.array("u32", grid)
   local seen_d = cuda.array("u64", 1)
   seen_d:fill(0)
-  record:launch({ grid = grid, block = P.block }, start_d, end_d, sm_d, warps_d, seen_d, P.busy_us * 1000)
+  record:launch({ grid = grid, block = P.block, smem = smem or 0 }, start_d, end_d, sm_d, warps_d, seen_d,
+    P.busy_us * 1000)
   cuda.sync { timeout = 30 }
   local function fetch(d)
     local h = cuda.host(d.dtype, d.numel)
@@ -115,10 +116,19 @@ local function started_before_block0(blocks)
   return n
 end
 
-local function analyse(label, grid)
-  local blocks, seen = record_launch(grid)
-  local bad_warps = 0
-  for _, b in ipairs(blocks) do if b.warps ~= warps_per_block then bad_warps = bad_warps + 1 end end
+local function analyse(label, grid, smem, predicted)
+  local blocks, seen = record_launch(grid, smem)
+  local bad_warps, bad_times = 0, 0
+  for _, b in ipairs(blocks) do
+    if b.warps ~= warps_per_block then bad_warps = bad_warps + 1 end
+    if b.finish < b.start or b.start == 0 then bad_times = bad_times + 1 end
+  end
+  -- every later claim reads these records: they must account for every thread and block
+  local valid = seen == grid * P.block and bad_warps == 0 and bad_times == 0
+  if not valid then
+    L:fail(string.format("%s: the records are wrong (%d threads counted of %d, %d bad warp counts, %d bad times)",
+      label, seen, grid * P.block, bad_warps, bad_times))
+  end
   local peak, sms, gpu_peak = residency(blocks)
   local t0, t1 = math.huge, 0
   for _, b in ipairs(blocks) do
@@ -129,20 +139,28 @@ local function analyse(label, grid)
     label = label, grid = grid, blocks = blocks, threads_seen = seen, bad_warps = bad_warps, peak = peak,
     gpu_peak = gpu_peak,
     sms = sms, before0 = finished_before_block0(blocks), started_before0 = started_before_block0(blocks),
-    span_us = (t1 - t0) / 1e3, t0 = t0,
+    span_us = (t1 - t0) / 1e3, t0 = t0, predicted = predicted or per_sm, valid = valid,
   }
 end
 
 -- ---------------------------------------------------------------------------------------------
 L:section("Measurement: where and when blocks ran")
 local wave = per_sm * dev.sm_count
+-- Shared memory is a residency limit too: the same kernel asking for 64 KiB of dynamic shared
+-- memory per block (it touches none of it) should fit fewer blocks per SM.
+local SMEM = 64 * 1024
+record:set_max_dynamic_smem(SMEM)
+local smem_per_sm, smem_limiter = record:occupancy(P.block, SMEM)
 local runs = {
   analyse("seed example", P.grid),
   analyse(string.format("%d waves", P.waves), wave * P.waves),
+  analyse(string.format("%d waves, 64 KiB smem", P.waves), smem_per_sm * dev.sm_count * P.waves, SMEM, smem_per_sm),
 }
+L:note(string.format("with %d B of dynamic shared memory per block the occupancy API predicts %d blocks/SM (%s)",
+  SMEM, smem_per_sm, tostring(smem_limiter)))
 local rows = {}
 for _, r in ipairs(runs) do
-  rows[#rows + 1] = { r.label, r.grid, r.grid * P.block, r.threads_seen, r.sms, per_sm, r.peak, r.gpu_peak,
+  rows[#rows + 1] = { r.label, r.grid, r.grid * P.block, r.threads_seen, r.sms, r.predicted, r.peak, r.gpu_peak,
     r.before0, r.started_before0, string.format("%.1f", r.span_us) }
 end
 L:table({ "launch", "blocks", "threads (computed)", "threads (counted)", "SMs used", "predicted/SM",
@@ -155,28 +173,34 @@ for _, r in ipairs(runs) do
 end
 
 local ex, multi = runs[1], runs[2]
+local valid = ex.valid and multi.valid
 L:verdict(string.format("grid=%d, block=%d is %d threads in %d-warp blocks", P.grid, P.block, threads, warps_per_block),
   string.format("%d threads counted by the kernel, %d blocks reported a warp count other than %d",
     ex.threads_seen, ex.bad_warps, warps_per_block),
   ex.threads_seen == threads and ex.bad_warps == 0)
+local smem_run = runs[3]
 L:verdict("residency per SM is what the occupancy API predicts for the compiled kernel",
   string.format("predicted %d blocks/SM (%s); observed peak %d/SM in the %d-wave launch, %d/SM in the seed example",
     per_sm, tostring(limiter), multi.peak, P.waves, ex.peak),
-  multi.peak == per_sm and ex.peak <= per_sm)
+  valid and multi.peak == per_sm and ex.peak <= per_sm)
+L:verdict("shared memory per block limits residency as the occupancy API predicts",
+  string.format("64 KiB dynamic smem: predicted %d blocks/SM, observed peak %d/SM (without it: %d)", smem_per_sm,
+    smem_run.peak, multi.peak),
+  smem_run.valid and smem_run.peak == smem_per_sm and smem_per_sm < per_sm)
 -- The seed's point: a grid is logical work; how much of it runs at once is the GPU's capacity.
 local capacity = per_sm * dev.sm_count
-local valid = ex.threads_seen == threads and multi.threads_seen == multi.grid * P.block and multi.peak >= 1
 L:verdict("a grid is logical work: blocks running at once are capped by the GPU's capacity, not by the grid",
   string.format("capacity %d blocks (%d/SM x %d SMs); seed example: %d of %d at once over %d SMs; "
     .. "%d-wave: %d of %d at once",
     capacity, per_sm, dev.sm_count, ex.gpu_peak, P.grid, ex.sms, P.waves, multi.gpu_peak, multi.grid),
-  valid and multi.gpu_peak <= capacity and multi.gpu_peak < multi.grid and ex.gpu_peak <= math.min(P.grid, capacity))
+  valid and multi.gpu_peak <= capacity and multi.gpu_peak < multi.grid
+    and ex.gpu_peak <= math.min(P.grid, capacity))
 -- Observing blocks finish before block 0 proves the claim; not observing it proves nothing.
 local before = math.max(ex.before0, multi.before0)
 L:verdict("blockIdx.x = 0 is not guaranteed to finish first",
   string.format("%d blocks finished before block 0 in the seed example, %d in the %d-wave launch",
     ex.before0, multi.before0, P.waves),
-  before > 0 or nil)
+  (valid and before > 0) or nil)
 
 -- ---------------------------------------------------------------------------------------------
 L:section("Measurement: the CPU returns before the GPU finishes")
