@@ -149,8 +149,11 @@ static int l_stream(lua_State *L) {
     lua_Integer priority = 0;
     if (opt_table(L, 1, known, fn, "{nonblocking=, priority=}")) {
         nonblocking = gl_opt_bool_field(L, 1, "nonblocking", false, fn);
-        have_priority = lua_getfield(L, 1, "priority") != LUA_TNIL;
+        int type = lua_getfield(L, 1, "priority");
         lua_pop(L, 1);
+        have_priority = type != LUA_TNIL;
+        if (have_priority && type != LUA_TNUMBER) /* no string coercion */
+            luaL_error(L, "%s: option 'priority' must be an integer, got %s", fn, lua_typename(L, type));
         priority = gl_opt_int_field(L, 1, "priority", 0, fn);
     }
     gl_require_gpu(L, fn);

@@ -278,8 +278,9 @@ CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
     return CUDA_SUCCESS;
 }
 
+/* An injected failure still ends the capture, as an invalidated capture does. */
 CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *out) {
-    FAKE_ENTER("cuStreamEndCapture");
+    CUresult injected = fake_enter("cuStreamEndCapture");
     if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
     *out = NULL;
     fake_stream *s = is_default_stream(h) ? NULL : find_stream(h);
@@ -289,9 +290,9 @@ CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *out) {
     s->capture = NULL;
     fake_log("capture_end %p nodes=%zu%s", (void *)s, g->nodes,
              s->capture_invalidated ? " invalidated" : "");
-    if (s->capture_invalidated) {
+    if (s->capture_invalidated || injected != CUDA_SUCCESS) {
         free(g);
-        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        return injected != CUDA_SUCCESS ? injected : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
     g->next = graphs;
     graphs = g;
