@@ -83,9 +83,50 @@ local function permutation(n, seed)
   end
   local d = cuda.array("u32", n)
   d:copy_from(h)
-  return d
+  return d, h
 end
-local chain = permutation(CHAIN_ENTRIES, 12345)
+local chain, chain_h = permutation(CHAIN_ENTRIES, 12345)
+
+-- What a thread must have computed, worked out on the CPU: timings of wrong work prove nothing.
+local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
+local expected_cache = {}
+local function expected(kind, ilp, tid, thread_in_block)
+  local key = string.format("%s:%d:%d:%d", kind, ilp, tid, thread_in_block)
+  if expected_cache[key] then return expected_cache[key] end
+  local steps = STEPS[kind] // ilp
+  local v
+  if kind == "fma" then
+    local a, b, sum = f32(0.999999), f32(1e-6), 0.0
+    for c = 0, ilp - 1 do
+      local acc = f32(thread_in_block + c)
+      for _ = 1, steps do acc = f32(acc * a + b) end
+      sum = f32(sum + acc)
+    end
+    v = sum
+  else
+    v = 0
+    for c = 0, ilp - 1 do
+      local idx = ((tid * 7919 + c * 104729) & 0xffffffff) % CHAIN_ENTRIES
+      for _ = 1, steps do idx = chain_h[idx + 1] end
+      v = v ~ idx
+    end
+  end
+  expected_cache[key] = v
+  return v
+end
+
+-- Checks the first and the last thread of a configuration's output.
+local function check_output(kind, ilp, c)
+  local h = cuda.host(c.out.dtype, c.out.numel)
+  h:copy_from(c.out)
+  for _, tid in ipairs { 0, c.out.numel - 1 } do
+    local want, got = expected(kind, ilp, tid, tid % P.block), h[tid + 1]
+    local ok = kind == "fma" and math.abs(got - want) <= 1e-4 * math.abs(want) or got == want
+    if not ok then
+      L:fail(string.format("%s ILP %d: thread %d computed %s, the CPU says %s", kind, ilp, tid, got, want))
+    end
+  end
+end
 
 -- Prepares one configuration; returns a function that launches it once, or nil and why.
 local function setup(kind, ilp, per_sm)
@@ -154,6 +195,7 @@ for _, kind in ipairs(KINDS) do
           config = string.format("%s:%d:%d", kind, ilp, per_sm),
         }
         results[#results + 1] = r
+        check_output(kind, ilp, c)
         c.out:free()
       end
     end
