@@ -425,14 +425,17 @@ static void hand_use_to_array(lua_State *L, int idx, gl_use *u) {
     gl_array *a = gl_test_array(L, -1);
     lua_pop(L, 1);
     if (a == NULL) return;
+    /* keep the later of the two: only "is it complete yet" reads the number, and the events a
+     * release records on each stream cover everything submitted before */
+    uint64_t seq = u->last_seq > a->use.last_seq ? u->last_seq : a->use.last_seq;
     if (u->nstreams < 0) { /* untracked streams: the array waits for a full sync too */
-        gl_use_mark(&a->use, gl_default_track(), u->last_seq);
+        gl_use_mark(&a->use, gl_default_track(), seq);
         if (a->use.nstreams > 0)
             for (int i = 0; i < a->use.nstreams; i++) gl_track_unref(a->use.streams[i]);
         a->use.nstreams = -1;
         return;
     }
-    for (int i = 0; i < u->nstreams; i++) gl_use_mark(&a->use, u->streams[i], u->last_seq);
+    for (int i = 0; i < u->nstreams; i++) gl_use_mark(&a->use, u->streams[i], seq);
 }
 
 /* __gc, __close and :free(): idempotent, never raises. */
