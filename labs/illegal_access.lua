@@ -207,10 +207,13 @@ end
 
 -- memcheck: kernel, line, thread, block
 local mc = by_key.memcheck_edge
-local kernel = mc.out:match("at ([%w_]*oob_write)[^\n]*")
-local line = tonumber(mc.out:match("at [^\n]*oob_write[^\n]* in [^\n]*faults%.cu:(%d+)"))
-local thread = mc.out:match("by thread %((%d+,%d+,%d+)%)")
-local block = mc.out:match("in block %((%d+,%d+,%d+)%)")
+-- read from the first report on: its "at" line names kernel and file:line (the order of the two
+-- has changed between tool versions), then "by thread (x,y,z) in block (x,y,z)"
+local report = mc.out:match("(Invalid __global__ write.*)") or ""
+local kernel = report:match("(oob_write)")
+local line = tonumber(report:match("faults%.cu:(%d+)"))
+local thread = report:match("by thread %((%d+,%d+,%d+)%)")
+local block = report:match("in block %((%d+,%d+,%d+)%)")
 tool_verdict("memcheck names the kernel, the source line, the thread and the block",
   string.format("kernel %s, faults.cu:%s (bug at :%d), thread (%s), block (%s)", tostring(kernel), tostring(line),
     LINE, tostring(thread), tostring(block)),

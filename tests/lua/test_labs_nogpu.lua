@@ -118,6 +118,24 @@ if arg[1] == "--fake" then
     T.ok(r.stdout:match("memcheck%s+oob_write%.lua edge%s+0") ~= nil, "the tool table lists the runs")
   end)
 
+  T.test("illegal_access: reads kernel, line, thread and block from a memcheck report", function()
+    local faults = cuda.home .. "/kernels/faults.cu"
+    local dir = fake_sanitizer('echo "========= COMPUTE-SANITIZER"\n'
+      .. 'case "$*" in *oob_write.lua*)\n'
+      .. '  line=$(grep -n "the bug: index past the end" ' .. faults .. ' | cut -d: -f1)\n'
+      .. '  echo "========= Invalid __global__ write of size 4 bytes"\n'
+      .. '  echo "=========     at oob_write+0x1d0 in ' .. faults .. ':$line"\n'
+      .. '  echo "=========     by thread (17,0,0) in block (3,0,0)"\n'
+      .. '  echo "========= ERROR SUMMARY: 1 error"; exit 99;;\n'
+      .. 'esac\n' .. RUN_PROGRAM .. '"$@"\nexit 0')
+    local r = run_lab("illegal_access", { "--quick" }, { PATH = dir .. ":" .. os.getenv("PATH") })
+    os.execute("rm -rf " .. dir)
+    T.ok(r.stdout:match("%[HOLDS%]%s+memcheck names the kernel, the source line, the thread and the block") ~= nil,
+      "memcheck verdict:\n" .. r.stdout)
+    T.ok(r.stdout:match("kernel oob_write, faults%.cu:(%d+) %(bug at :%1%), thread %(17,0,0%), block %(3,0,0%)")
+      ~= nil, "what was read")
+  end)
+
   T.test("illegal_access: a sanitizer that cannot run leaves the tool claims unclear", function()
     local dir = fake_sanitizer('echo "========= COMPUTE-SANITIZER"\n'
       .. 'echo "========= Error: Device not supported"\nexit 1')
