@@ -69,6 +69,10 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
     extern __shared__ unsigned char dyn_smem[];
     unsigned char *buf = align_1024(dyn_smem);
     const int warp = threadIdx.x / 32;
+    if (stages < 1 || stages > MAX_STAGES || blockDim.x != 32 * (1 + CONSUMER_WARPS)) {
+        if (threadIdx.x == 0 && status != nullptr) atomicCAS(status, 0, 0x7fff0000 | (stages & 0xffff));
+        return; // a bad configuration is reported, never run
+    }
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
