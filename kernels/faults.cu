@@ -45,12 +45,14 @@ __device__ __forceinline__ unsigned long long global_ns() {
     return t;
 }
 
+// Launched as one block (grid-stride loop): it occupies one SM, so the consumer's blocks find
+// free SMs and run while the producer still stalls.
 extern "C" __global__ void slow_producer(float *buf, unsigned n, unsigned long long stall_ns) {
     unsigned long long t0 = global_ns();
     while (global_ns() - t0 < stall_ns) {
     }
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) buf[i] = (float)i;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        buf[i] = (float)i;
 }
 
 extern "C" __global__ void consumer(const float *buf, float *copy, unsigned n) {

@@ -19,7 +19,7 @@ cuda.sync()
 local s1, s2 = cuda.stream { nonblocking = true }, cuda.stream { nonblocking = true }
 local produced = cuda.event()
 C.step("run", function()
-  producer:launch({ grid = grid, block = BLOCK, stream = s1 }, buf, N, 20 * 1000 * 1000) -- stalls 20 ms
+  producer:launch({ grid = 1, block = 1024, stream = s1 }, buf, N, 20 * 1000 * 1000) -- stalls 20 ms
   produced:record(s1)
   if variant == "waited" then s2:wait(produced) end
   consumer:launch({ grid = grid, block = BLOCK, stream = s2 }, buf, copy, N)
