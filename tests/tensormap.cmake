@@ -13,14 +13,17 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/lua/gpulab/lab.lua)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(lab_tma_nodevice PROPERTIES LABELS cpu TIMEOUT 300
     ENVIRONMENT "GPULAB_LIBCUDA=/nonexistent/libcuda.so;GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
-  # Device: the quick lab (correctness checks must hold), and a small size under compute-sanitizer.
-  add_test(NAME lab_tma_quick COMMAND gpulab labs/tma_double_buffer.lua --quick
-           --json ${CMAKE_BINARY_DIR}/lab_tma_quick.json --svg ${CMAKE_BINARY_DIR}/lab_tma_quick.svg
+  # Device (skipped without one): the quick lab, its correctness checks must hold; and a small size
+  # under compute-sanitizer memcheck and synccheck, which must report no errors.
+  add_test(NAME lab_tma_quick COMMAND gpulab tests/lua/tma_lab_runner.lua labs/tma_double_buffer.lua --quick
+           --json ${CMAKE_BINARY_DIR}/lab_tma_quick.json --svg ${CMAKE_BINARY_DIR}/lab_tma_quick
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   foreach(tool memcheck synccheck)
-    add_test(NAME lab_tma_${tool} COMMAND gpulab --sanitize=${tool} labs/tma_double_buffer.lua --quick
-             --rows=256 --cols=2048 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    add_test(NAME lab_tma_${tool} COMMAND gpulab tests/lua/tma_lab_runner.lua --sanitize=${tool}
+             labs/tma_double_buffer.lua --quick --rows=256 --cols=2048 --reps=3
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   endforeach()
   set_tests_properties(lab_tma_quick lab_tma_memcheck lab_tma_synccheck PROPERTIES LABELS gpu TIMEOUT 600
-    ENVIRONMENT "GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
+    SKIP_RETURN_CODE 77
+    ENVIRONMENT "GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;GPULAB_BIN=$<TARGET_FILE:gpulab>")
 endif()
