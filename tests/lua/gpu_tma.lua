@@ -69,7 +69,8 @@ for dtype, esize in pairs(SIZES) do
       d_out:fill(7777)
       out = round_trip(tin, tout, dtype, n)
       T.eq(cuda.compare(out, h2, { atol = 0, rtol = 0 }).mismatches, 0, "after replace_address")
-      T.raises(function() tin:replace_address(cuda.array(dtype, 16)) end, "but the array holds 32 bytes")
+      T.raises(function() tin:replace_address(cuda.array(dtype, 16)) end,
+        string.format("but the array holds %d bytes", 16 * esize))
       tin:free(); tout:free()
     end)
   end
@@ -129,7 +130,7 @@ T.test("padded rows: strides larger than the row", function()
   end
 end)
 
-T.test("the encoded map changes with the spec and the address", function()
+T.test("an encoded map: box_bytes, tostring, describe, stats", function()
   local d = cuda.array("f16", 64 * 64)
   local a = cuda.tensormap { array = d, dtype = "f16", dims = { 64, 64 }, box = { 64, 64 } }
   T.eq(a.box_bytes, 8192)
