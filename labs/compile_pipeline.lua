@@ -148,15 +148,33 @@ if sass then
   for i, h in ipairs(heads) do
     sass_functions[h[2]] = sass:sub(h[1], heads[i + 1] and heads[i + 1][1] - 1 or #sass)
   end
-  local rows = {}
-  for _, n in ipairs(names) do
+  local rows, per_kernel = {}, {}
+  for i, n in ipairs(names) do
     local body = sass_functions[prog.lowered[n]] or ""
-    rows[#rows + 1] = { n, count(body, "/%*%x+%*/"), count(body, "LDG"), count(body, "SHFL"),
-      count(body, "BAR"), count(body, "STS") + count(body, "LDS") }
+    local c = { total = count(body, "/%*%x+%*/"), ldg = count(body, "LDG"), shfl = count(body, "SHFL"),
+      bar = count(body, "BAR%.SYNC") + count(body, "BAR%.RED") + count(body, " BAR "),
+      smem = count(body, "STS") + count(body, "LDS") }
+    per_kernel[i] = c
+    rows[#rows + 1] = { n, c.total, c.ldg, c.shfl, c.bar, c.smem }
   end
   L:table({ "kernel", "SASS instructions", "LDG", "SHFL", "BAR", "LDS+STS" }, rows)
-  L:note("SASS is where the layout becomes visible: the 1-warp version has no barrier and no shared memory")
-else
+  L:record("sass", per_kernel)
+  -- a taste of the machine code: the first instructions of the 4-warp layout
+  local first = {}
+  for ins in (sass_functions[prog.lowered[names[3]]] or ""):gmatch("/%*%x+%*/%s+([^;]+);") do
+    if #first < 8 then first[#first + 1] = (ins:gsub("%s+", " "):gsub("%s$", "")) end
+  end
+  L:note(names[3] .. " begins: " .. table.concat(first, " | "))
+  local others_sync = true
+  for i = 2, #per_kernel do if per_kernel[i].bar == 0 or per_kernel[i].smem == 0 then others_sync = false end end
+  L:verdict("the layout is decided in machine code: one warp needs no barrier or shared memory, more warps do",
+    string.format("BAR / LDS+STS: %s", (function()
+      local parts = {}
+      for i, c in ipairs(per_kernel) do parts[i] = string.format("%dw %d/%d", WARPS[i], c.bar, c.smem) end
+      return table.concat(parts, ", ")
+    end)()),
+    per_kernel[1].total > 0 and per_kernel[1].bar == 0 and per_kernel[1].smem == 0 and others_sync)
+elseif not disasm then
   L:note("neither cuobjdump nor nvdisasm found: SASS stage skipped (install the CUDA toolkit's binary utilities)")
 end
 
