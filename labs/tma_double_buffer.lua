@@ -295,6 +295,13 @@ if best.shape then -- the fastest persistent run, re-checked against the referen
     r.mismatches, n))
   tin:free(); tout:free()
 end
+if best.shape then
+  L:note(string.format("the two dependency directions in the best run (%s, %d stages, %d CTAs/SM): each " ..
+    "stage's full barrier ('tile is filled': producer's arrive.expect_tx(8192) + the copy's bytes) completed " ..
+    "about %.0f times per CTA, and its empty barrier ('buffer may be overwritten': arrived once the TMA " ..
+    "store stopped reading the buffer) gated every refill after the first", best.shape, best.stages,
+    best.ctas_per_sm, best.rounds))
+end
 L:note(string.format("references: cuMemcpyDtoD %s GB/s; plain int4 copy+scale %s GB/s (%s%%)", fmt(dtod),
   fmt(copy_bw), fmt(100 * copy_bw / dtod, 1)))
 L:record("dtod_gbps", dtod)
