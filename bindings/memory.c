@@ -843,19 +843,26 @@ static view check_view(lua_State *L, int idx, const char *fn) {
     return v;
 }
 
-static CUresult fetch_device(lua_State *L, int idx, view *v) {
+/* Copies a device operand to host memory. Returns false when the host buffer cannot be
+ * allocated; *r carries the copy's result. */
+static bool fetch_device(lua_State *L, int idx, view *v, CUresult *r) {
     gl_array *a = luaL_testudata(L, idx, GL_ARRAY_T);
-    if (a == NULL) return CUDA_SUCCESS;
+    if (a == NULL) return true;
     v->owned = malloc(a->nbytes);
-    if (v->owned == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (v->owned == NULL) return false;
     v->data = v->owned;
-    return gl_cu.cuMemcpyDtoH(v->owned, a->ptr, a->nbytes);
+    *r = gl_cu.cuMemcpyDtoH(v->owned, a->ptr, a->nbytes);
+    return true;
 }
 
-static void compare_views(lua_State *L, const view *a, const view *b, double atol, double rtol) {
+typedef struct compare_result {
+    double max_abs, max_rel;
+    size_t mismatches, first_bad; /* first_bad: 1-based, 0 for none */
+} compare_result;
+
+static compare_result compare_views(const view *a, const view *b, double atol, double rtol) {
     size_t ea = gl_dtype_size(a->dtype), eb = gl_dtype_size(b->dtype);
-    double max_abs = 0, max_rel = 0;
-    size_t mismatches = 0, first_bad = 0;
+    compare_result c = {0, 0, 0, 0};
     for (size_t i = 0; i < a->numel; i++) {
         double x = gl_dtype_load_double(a->dtype, (const unsigned char *)a->data + i * ea);
         double y = gl_dtype_load_double(b->dtype, (const unsigned char *)b->data + i * eb);
@@ -866,24 +873,28 @@ static void compare_views(lua_State *L, const view *a, const view *b, double ato
             bad = false;
         } else {
             double d = fabs(x - y), rel = y == 0 ? INFINITY : d / fabs(y);
-            if (d > max_abs) max_abs = d;
-            if (rel > max_rel) max_rel = rel;
+            if (d > c.max_abs) c.max_abs = d;
+            if (rel > c.max_rel) c.max_rel = rel;
             bad = !(d <= atol + rtol * fabs(y));
         }
-        if (bad && mismatches++ == 0) first_bad = i + 1;
+        if (bad && c.mismatches++ == 0) c.first_bad = i + 1;
     }
+    return c;
+}
+
+static void push_compare_result(lua_State *L, const compare_result *c) {
     lua_createtable(L, 0, 5);
-    lua_pushnumber(L, max_abs);
+    lua_pushnumber(L, c->max_abs);
     lua_setfield(L, -2, "max_abs");
-    lua_pushnumber(L, max_rel);
+    lua_pushnumber(L, c->max_rel);
     lua_setfield(L, -2, "max_rel");
-    lua_pushinteger(L, (lua_Integer)mismatches);
+    lua_pushinteger(L, (lua_Integer)c->mismatches);
     lua_setfield(L, -2, "mismatches");
-    if (first_bad) {
-        lua_pushinteger(L, (lua_Integer)first_bad);
+    if (c->first_bad) {
+        lua_pushinteger(L, (lua_Integer)c->first_bad);
         lua_setfield(L, -2, "first_bad");
     }
-    lua_pushboolean(L, mismatches == 0);
+    lua_pushboolean(L, c->mismatches == 0);
     lua_setfield(L, -2, "ok");
 }
 
@@ -902,16 +913,17 @@ static int l_compare(lua_State *L) {
         if (atol < 0 || rtol < 0) mem_error(L, "%s: atol and rtol must not be negative", fn);
     }
     if (a.data == NULL || b.data == NULL) gl_require_gpu(L, fn);
-    CUresult r = fetch_device(L, 1, &a);
-    if (r == CUDA_SUCCESS) r = fetch_device(L, 2, &b);
-    if (r != CUDA_SUCCESS) {
-        free(a.owned);
-        free(b.owned);
-        GL_CHECK(L, r, fn, "cuMemcpyDtoH");
-    }
-    compare_views(L, &a, &b, atol, rtol);
+    /* from here on nothing may raise until the host copies are freed */
+    CUresult r = CUDA_SUCCESS;
+    bool allocated = fetch_device(L, 1, &a, &r);
+    if (allocated && r == CUDA_SUCCESS) allocated = fetch_device(L, 2, &b, &r);
+    compare_result c = {0, 0, 0, 0};
+    if (allocated && r == CUDA_SUCCESS) c = compare_views(&a, &b, atol, rtol);
     free(a.owned);
     free(b.owned);
+    if (!allocated) mem_error(L, "%s: cannot allocate host memory to copy a device array into", fn);
+    GL_CHECK(L, r, fn, "cuMemcpyDtoH");
+    push_compare_result(L, &c);
     return 1;
 }
 

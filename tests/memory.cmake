@@ -9,7 +9,7 @@ gl_add_lua_test(memory_host tests/lua/test_memory.lua ENV GPULAB_LIBCUDA=/nonexi
 gl_add_lua_test(memory_fake tests/lua/test_memory_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/memory_fake.log)
 gl_add_lua_test(memory_fake_oom tests/lua/test_memory_errors.lua FAKE
-  ENV GPULAB_FAKE_FAIL=cuMemAlloc:2:2,cuMemAllocHost:2,cuMemcpyHtoD:1:2)
+  ENV GPULAB_FAKE_FAIL=cuMemAlloc:2:2,cuMemAllocHost:2,cuMemcpyHtoD:1:2,cuMemcpyDtoH:1:3)
 gl_add_lua_test(memory_gpu tests/lua/gpu_memory.lua GPU)
 gl_add_lua_test(memory_fake_sticky tests/lua/test_memory_errors.lua FAKE ENV GPULAB_FAKE_FAIL=cuMemcpyDtoD:700)
 gl_add_lua_test(memory_host_generational tests/lua/test_memory.lua

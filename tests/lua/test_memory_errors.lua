@@ -1,6 +1,6 @@
 -- test_memory_errors.lua — driver failures injected by the stand-in (GPULAB_FAKE_FAIL, set by
 -- tests/memory.cmake) while allocating, copying and after a sticky error. Two runs:
---   memory_fake_oom:    cuMemAlloc:2:2, cuMemAllocHost:2, cuMemcpyHtoD:1:2
+--   memory_fake_oom:    cuMemAlloc:2:2, cuMemAllocHost:2, cuMemcpyHtoD:1:2, cuMemcpyDtoH:1:3
 --   memory_fake_sticky: cuMemcpyDtoD:700 (an illegal address poisons the context)
 local T = dofile("tests/lua/t.lua")
 local spec = os.getenv("GPULAB_FAKE_FAIL") or ""
@@ -47,6 +47,15 @@ if spec:find("cuMemAlloc:2:2", 1, true) then
     back:copy_from(d)
     T.eq(back[4], 103)
     h, d, back = nil, nil, nil
+    stats_zero()
+  end)
+
+  T.test("cuda.compare of a device array whose copy fails", function()
+    local h = cuda.host("i32", 4):iota(1)
+    local d = cuda.array("i32", 4):copy_from(h)
+    T.raises(function() cuda.compare(d, h) end, "cuda.compare: cuMemcpyDtoH: CUDA_ERROR_INVALID_VALUE (1)")
+    T.ok(cuda.compare(d, h).ok, "the next compare works")
+    h, d = nil, nil
     stats_zero()
   end)
 elseif spec:find("cuMemcpyDtoD:700", 1, true) then
