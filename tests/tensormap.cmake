@@ -2,6 +2,8 @@
 # Validation needs no driver; the object tests run where the driver can encode.
 gl_add_lua_test(tensormap_nodriver tests/lua/test_tensormap.lua ENV GPULAB_LIBCUDA=/nonexistent/libcuda.so)
 gl_add_lua_test(tensormap_fake tests/lua/test_tensormap.lua FAKE)
+# Work that never completes: a freed map's queued launch keeps its array's memory.
+gl_add_lua_test(tensormap_fake_pending tests/lua/test_tensormap.lua FAKE ENV GPULAB_FAKE_HANG=1)
 # Device: encode + TMA round trip for f16/bf16/f32 x swizzle none/64B/128B, replace_address,
 # partial boxes, and the expect_tx protocol in child processes (tests/lua/tma_expect_tx_child.lua).
 gl_add_lua_test(gpu_tma tests/lua/gpu_tma.lua GPU)
