@@ -22,10 +22,13 @@ __device__ void count_ne(const T *x, unsigned long long n, long long v, unsigned
     local += x[i] != (T)v;
   if (local) atomicAdd(bad, local);
 }
-extern "C" __global__ void count_ne_1(const signed char *x, unsigned long long n, long long v, unsigned long long *bad) { count_ne(x, n, v, bad); }
-extern "C" __global__ void count_ne_2(const short *x, unsigned long long n, long long v, unsigned long long *bad) { count_ne(x, n, v, bad); }
-extern "C" __global__ void count_ne_4(const int *x, unsigned long long n, long long v, unsigned long long *bad) { count_ne(x, n, v, bad); }
-extern "C" __global__ void count_ne_8(const long long *x, unsigned long long n, long long v, unsigned long long *bad) { count_ne(x, n, v, bad); }
+#define COUNT_NE(W, T)                                                                    \
+  extern "C" __global__ void count_ne_##W(const T *x, unsigned long long n, long long v, \
+                                          unsigned long long *bad) { count_ne(x, n, v, bad); }
+COUNT_NE(1, signed char)
+COUNT_NE(2, short)
+COUNT_NE(4, int)
+COUNT_NE(8, long long)
 
 // flips every byte: proves the device sees the bytes that were copied to it
 extern "C" __global__ void flip_bytes(unsigned char *p, unsigned long long n) {
@@ -126,7 +129,7 @@ T.test("large array: 1 GiB fill and device-to-device copy, driver memory returns
   b:fill(0)
   b:copy_from(a)
   T.eq(device_mismatches(b, bits_of("f32", 2.5)), 0, "copied 1 GiB")
-  a, b = nil, nil
+  a, b = nil, nil -- luacheck: ignore 311
   stats_zero()
   T.ok(math.abs(cuda.mem_info() - free0) <= 4 * 1024 * 1024, "device memory back to its starting value")
 end)
@@ -151,7 +154,7 @@ T.test("pinned memory: async copies on a stream", function()
   e:fill(7, s)
   s:sync()
   T.eq(device_mismatches(e, bits_of("f32", 7)), 0, "fill on a stream")
-  p, q, e, d, s = nil, nil, nil, nil, nil
+  p, q, e, d, s = nil, nil, nil, nil, nil -- luacheck: ignore 311
   stats_zero()
 end)
 
@@ -163,7 +166,7 @@ T.test("compare reads device arrays", function()
   g[4321] = g[4321] + 1
   local r = cuda.compare(g, d, { atol = 1e-3 })
   T.eq(r.mismatches, 1); T.eq(r.first_bad, 4321)
-  h, d, g = nil, nil, nil
+  h, d, g = nil, nil, nil -- luacheck: ignore 311
   stats_zero()
 end)
 

@@ -333,7 +333,8 @@ T.test("without a driver: pinned memory and device arrays raise, host arrays wor
     local a, b = cuda.host("f32", 4):iota(), cuda.host("f32", 4)
     b:copy_from(a)
     T.eq(b[4], 3, "host to host copy needs no driver")
-    T.raises(function() b:copy_from(cuda.host("f64", 4)) end, "h:copy_from: argument #2: size mismatch (destination 16 bytes, source 32 bytes)")
+    T.raises(function() b:copy_from(cuda.host("f64", 4)) end,
+      "h:copy_from: argument #2: size mismatch (destination 16 bytes, source 32 bytes)")
     T.raises(function() b:copy_from(a, 0) end, "a host-to-host copy takes no stream")
     T.raises(function() b:copy_from("x") end, "expected cuda.array or cuda.host, got string")
     local i = cuda.host("i32", 4):iota(7)
@@ -367,10 +368,10 @@ T.test("free, use after free, __close, __gc, wrong self", function()
   T.raises(function() cuda.host("f32", 1).iota({}) end, "bad self: expected cuda.host, got table")
   collectgarbage(); collectgarbage()
   local before = cuda.stats().hosts
-  local many = {}
+  local many = {} -- luacheck: ignore 241
   for i = 1, 200 do many[i] = cuda.host("f64", 1000) end
   T.eq(cuda.stats().hosts, before + 200)
-  many = nil
+  many = nil -- luacheck: ignore 311
   stats_zero()
 end)
 

@@ -22,14 +22,14 @@ if spec:find("cuMemAlloc:2:2", 1, true) then
     T.ok(c.ptr ~= a.ptr)
     collectgarbage(); collectgarbage() -- the half-built userdata of the failure is finalized harmlessly
     T.eq(cuda.stats().arrays, 2)
-    a, c = nil, nil
+    a, c = nil, nil -- luacheck: ignore 311
     stats_zero()
   end)
 
   T.test("pinned allocation failure", function()
     T.raises(function() cuda.host("f32", 10, { pinned = true }) end,
       "cuda.host: cuMemAllocHost: CUDA_ERROR_OUT_OF_MEMORY (2)")
-    local p = cuda.host("f32", 10, { pinned = true })
+    local p = cuda.host("f32", 10, { pinned = true }) -- luacheck: ignore 231
     T.eq(cuda.stats().pinned_bytes, 40)
     p = nil
     stats_zero()
@@ -46,7 +46,7 @@ if spec:find("cuMemAlloc:2:2", 1, true) then
     d:copy_from(h)
     back:copy_from(d)
     T.eq(back[4], 103)
-    h, d, back = nil, nil, nil
+    h, d, back = nil, nil, nil -- luacheck: ignore 311
     stats_zero()
   end)
 
@@ -70,7 +70,7 @@ elseif spec:find("cuMemcpyDtoD:700", 1, true) then
     local p = cuda.host("u8", 64) -- pageable host memory needs no context
     p:iota()
     T.eq(p[64], 63)
-    a:free(); b = nil; h = nil; p = nil
+    a:free(); b = nil; h = nil; p = nil -- luacheck: ignore 311
     stats_zero()
   end)
 else

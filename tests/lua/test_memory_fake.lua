@@ -56,7 +56,7 @@ T.test("allocation, fields, tostring", function()
   local text = logged(function() d:free() end)
   T.ok(text:find(string.format("free 0x%x", ptr), 1, true), "cuMemFree logged: " .. text)
   T.eq(tostring(d), "cuda.array f32[1024] (freed)")
-  m = nil
+  m = nil -- luacheck: ignore 311
   stats_zero()
 end)
 
@@ -98,7 +98,7 @@ T.test("the copy calls made", function()
   i:copy_from(d)
   T.raises(function() d:copy_from(42) end, "d:copy_from: argument #2: expected cuda.array or cuda.host, got number")
   T.raises(function() d.copy_from(h, d) end, "d:copy_from: bad self: expected cuda.array, got cuda.host")
-  d, e, i, p, h = nil, nil, nil, nil, nil
+  d, e, i, p, h = nil, nil, nil, nil, nil -- luacheck: ignore 311
   stats_zero()
 end)
 
