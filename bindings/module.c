@@ -494,6 +494,9 @@ static int l_occupancy(lua_State *L) {
     int best = 0;
     for (int i = 1; i < 4; i++)
         if (vals[i] < vals[best]) best = i;
+    /* none fit: with the block size already checked, only shared memory can cause that (e.g.
+     * more dynamic shared memory than the kernel's limit before k:set_max_dynamic_smem) */
+    if (n == 0) best = 2;
     lua_pushinteger(L, n);
     lua_pushstring(L, names[best]);
     lua_createtable(L, 0, 4);
