@@ -234,7 +234,7 @@ local function profile(ncu, r)
   local cmd = table.concat({
     "timeout 300", ncu, "--clock-control none", "--csv", "--kernel-name regex:chain",
     "--metrics", METRICS.active .. "," .. METRICS.eligible .. "," .. METRICS.issued,
-    shell_quote(gpulab_exe()), shell_quote(arg[0]), "--config=" .. r.config, "2>&1",
+    shell_quote(gpulab_exe()), shell_quote(arg[0]), "--config=" .. r.config, L.quick and "--quick" or "", "2>&1",
   }, " ")
   local p = io.popen(cmd)
   local text = p:read("a")

@@ -136,6 +136,38 @@ if arg[1] == "--fake" then
       ~= nil, "what was read")
   end)
 
+  -- A stand-in ncu: runs the child (one configuration) and prints CSV rows in ncu's layout,
+  -- with a thousands separator in one value.
+  T.test("warp_states --ncu runs each configuration in a child and tabulates the counters", function()
+    local dir = fake_sanitizer("") -- a folder to hold the stand-in
+    local row = '"0","1","gpulab","host","fma_chain<1>(float *, int)","1","7","(128, 1, 1)","(132, 1, 1)","0",'
+      .. '"9.0","Command line profiler metrics","%s","warp","%s"'
+    local f = assert(io.open(dir .. "/ncu", "w"))
+    f:write("#!/bin/sh\n",
+      'while [ $# -gt 0 ]; do case "$1" in --metrics|--kernel-name|--clock-control) shift 2;; --*) shift;; ',
+      '*) break;; esac; done\n',
+      'echo "$@" >> ', dir, '/children\n',
+      '"$@" >/dev/null 2>&1\n',
+      "echo '", string.format(row, "smsp__warps_active.avg.per_cycle_active", "15.90"), "'\n",
+      "echo '", string.format(row, "smsp__warps_eligible.avg.per_cycle_active", "1,234.5"), "'\n",
+      "echo '", string.format(row, "smsp__issue_active.avg.per_cycle_active", "0.50"), "'\n")
+    f:close()
+    assert(os.execute("chmod +x " .. dir .. "/ncu"))
+    local r = run_lab("warp_states", { "--quick", "--ncu" }, { PATH = dir .. ":" .. os.getenv("PATH") }, 200)
+    local children = io.open(dir .. "/children"):read("a")
+    os.execute("rm -rf " .. dir)
+    T.ok(not contains(r.stderr, "attempt to"), "no Lua error: " .. r.stderr)
+    T.ok(children:match("warp_states%.lua %-%-config=load:4:16 %-%-quick") ~= nil, "one child per configuration:\n"
+      .. children)
+    local n = 0
+    for _ in children:gmatch("%-%-config=") do n = n + 1 end
+    T.eq(n, 12, "children (2 chains x 2 ILP x 3 occupancies)")
+    T.ok(r.stdout:match("load%s+4%s+16%s+64%s+0%s+[%d.]+%s+[%d.]+%s+%d+%%%s+15%.90%s+1234%.50%s+0%.50") ~= nil,
+      "counters beside the timings:\n" .. r.stdout)
+    -- eligible above active is impossible: the lab refuses such counters
+    T.ok(contains(r.stderr, "issued 0.50 > eligible 1234.50 or eligible > active 15.90"), "sanity check")
+  end)
+
   T.test("illegal_access: a sanitizer that cannot run leaves the tool claims unclear", function()
     local dir = fake_sanitizer('echo "========= COMPUTE-SANITIZER"\n'
       .. 'echo "========= Error: Device not supported"\nexit 1')
