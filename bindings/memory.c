@@ -603,6 +603,14 @@ static int host_fill(lua_State *L) {
     return 1;
 }
 
+/* An optional number argument; strings are refused rather than converted. */
+static double opt_strict_number(lua_State *L, int idx, double def, const char *fn) {
+    if (lua_isnoneornil(L, idx)) return def;
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        mem_error(L, "bad argument #%d to '%s' (number expected, got %s)", idx, fn, type_name(L, idx));
+    return lua_tonumber(L, idx);
+}
+
 /* h:iota([start[, step]]): h[i] = start + (i-1)*step (defaults 0 and 1). Integer dtypes need
  * integer start and step, and every value must fit the dtype (checked at both ends, since the
  * sequence is monotonic). Float dtypes compute each value in double, then round once. */
@@ -611,11 +619,13 @@ static int host_iota(lua_State *L) {
     gl_host *h = check_self_host(L, fn);
     size_t esize = gl_dtype_size(h->dtype);
     if (gl_dtype_is_float(h->dtype)) {
-        double start = luaL_optnumber(L, 2, 0), step = luaL_optnumber(L, 3, 1);
+        double start = opt_strict_number(L, 2, 0, fn), step = opt_strict_number(L, 3, 1, fn);
         if (isnan(start) || isnan(step)) mem_error(L, "%s: start and step must not be NaN", fn);
         for (size_t i = 0; i < h->numel; i++)
             gl_dtype_store_double(h->dtype, element_ptr(h, i), start + (double)i * step);
     } else {
+        opt_strict_number(L, 2, 0, fn); /* type checks: numbers only, no string coercion */
+        opt_strict_number(L, 3, 1, fn);
         lua_Integer start = luaL_optinteger(L, 2, 0), step = luaL_optinteger(L, 3, 1);
         lua_Integer last;
         if (__builtin_mul_overflow(step, (lua_Integer)(h->numel - 1), &last) ||
