@@ -200,7 +200,7 @@ T.test("a graph keeps the arrays its launches use (when launches report them)", 
   h:copy_from(held[1])
   T.eq(h[4], 4 * 5, "four replays added 5 each")
   T.eq(h[1], 0)
-  h = nil
+  h = nil -- luacheck: ignore 311
   g:free()
   collectgarbage(); collectgarbage()
   T.eq(held[1], nil, "freeing the graph lets the array go")

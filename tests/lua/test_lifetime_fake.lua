@@ -55,7 +55,7 @@ test("an array used by a launch on a busy stream is freed only after the work co
   clear_log()
   busy(true)
   k:launch({ grid = 1, block = 32, stream = s }, a)
-  a = nil
+  a = nil -- luacheck: ignore 311
   full_collect()
   T.ok(not logged(addr), "the memory is still in use: not freed yet")
   local st = cuda.stats()
@@ -123,7 +123,7 @@ test("a stream freed with work queued: what it ran is released after a full sync
   s:free()
   T.ok(logged("stream_destroy"), "the driver defers the stream's own destruction")
   T.eq(cuda.stats().streams, 0)
-  a = nil
+  a = nil -- luacheck: ignore 311
   full_collect()
   T.ok(not logged(addr))
   T.eq(cuda.stats().deferred, 1)
@@ -131,7 +131,7 @@ test("a stream freed with work queued: what it ran is released after a full sync
   cuda.sync()
   T.eq(cuda.stats().deferred, 0)
   T.ok(logged(addr))
-  k = nil
+  k = nil -- luacheck: ignore 311
   full_collect()
   cuda.sync()
 end)

@@ -73,11 +73,11 @@ T.test("streams: options, tostring, query, sync, free", function()
   T.raises(function() s:sync() end, "s:sync: the cuda.stream was freed")
   T.raises(function() s:query() end, "s:query: the cuda.stream was freed")
   do
-    local closed <close> = cuda.stream()
+    local closed <close> = cuda.stream() -- luacheck: ignore 211
     T.eq(cuda.stats().streams, 2)
   end
   T.eq(cuda.stats().streams, 1)
-  nb = nil
+  nb = nil -- luacheck: ignore 311
   collectgarbage(); collectgarbage()
   T.eq(cuda.stats().streams, 0)
 end)
@@ -360,7 +360,8 @@ test_busy("cuda.bench: result shape, options, errors", function()
   T.raises(function() cuda.bench(print, { reps = 0 }) end, "cuda.bench: option 'reps' must be 1..1000000, got 0")
   T.raises(function() cuda.bench(print, { reps = 2.5 }) end, "option 'reps' must be an integer, got 2.5")
   T.raises(function() cuda.bench(print, { warmup = -1 }) end, "option 'warmup' must be 0..1000000, got -1")
-  T.raises(function() cuda.bench(print, { stream = 5 }) end, "cuda.bench: option 'stream' must be a cuda.stream, got number")
+  T.raises(function() cuda.bench(print, { stream = 5 }) end,
+    "cuda.bench: option 'stream' must be a cuda.stream, got number")
   T.raises(function() cuda.bench(print, { rep = 5 }) end, "cuda.bench: unknown option 'rep'")
   T.raises(function() cuda.bench(print, 5) end, "bad argument #2 to 'cuda.bench' (options table")
   clear_log()
