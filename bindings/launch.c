@@ -9,6 +9,7 @@
  */
 #include "module.h"
 #include "objects.h"
+#include "stream.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -452,6 +453,11 @@ static int l_launch(lua_State *L) {
         gl_tensormap *tm = gl_test_tensormap(L, 3 + i);
         if (tm) gl_use_mark(&tm->use, cfg.track, seq);
     }
+    if (gl_capture_active()) { /* the graph keeps the kernel and its objects alive */
+        gl_capture_note(L, 1);
+        for (int i = 0; i < k->nparams; i++)
+            if (lua_type(L, 3 + i) == LUA_TUSERDATA) gl_capture_note(L, 3 + i);
+    }
     size_t size = k->argbytes;
     submit(L, k, &cfg, cfg.track, buf, &size, fn);
     return 0;
@@ -518,6 +524,19 @@ static int l_prepare(lua_State *L) {
     return 1;
 }
 
+/* During a capture: the graph keeps the kernel and the argument objects alive. */
+static void note_prepared_objects(lua_State *L, const prepared *P) {
+    lua_getiuservalue(L, 1, UV_KERNEL);
+    gl_capture_note(L, -1);
+    lua_pop(L, 1);
+    for (int i = 0; i < P->nargs; i++)
+        if (P->refs[i].kind != REF_NONE) {
+            lua_getiuservalue(L, 1, UV_FIRST_ARG + i);
+            gl_capture_note(L, -1);
+            lua_pop(L, 1);
+        }
+}
+
 /* L(): the hot path. Only liveness checks, marks, the log entry and the launch. */
 static int l_prepared_call(lua_State *L) {
     const char *fn = "cuda.prepared";
@@ -546,6 +565,7 @@ static int l_prepared_call(lua_State *L) {
         }
     }
     gl_use_mark(&k->module->use, track, seq);
+    if (gl_capture_active()) note_prepared_objects(L, P);
     submit(L, k, &P->cfg, track, P->buf, &P->bufsize, fn);
     return 0;
 }

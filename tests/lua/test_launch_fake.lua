@@ -495,6 +495,36 @@ with_binding("stream", "launches on a stream", function()
   L:free()
 end)
 
+with_binding("stream", "a captured graph keeps the kernels it launches alive", function()
+  collectgarbage(); collectgarbage()
+  cuda.sync()
+  local base = cuda.stats().modules
+  local s = cuda.stream { nonblocking = true }
+  local g
+  do
+    local m = cuda.load(PTX)
+    local k = m:kernel("empty")
+    local L = m:kernel("with_half"):prepare({ grid = 1, block = 1, stream = s }, 1.5, 7)
+    g = s:capture(function()
+      k:launch({ grid = 2, block = 2, stream = s })
+      L()
+    end)
+    L:free()
+  end
+  collectgarbage(); collectgarbage()
+  cuda.sync()
+  clear_log()
+  T.eq(cuda.stats().modules, base + 1, "the graph holds the module")
+  g:launch(s)
+  s:sync()
+  g:free()
+  collectgarbage(); collectgarbage()
+  cuda.sync()
+  T.eq(cuda.stats().modules, base, "released with the graph")
+  T.eq(count_lines("module_unload"), 1)
+  s:free()
+end)
+
 T.test("wrong self and use of freed objects", function()
   local k = mod:kernel("empty")
   T.raises(function() k.launch(mod, { grid = 1, block = 1 }) end, "cuda.kernel expected, got cuda.module")
