@@ -658,7 +658,8 @@ static int host_iota(lua_State *L) {
  *   value: float dtypes lo + (hi - lo) * u computed in double, then rounded to the dtype
  *          (so f16/bf16/f32 may round up to hi); integer dtypes lo + floor((hi - lo) * u),
  *          an integer in [lo, hi). One draw per element, in index order.
- * Defaults: seed 0, lo 0, hi 1 (float dtypes) or 100 (integer dtypes).
+ * Defaults: seed 0, lo 0, hi 1 (float dtypes) or 100 (integer dtypes). Integer bounds are Lua
+ * integers, so u64 values drawn this way stay below 2^63.
  * ------------------------------------------------------------------------------------------ */
 typedef struct rng { uint64_t s[4]; } rng;
 

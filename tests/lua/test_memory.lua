@@ -221,6 +221,13 @@ T.test("random: documented generator, deterministic", function()
     counts[i8[i]] = true
   end
   T.ok(counts[-128] and counts[127], "both ends of the integer range occur")
+  local wide = cuda.host("i64", 1000):random { seed = 5, lo = math.mininteger, hi = math.maxinteger }
+  local neg, pos = 0, 0
+  for k = 1, 1000 do
+    if wide[k] < 0 then neg = neg + 1 else pos = pos + 1 end
+    T.ok(wide[k] < math.maxinteger, "i64 below hi")
+  end
+  T.ok(neg > 400 and pos > 400, "the full i64 range is covered (" .. neg .. " negative)")
   local d = cuda.host("f64", 3):random()
   T.eq(d[1], reference_rng(0)(), "default seed is 0")
 end)
