@@ -94,7 +94,9 @@ T.test("event timing of kernels of known length", function()
     local spun = read_u64(out)[1] / MS
     print(string.format("spin %d ms: events %.4f ms, %%globaltimer %.4f ms", ms, got, spun))
     T.ok(spun >= ms, "the kernel spun its time")
-    T.ok(got >= ms * 0.995 and got < ms + 0.5, string.format("elapsed %.4f ms for a %d ms kernel", got, ms))
+    -- the upper bound allows one update step of %globaltimer (fine on Hopper, but some drivers
+    -- update it only every microsecond to millisecond) plus the launch itself
+    T.ok(got >= ms * 0.995 and got < ms + 1.1, string.format("elapsed %.4f ms for a %d ms kernel", got, ms))
     T.ok(got >= spun * 0.995, "events enclose the kernel")
   end
   T.ok(e0:elapsed(e1) < 0, "reversed order gives a negative time")
@@ -112,7 +114,7 @@ T.test("cuda.bench times the work fn enqueues", function()
   T.eq(calls, 11)
   T.eq(#r.samples, 9)
   print(string.format("bench of a 2 ms kernel: median %.4f min %.4f max %.4f ms", r.median, r.min, r.max))
-  T.ok(r.min >= 2 * 0.995 and r.max < 2.5, "every sample near 2 ms")
+  T.ok(r.min >= 2 * 0.995 and r.max < 3.1, "every sample near 2 ms (see the bound above)")
   T.ok(r.min <= r.median and r.median <= r.max)
   out:free(); s:free()
 end)
