@@ -158,6 +158,30 @@ T.test("pinned memory: async copies on a stream", function()
   stats_zero()
 end)
 
+T.test("captured copies and fills replay from a graph", function()
+  local s = cuda.stream { nonblocking = true }
+  local n = 4096
+  local p = cuda.host("i32", n, { pinned = true }):iota(1)
+  local d, e = cuda.array("i32", n), cuda.array("i32", n)
+  local g = s:capture(function()
+    d:fill(-5, s)
+    e:copy_from(p, s)
+  end)
+  local q = cuda.host("i32", n, { pinned = true })
+  for round = 1, 3 do
+    p:iota(round * 1000) -- the graph's copy node reads p's memory at each replay
+    g:launch(s)
+    s:sync()
+    T.eq(device_mismatches(d, -5), 0, "fill replayed, round " .. round)
+    q:copy_from(e)
+    T.eq(q[1], round * 1000, "copy replayed with the current data, round " .. round)
+    T.eq(q[n], round * 1000 + n - 1)
+  end
+  g:free(); s:free()
+  p, q, d, e, g, s = nil, nil, nil, nil, nil, nil -- luacheck: ignore 311
+  stats_zero()
+end)
+
 T.test("compare reads device arrays", function()
   local h = cuda.host("bf16", 5000):random { seed = SEED }
   local d = cuda.array("bf16", 5000):copy_from(h)
