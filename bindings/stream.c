@@ -469,10 +469,10 @@ static int l_stream_capture(lua_State *L) {
     lua_newtable(L);                                  /* 4: the objects the work uses */
     lua_pushvalue(L, 4);
     lua_setiuservalue(L, 3, 1);
-    lua_pushvalue(L, 4);
-    lua_setfield(L, LUA_REGISTRYINDEX, NOTES_KEY);
     GL_CHECK(L, gl_cu.cuStreamBeginCapture(s->handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), fn,
              "cuStreamBeginCapture");
+    lua_pushvalue(L, 4);
+    lua_setfield(L, LUA_REGISTRYINDEX, NOTES_KEY);
     cap.active = true;
     cap.stream = s;
     cap.free_after = false;
