@@ -95,6 +95,30 @@ for label, run in pairs { async = async, blocking = blocking, edge = edge } do
   if #run.order == 0 then L:fail(label .. " child printed no steps: " .. short(run.raw.stderr, 400)) end
 end
 
+-- Picture: each child's steps on one time line; the step that reported the error is marked.
+local function step_spans(run)
+  local spans, t = {}, 0
+  for _, name in ipairs(run.order) do
+    local us = tonumber(run.steps[name].text:match("%((%d+) us%)$")) or 0
+    local ms = us / 1000
+    spans[#spans + 1] = { t, t + ms, label = name .. (run.steps[name].ok and "" or " (error)") }
+    t = t + ms
+    if name == "launch" then
+      spans[#spans + 1] = { t, t + 100, label = "host work" }
+      t = t + 100
+    end
+  end
+  return spans
+end
+L:svg_timeline { file = "illegal_access_steps.svg", title = "Where the out-of-bounds write was reported",
+  x_label = "ms since the launch call", rows = {
+    { label = "async", spans = step_spans(async) },
+    { label = "blocking", spans = step_spans(blocking) },
+    { label = "edge", spans = step_spans(edge) },
+  } }
+L:note("picture rows: async = 16 GiB past the end; blocking = the same with CUDA_LAUNCH_BLOCKING=1; "
+  .. "edge = one element past the end")
+
 local where, text = first_error(async)
 L:verdict("a faulting launch returns success; a later, unrelated call reports the error",
   string.format("launch %s; first error at '%s': %s", async.steps.launch and async.steps.launch.text or "?",

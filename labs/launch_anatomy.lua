@@ -258,6 +258,7 @@ local function timeline(run, file)
 end
 timeline(ex, "launch_anatomy_example.svg")
 timeline(multi, "launch_anatomy_waves.svg")
+timeline(runs[3], "launch_anatomy_waves_smem.svg")
 L:note("each bar is one block (labelled with blockIdx.x); bars stacked in a row overlapped on that SM")
 
 os.exit(L:finish())
