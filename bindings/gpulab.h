@@ -147,7 +147,10 @@ void gl_track_ref(gl_stream_track *t);
 void gl_track_unref(gl_stream_track *t);
 
 static inline void gl_use_mark(gl_use *u, gl_stream_track *t, uint64_t seq) {
-    if (u->last_seq <= gl_done_seq) u->nstreams = 0; /* everything before was completed */
+    if (u->last_seq <= gl_done_seq) { /* everything before was completed */
+        for (int i = 0; i < u->nstreams; i++) gl_track_unref(u->streams[i]);
+        u->nstreams = 0;
+    }
     u->last_seq = seq;
     if (u->nstreams < 0) return;
     for (int i = 0; i < u->nstreams; i++)
