@@ -79,7 +79,7 @@ static void read_args(lua_State *L, int opts, request *req, const char *script) 
         }
     }
     req->argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 4), 0);
-    lua_setfield(L, opts, "\0argv"); /* anchored in the options copy for the call's duration */
+    lua_setfield(L, opts, "anchor_argv"); /* anchored in the options copy for the call's duration */
     static char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) luaL_error(L, FN ": cannot find the gpulab binary (/proc/self/exe): %s", strerror(errno));
@@ -136,11 +136,11 @@ static void read_env(lua_State *L, int opts, request *req) {
         }
     }
     req->envp = lua_newuserdatauv(L, sizeof(char *) * (ours + extra + 1), 0);
-    lua_setfield(L, opts, "\0envp");
+    lua_setfield(L, opts, "anchor_envp");
     lua_newtable(L); /* the "K=V" strings */
     int keep = lua_gettop(L);
     lua_pushvalue(L, keep);
-    lua_setfield(L, opts, "\0envs");
+    lua_setfield(L, opts, "anchor_envs");
     int n = 0;
     for (size_t i = 0; i < ours; i++) {
         const char *eq = strchr(environ[i], '=');
