@@ -10,3 +10,5 @@ gl_add_lua_test(lab_sanitize tests/lua/test_lab_sanitize.lua ENV ${GL_NO_DRIVER}
 add_test(NAME lab_svg_browser COMMAND sh ${CMAKE_SOURCE_DIR}/tests/svg_check.sh $<TARGET_FILE:gpulab>
   ${CMAKE_BINARY_DIR}/svg-check WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(lab_svg_browser PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)
+# On a GPU: faulting and hanging children of cuda.run_isolated; the demo lab's GPU path.
+gl_add_lua_test(lab_gpu tests/lua/test_lab_gpu.lua GPU)
