@@ -17,10 +17,10 @@ local mod = cuda.load(cuda.compile(SRC, { name = "gpu_fault_child.cu" }))
 
 if mode == "illegal" then
   local k = mod:kernel("write_bad")
+  local nop = mod:kernel("nop") -- looked up before the fault: afterwards every GPU call fails
   k:launch({ grid = 1, block = 32 }, 16)
   local _, err = pcall(cuda.sync)
   print("SYNC " .. tostring(err))
-  local nop = mod:kernel("nop")
   local ok
   ok, err = pcall(nop.launch, nop, { grid = 1, block = 1 })
   print("NEXT " .. tostring(err))
