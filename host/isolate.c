@@ -269,6 +269,33 @@ static void capture_read(capture *c) {
     c->len += (size_t)n;
 }
 
+/* The captured output belongs to a userdata while it is turned into Lua strings, so a memory
+ * error raised on the way still frees it (through __gc). */
+#define CAPTURE_CLASS "gpulab.isolate.capture"
+
+static int capture_gc(lua_State *L) {
+    capture *io = luaL_testudata(L, 1, CAPTURE_CLASS);
+    if (io == NULL) return 0;
+    for (int i = 0; i < 2; i++) {
+        free(io[i].data);
+        io[i].data = NULL;
+        io[i].len = io[i].cap = 0;
+    }
+    return 0;
+}
+
+static capture *new_capture_pair(lua_State *L) {
+    capture *io = lua_newuserdatauv(L, 2 * sizeof(capture), 0);
+    memset(io, 0, 2 * sizeof(capture));
+    io[0].fd = io[1].fd = -1;
+    if (luaL_newmetatable(L, CAPTURE_CLASS)) {
+        lua_pushcfunction(L, capture_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    return io;
+}
+
 static volatile sig_atomic_t interrupted;
 static void on_interrupt(int sig) { (void)sig; interrupted = 1; }
 
@@ -360,6 +387,7 @@ static int l_run_isolated(lua_State *L) {
     memset(&req, 0, sizeof req);
     read_request(L, &req);
 
+    capture *io = new_capture_pair(L); /* before any descriptor exists: it may raise */
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0) return luaL_error(L, FN ": pipe: %s", strerror(errno));
     if (pipe2(err, O_CLOEXEC) != 0) {
@@ -389,13 +417,13 @@ static int l_run_isolated(lua_State *L) {
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     fcntl(err[0], F_SETFL, O_NONBLOCK);
 
-    capture io[2] = {{.fd = out[0]}, {.fd = err[0]}};
+    io[0].fd = out[0];
+    io[1].fd = err[0];
     outcome o = {0};
     supervise(pid, &req, io, &o);
     sigaction(SIGINT, &old_int, NULL);
 
     if (o.interrupted) {
-        free(io[0].data), free(io[1].data);
         return luaL_error(L, FN ": interrupted; the child process was stopped");
     }
     lua_createtable(L, 0, 6);
@@ -415,11 +443,12 @@ static int l_run_isolated(lua_State *L) {
     }
     lua_pushnumber(L, o.seconds);
     lua_setfield(L, -2, "seconds");
-    /* pushing can raise on memory: free the C buffers only after both are Lua strings */
+    /* pushing can raise on memory: the buffers are freed by the userdata's __gc then */
     push_capture(L, &io[0], "stdout");
     push_capture(L, &io[1], "stderr");
-    free(io[0].data);
-    free(io[1].data);
+    lua_pushcfunction(L, capture_gc); /* free the buffers now rather than at the next cycle */
+    lua_pushvalue(L, -3);
+    lua_call(L, 1, 0);
     return 1;
 }
 
