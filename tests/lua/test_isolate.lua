@@ -194,6 +194,27 @@ T.test("a script name starting with '-' is run as a script", function()
   os.execute("rm -rf " .. dir)
 end)
 
+T.test("Ctrl-C while waiting: the child is stopped and the call raises 'interrupted'", function()
+  local gpulab = assert(os.getenv("GPULAB_BIN"), "GPULAB_BIN names the gpulab binary")
+  local script, out = os.tmpname(), os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write('print(pcall(cuda.run_isolated, "tests/lab_fixtures/child_loop.lua"))\n')
+  f:close()
+  -- a second gpulab waits on a never-ending child; SIGINT goes to the waiting process only
+  local cmd = string.format("'%s' '%s' >'%s' 2>&1 & p=$!; sleep 1; kill -INT $p; wait $p", gpulab, script, out)
+  local t0 = uptime()
+  local _, _, rc = os.execute(cmd)
+  local took = uptime() - t0
+  f = assert(io.open(out))
+  local text = f:read("a")
+  f:close()
+  os.remove(out)
+  os.remove(script)
+  T.eq(rc, 0, text)
+  T.ok(text:find("false\tcuda.run_isolated: interrupted; the child process was stopped", 1, true), text)
+  T.ok(took < 5, "took " .. took .. " s")
+end)
+
 T.test("no zombies: every child was waited for", function()
   for _ = 1, 5 do cuda.run_isolated(F .. "child_exit.lua", { args = { 2 } }) end
   cuda.run_isolated(F .. "child_loop.lua", { timeout = 0.2 })
