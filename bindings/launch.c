@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -416,13 +417,17 @@ static void mark_ref(const arg_ref *r, gl_stream_track *t, uint64_t seq) {
 
 static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_track *track,
                    void *buf, size_t *bufsize, const char *fn) {
-    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, bufsize,
-                     CU_LAUNCH_PARAM_END};
+    /* kernelParams (one pointer per parameter into the packed buffer), not the
+     * CU_LAUNCH_PARAM_BUFFER_POINTER form: on the H200 with driver 580.159 that form misplaced
+     * the parameters after a 64-byte aligned 128-byte tensor map (the next pointer read as 0). */
+    (void)bufsize;
+    void *ptrs[k->nparams > 0 ? k->nparams : 1];
+    for (int i = 0; i < k->nparams; i++) ptrs[i] = (unsigned char *)buf + k->params[i].offset;
     CUstream h = gl_track_handle(track);
     gl_log_launch(k->name, cfg->grid, cfg->block, h);
     GL_CHECK(L, gl_cu.cuLaunchKernel(k->fn, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
-                                     cfg->block[1], cfg->block[2], cfg->smem, h, NULL,
-                                     k->nparams ? extra : NULL),
+                                     cfg->block[1], cfg->block[2], cfg->smem, h,
+                                     k->nparams ? ptrs : NULL, NULL),
              fn, "cuLaunchKernel");
 }
 
