@@ -17,7 +17,8 @@ function(gl_add_repl_test name)
   set(env "TERM=xterm;XDG_STATE_HOME=${state};TESTTMP=${state};GPULAB=$<TARGET_FILE:gpulab>;GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;${R_ENV}")
   if(R_GPU)
     set(check "\"$GPULAB\" -e 'os.exit(cuda.available() and 0 or 77)' || exit 77; exec \"$@\"")
-    add_test(NAME repl_${name} COMMAND sh -c "${check}" sh $<TARGET_FILE:pty_expect> ${run}
+    add_test(NAME repl_${name} COMMAND sh -c "${check}" sh $<TARGET_FILE:pty_expect>
+             ${CMAKE_SOURCE_DIR}/tests/repl/${name}.pty ${R_ARGS}
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(repl_${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
   else()
