@@ -183,7 +183,8 @@ copy_int4_scale(const uint4 *__restrict__ in, uint4 *__restrict__ out, unsigned 
 //   expect == nboxes * box bytes   the phase completes when all bytes landed: out is the input;
 //   expect larger                  the phase never completes: the wait times out, status names
 //                                  the barrier, stage and phase, the kernel returns;
-//   expect smaller                 the phase completes early: out holds poison (torn data).
+//   expect smaller                 the phase completes early: out holds poison (torn data)
+//                                  (the uncovered boxes are issued 20 µs after the covered ones).
 // Bytes beyond the count land on the next phase; they are accounted for before the CTA exits,
 // because a copy must not write into the shared memory of a finished CTA.
 extern "C" __global__ void __launch_bounds__(256)
@@ -203,7 +204,19 @@ tma_expect_tx_demo(const __grid_constant__ gl_tensormap_t in_map, unsigned short
     const gl_u64 deadline = gl_globaltimer_ns() + timeout_ns;
     if (threadIdx.x == 0) {
         gl_mbar_arrive_expect_tx(&bar, expect_bytes);
-        for (int b = 0; b < nboxes; b++) gl_tma_load_2d(buf + b * box_bytes, &in_map, b * box_w, 0, &bar);
+        // With a short count, the boxes the count covers go first and the rest 20 µs later. Issued
+        // together, the copies' byte completions can be merged so that the barrier's count jumps
+        // past zero and the phase never completes at all (measured on the H200); staggered, the
+        // count reaches exactly zero when the covered boxes land, as a consumer's wrong count would.
+        const int covered = expect_bytes < total ? (int)(expect_bytes / box_bytes) : nboxes;
+        for (int b = 0; b < covered; b++) gl_tma_load_2d(buf + b * box_bytes, &in_map, b * box_w, 0, &bar);
+        if (covered < nboxes) {
+            const gl_u64 later = gl_globaltimer_ns() + 20000;
+            while (gl_globaltimer_ns() < later) {
+            }
+            for (int b = covered; b < nboxes; b++)
+                gl_tma_load_2d(buf + b * box_bytes, &in_map, b * box_w, 0, &bar);
+        }
     }
     const bool ok = gl_mbar_wait(&bar, 0, deadline, status, GL_WAIT_CODE(GL_WAIT_FULL, 0, 0));
     if (ok) {
