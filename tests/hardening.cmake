@@ -8,3 +8,4 @@ add_test(NAME api_sequences_gc_every_call COMMAND gpulab tests/lua/test_api_sequ
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(api_sequences_generational api_sequences_gc_every_call PROPERTIES
   ENVIRONMENT "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_CACHE=0" LABELS cpu TIMEOUT 600)
+gl_add_lua_test(stress_streams tests/lua/stress_streams.lua GPU)

@@ -1,80 +1,109 @@
 #!/usr/bin/env bash
-# The one command for a GPU machine: takes the build carried in .device-build (made on the CPU
-# machine with tools/device_build.sh), runs the GPU tests, the benchmarks, every lab in quick
-# mode, the labs and GPU tests under compute-sanitizer, and prints one summary table.
-# Usage: tools/device_run.sh [OUTDIR]    (OUTDIR defaults to ./device-out)
+# The GPU machine's side of the proof. Takes the build carried in .device-build (made on the CPU
+# machine by tools/device_build.sh: the GPU machine has no Lua headers) and prints one summary
+# table per part. Parts (default: all):
+#   tests      ctest -L gpu, then the CPU tests as a check that the carried build runs there
+#   labs       every lab in quick mode, with its verdicts
+#   bench      launch overhead, compile cache, start-up
+#   sanitize   compute-sanitizer memcheck/racecheck/synccheck/initcheck over every lab in quick
+#              mode and every GPU test file, several at a time (the deliberately faulting child
+#              processes run without the tool, and the labs show that the tool catches them)
+#   stress     10,000 launches interleaved with frees and collections on several streams
+# Usage: tools/device_run.sh OUTDIR [part...]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:-$root/device-out}
+out=${1:?usage: tools/device_run.sh OUTDIR [tests|labs|bench|sanitize|stress ...]}
+shift
+parts=${*:-tests labs bench sanitize stress}
 mkdir -p "$out"
-cd "$root"
 # The build was configured at /work/main; make that path resolve to this checkout.
 if [ "$root" != /work/main ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
+cd /work/main
 export GPULAB_HOME=/work/main GPULAB_CACHE_DIR=$out/cache PATH=/usr/local/cuda/bin:$PATH
 gl=/work/main/.device-build/gpulab
 summary=$out/summary.md
-: >"$summary"
 row() { printf '| %s | %s | %s |\n' "$1" "$2" "$3" | tee -a "$summary"; }
+verdict_counts() {
+  printf '%s holds, %s refuted, %s unclear' "$(grep -c '^\s*\[HOLDS\]' "$1")" \
+    "$(grep -c '^\s*\[REFUTED\]' "$1")" "$(grep -c '^\s*\[UNCLEAR\]' "$1")"
+}
 
 {
-  echo "## device"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
-  echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || cat "$root/.device-build/COMMIT")"
+  echo "commit $(cat .device-build/COMMIT 2>/dev/null)"
   date -u +%Y-%m-%dT%H:%MZ
-} | tee "$out/device.txt"
+} | tee -a "$out/device.txt"
+printf '\n| step | result | detail |\n|---|---|---|\n' | tee -a "$summary"
 
-printf '| step | result | detail |\n|---|---|---|\n' | tee -a "$summary"
-
-# 1. the GPU tests (label gpu), then the CPU ones as a check that the carried build runs here
-( cd /work/main/.device-build && ctest -L gpu --output-on-failure --timeout 300 ) >"$out/ctest-gpu.log" 2>&1
-rc=$?
-row "ctest -L gpu" "$([ $rc = 0 ] && echo PASS || echo FAIL)" "$(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1)"
-grep -E 'Test +#' "$out/ctest-gpu.log" | sed 's/^/    /' | tee -a "$out/summary-tests.txt"
-( cd /work/main/.device-build && ctest -LE gpu --output-on-failure -j8 --timeout 300 ) >"$out/ctest-cpu.log" 2>&1
-rc=$?
-row "ctest -LE gpu" "$([ $rc = 0 ] && echo PASS || echo FAIL)" "$(grep -E 'tests passed|tests failed' "$out/ctest-cpu.log" | tail -1)"
-
-# 2. labs in quick mode
-for lab in labs/*.lua; do
-  name=$(basename "$lab" .lua)
-  start=$(date +%s%N)
-  timeout 120 "$gl" "$lab" --quick --json "$out/$name.json" --svg "$out/$name" >"$out/$name.log" 2>&1
-  rc=$?
-  t=$(( ($(date +%s%N) - start) / 1000000000 ))
-  verdicts=$(grep -cE 'HOLDS|REFUTED|UNCLEAR' "$out/$name.log")
-  row "lab $name --quick" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" "$t s, $verdicts verdicts"
-done
-
-# 3. benchmarks
-for b in tools/bench_launch.lua tools/bench_compile.lua; do
-  [ -f "$b" ] || continue
-  name=$(basename "$b" .lua)
-  timeout 300 "$gl" "$b" >"$out/$name.log" 2>&1
-  rc=$?
-  row "$name" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" "see $name.log"
-done
-
-# 4. compute-sanitizer over the GPU tests and the labs (faulty children excluded by the labs)
-if command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck synccheck initcheck; do
-    fails=0; runs=0
+for part in $parts; do
+  case $part in
+  tests)
+    (cd .device-build && ctest -L gpu --output-on-failure --timeout 300) >"$out/ctest-gpu.log" 2>&1
+    rc=$?
+    row "ctest -L gpu" "$([ $rc = 0 ] && echo PASS || echo FAIL)" \
+      "$(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1)"
+    grep -E 'Test +#' "$out/ctest-gpu.log" | sed 's/^ */    /' | tee -a "$summary"
+    (cd .device-build && ctest -LE gpu -j8 --timeout 300) >"$out/ctest-cpu.log" 2>&1
+    rc=$?
+    row "ctest -LE gpu (on the GPU machine)" "$([ $rc = 0 ] && echo PASS || echo FAIL)" \
+      "$(grep -E 'tests passed|tests failed' "$out/ctest-cpu.log" | tail -1)"
+    ;;
+  labs)
     for lab in labs/*.lua; do
       name=$(basename "$lab" .lua)
-      [ "$name" = illegal_access ] && [ "$tool" != memcheck ] && continue
-      runs=$((runs + 1))
-      timeout 300 "$gl" --sanitize=$tool "$lab" --quick >"$out/san-$tool-$name.log" 2>&1 || fails=$((fails + 1))
+      start=$(date +%s%N)
+      timeout 180 "$gl" "$lab" --quick --json "$out/$name.json" --svg "$out/$name" >"$out/$name.log" 2>&1
+      rc=$?
+      t=$(( ($(date +%s%N) - start) / 1000000 ))
+      row "lab $name --quick" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" \
+        "$((t / 1000)).$(( (t % 1000) / 100 )) s; $(verdict_counts "$out/$name.log")"
     done
-    for t in tests/lua/gpu_*.lua; do
-      case "$t" in *child*) continue ;; esac
-      runs=$((runs + 1))
-      timeout 300 "$gl" --sanitize=$tool "$t" >"$out/san-$tool-$(basename "$t" .lua).log" 2>&1 || fails=$((fails + 1))
+    ;;
+  bench)
+    timeout 300 "$gl" tools/bench_launch.lua >"$out/bench_launch.log" 2>&1
+    row "bench_launch (N=200000)" "rc=$?" "$(grep -c MET "$out/bench_launch.log") targets met, $(grep -c 'NOT' "$out/bench_launch.log") not"
+    timeout 120 "$gl" tools/bench_compile.lua >"$out/bench_compile.log" 2>&1
+    row "bench_compile" "rc=$?" "$(grep -E 'cached compile' "$out/bench_compile.log" | head -1)"
+    bash tools/bench_startup.sh "$gl" 200 >"$out/bench_startup.log" 2>&1
+    row "bench_startup" "rc=$?" "$(head -1 "$out/bench_startup.log")"
+    ;;
+  sanitize)
+    jobs=$out/sanitize-jobs.txt
+    : >"$jobs"
+    for tool in memcheck racecheck synccheck initcheck; do
+      # illegal_access faults on purpose and runs the tools itself (its verdicts show them catching it)
+      for lab in labs/*.lua; do
+        case $lab in *illegal_access*) ;; *) echo "$tool $lab --quick" >>"$jobs" ;; esac
+      done
+      for t in tests/lua/gpu_*.lua; do
+        case $t in *child*) ;; *) echo "$tool $t" >>"$jobs" ;; esac
+      done
     done
-    row "compute-sanitizer $tool" "$([ $fails = 0 ] && echo PASS || echo "FAIL $fails/$runs")" "$runs runs"
-  done
-fi
+    run_one() {
+      tool=$1; shift
+      name=$(basename "$1" .lua)
+      timeout 540 "$gl" --sanitize="$tool" "$@" >"$out/san-$tool-$name.log" 2>&1
+      echo "$tool $name $?"
+    }
+    export -f run_one; export gl out
+    xargs -P 6 -L 1 bash -c 'run_one "$@"' _ <"$jobs" >"$out/sanitize-results.txt"
+    for tool in memcheck racecheck synccheck initcheck; do
+      total=$(grep -c "^$tool " "$out/sanitize-results.txt")
+      bad=$(grep "^$tool " "$out/sanitize-results.txt" | awk '$3 != 0 {print $2 "(rc=" $3 ")"}' | tr '\n' ' ')
+      errs=$(cat "$out"/san-"$tool"-*.log | grep -cE '^========= (Invalid|Race|Barrier|Uninitialized|Error)')
+      row "compute-sanitizer $tool" "$([ -z "$bad" ] && echo PASS || echo FAIL)" \
+        "$total runs, $errs tool reports${bad:+; failed: $bad}"
+    done
+    ;;
+  stress)
+    timeout 300 "$gl" tests/lua/stress_streams.lua >"$out/stress.log" 2>&1
+    rc=$?
+    row "stress: launches, frees and GC on 4 streams" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" \
+      "$(tail -1 "$out/stress.log")"
+    ;;
+  esac
+done
 
 echo
 cat "$summary"
-# keep the transfer small: one tarball of logs and pictures
-tar -czf "$out/../device-logs.tgz" -C "$out" . 2>/dev/null && mv "$out/../device-logs.tgz" "$out/" 2>/dev/null
 exit 0
