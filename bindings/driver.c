@@ -431,8 +431,14 @@ static int l_sync(lua_State *L) {
         luaL_checktype(L, 1, LUA_TTABLE);
         static const char *const known[] = {"timeout", NULL};
         gl_check_known_fields(L, 1, known, "cuda.sync");
-        timeout = gl_opt_num_field(L, 1, "timeout", -1, "cuda.sync");
-        if (timeout != -1 && !(timeout >= 0)) luaL_error(L, "cuda.sync: timeout must be >= 0 seconds");
+        lua_getfield(L, 1, "timeout");
+        bool given = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (given) {
+            timeout = gl_opt_num_field(L, 1, "timeout", -1, "cuda.sync");
+            if (!(timeout >= 0) || timeout > 1e9)
+                luaL_error(L, "cuda.sync: option 'timeout' must be 0..1e9 seconds, got %f", timeout);
+        }
     }
     gl_wait(L, NULL, timeout, "cuda.sync");
     return 0;

@@ -9,3 +9,11 @@ add_test(NAME api_sequences_gc_every_call COMMAND gpulab tests/lua/test_api_sequ
 set_tests_properties(api_sequences_generational api_sequences_gc_every_call PROPERTIES
   ENVIRONMENT "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_CACHE=0" LABELS cpu TIMEOUT 600)
 gl_add_lua_test(stress_streams tests/lua/stress_streams.lua GPU)
+
+# The bad-input suite through the stand-in, in three collector modes.
+foreach(mode incremental generational gc-every-call)
+  add_test(NAME bad_input_${mode} COMMAND gpulab tests/lua/test_bad_input.lua ${mode}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(bad_input_${mode} PROPERTIES
+    ENVIRONMENT "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_CACHE=0" LABELS cpu TIMEOUT 600)
+endforeach()
