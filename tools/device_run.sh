@@ -8,13 +8,15 @@
 #   sanitize   compute-sanitizer memcheck/racecheck/synccheck/initcheck over every lab in quick
 #              mode and every GPU test file, several at a time (the deliberately faulting child
 #              processes run without the tool, and the labs show that the tool catches them)
+#   cache      a lab run with an empty compile cache, then again with it warm
+#   leaks      each lab in its own scope: device free memory back to its start once collected
 #   stress     10,000 launches interleaved with frees and collections on several streams
 # Usage: tools/device_run.sh OUTDIR [part...]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: tools/device_run.sh OUTDIR [tests|labs|bench|sanitize|stress ...]}
 shift
-parts=${*:-tests labs bench sanitize stress}
+parts=${*:-tests labs bench cache leaks stress sanitize}
 mkdir -p "$out"
 # The build was configured at /work/main; make that path resolve to this checkout.
 if [ "$root" != /work/main ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
@@ -93,6 +95,26 @@ for part in $parts; do
       errs=$(cat "$out"/san-"$tool"-*.log | grep -cE '^========= (Invalid|Race|Barrier|Uninitialized|Error)')
       row "compute-sanitizer $tool" "$([ -z "$bad" ] && echo PASS || echo FAIL)" \
         "$total runs, $errs tool reports${bad:+; failed: $bad}"
+    done
+    ;;
+  leaks)
+    for lab in labs/*.lua; do
+      name=$(basename "$lab" .lua)
+      timeout 300 "$gl" tools/lab_leakcheck.lua "$lab" --quick >"$out/leak-$name.log" 2>&1
+      rc=$?
+      row "device memory back after $name" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" \
+        "$(grep -oE 'before [0-9.]+ MiB, after [0-9.]+ MiB \([^)]*\)' "$out/leak-$name.log")"
+    done
+    ;;
+  cache)
+    # a lab cold (empty compile cache) then warm, each in a fresh process
+    rm -rf "$out/cache-coldwarm"
+    for run in cold warm; do
+      start=$(date +%s%N)
+      GPULAB_CACHE_DIR=$out/cache-coldwarm timeout 300 "$gl" labs/compile_pipeline.lua --quick >"$out/cache-$run.log" 2>&1
+      rc=$?
+      t=$(( ($(date +%s%N) - start) / 1000000 ))
+      row "compile_pipeline --quick, $run cache" "rc=$rc" "$t ms wall"
     done
     ;;
   stress)
