@@ -111,10 +111,10 @@ for part in $parts; do
     rm -rf "$out/cache-coldwarm"
     for run in cold warm; do
       start=$(date +%s%N)
-      GPULAB_CACHE_DIR=$out/cache-coldwarm timeout 300 "$gl" labs/compile_pipeline.lua --quick >"$out/cache-$run.log" 2>&1
+      GPULAB_CACHE_DIR=$out/cache-coldwarm timeout 300 "$gl" labs/tma_double_buffer.lua --quick >"$out/cache-$run.log" 2>&1
       rc=$?
       t=$(( ($(date +%s%N) - start) / 1000000 ))
-      row "compile_pipeline --quick, $run cache" "rc=$rc" "$t ms wall"
+      row "tma_double_buffer --quick, $run compile cache" "rc=$rc" "$t ms wall"
     done
     ;;
   stress)
