@@ -9,6 +9,9 @@
  *   GPULAB_FAKE_HANG=1                  work never completes: queries say NOT_READY, syncs block
  *                                       (cuStreamSynchronize/cuCtxSynchronize/cuEventSynchronize
  *                                       sleep forever)
+ *   GPULAB_FAKE_BUSY_FILE=path          queued work stays incomplete while this file exists:
+ *                                       queries say NOT_READY, syncs wait; removing the file
+ *                                       completes all of it (fake_stream.h)
  *   GPULAB_FAKE_LOG=path                append one line per recorded call (launches with their
  *                                       packed arguments in hex, copies, frees)
  *   GPULAB_FAKE_DEVICES=n               number of devices (default 1)

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "fake.h"
+#include "fake_stream.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -193,6 +194,7 @@ static const struct {
     {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
     {300, "CUDA_ERROR_INVALID_SOURCE", "device kernel image is invalid"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {600, "CUDA_ERROR_NOT_READY", "device not ready"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
@@ -207,6 +209,8 @@ static const struct {
     {718, "CUDA_ERROR_INVALID_PC", "invalid program counter"},
     {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -377,8 +381,7 @@ CUresult fake_cuCtxGetCurrent(CUcontext *c) {
 CUresult fake_cuCtxSynchronize(void) {
     FAKE_ENTER("cuCtxSynchronize");
     if (current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
-    if (fake_hang())
-        for (;;) pause();
+    while (fake_work_blocked()) usleep(5000);
     fake_log("ctx_sync");
     return CUDA_SUCCESS;
 }
@@ -810,6 +813,7 @@ CUresult fake_cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned g
             hex_append(hex, sizeof hex, &pos, params[i], f->params[i].size);
         }
     }
+    fake_capture_add(stream);
     fake_log("launch %s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=%#lx args=%s", f->name, gx, gy,
              gz, bx, by, bz, smem, (unsigned long)(uintptr_t)stream, hex);
     return CUDA_SUCCESS;

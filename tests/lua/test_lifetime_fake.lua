@@ -215,4 +215,21 @@ T.test("stats return to zero", function()
   end
 end)
 
+test("cuda.sync waits while the stand-in holds work in flight", function()
+  local k = cuda.load(PTX):kernel("use_array")
+  local s = cuda.stream { nonblocking = true }
+  local a = cuda.array("f32", 16)
+  busy(true)
+  k:launch({ grid = 1, block = 32, stream = s }, a)
+  clear_log()
+  local ok, err = pcall(cuda.sync, { timeout = 0.2 })
+  T.ok(not ok and tostring(err):find("cuda.sync: timed out after 0.2 s", 1, true), tostring(err))
+  T.ok(not logged("ctx_sync"), "cuCtxSynchronize has not returned while the work is busy")
+  busy(false)
+  cuda.sync()
+  T.ok(logged("ctx_sync"))
+  a:free()
+  s:free()
+end)
+
 T.done()
