@@ -234,7 +234,7 @@ T.test("capture: events and launches become graph nodes; replays", function()
   T.eq(g.nodes, tonumber(ended), "node count from cuGraphGetNodes")
   -- two event nodes from stream.c and one for the launch
   T.eq(g.nodes, 3, "nodes")
-  T.eq(g.objects, 3, "the graph holds the two events and the array")
+  T.eq(g.objects, 4, "the graph holds the two events, the kernel and the array")
   T.ok(tostring(g):match("^cuda%.graph 0x%x+ %(%d nodes, holds %d objects%)$"), tostring(g))
   T.eq(count("graph_instantiate"), 1)
   T.eq(count("graph_destroy"), 1, "the captured graph is dropped once instantiated")
