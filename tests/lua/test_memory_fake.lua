@@ -141,14 +141,17 @@ T.test("graph capture keeps the arrays of captured copies and fills alive", func
   local p = cuda.host("f64", 8, { pinned = true }):iota()
   T.raises(function() s:capture(function() d:fill(1.5, s) end) end,
     "d:fill: this f64 value needs a host staging copy, which a graph capture cannot hold")
+  local out = cuda.host("f64", 8, { pinned = true })
   local g = s:capture(function()
     d:fill(0, s)
     d:copy_from(p, s)
+    out:copy_from(d, s)
   end)
-  d, p = nil, nil -- luacheck: ignore 311
+  T.eq(g.objects, 3, "the graph holds the array and both host buffers")
+  d, p, out = nil, nil, nil -- luacheck: ignore 311
   collectgarbage(); collectgarbage()
   T.eq(cuda.stats().arrays, 1, "the graph holds the device array")
-  T.eq(cuda.stats().hosts, 1, "and the pinned source")
+  T.eq(cuda.stats().hosts, 2, "and the pinned source and destination")
   g:launch(s)
   s:sync()
   g:free()
