@@ -138,8 +138,11 @@ typedef void (*gl_release_fn)(void *handle, uintptr_t extra);
 /* Releases `handle` with fn(handle, extra) now, or once the work recorded in `u` is done.
  * Never raises; without a usable context (poisoned, or no driver) the handle is dropped. */
 void gl_release(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra);
-/* Frees deferred objects whose work completed (non-blocking). */
+/* Frees deferred objects whose work completed (non-blocking; nothing during a capture). */
 void gl_release_drain(void);
+/* Releases made while a stream capture was under way are parked without any driver call;
+ * the stream binding calls this when the capture has ended to release them for real. */
+void gl_release_after_capture(void);
 /* Number of releases still waiting for work to finish. */
 int gl_release_pending(void);
 

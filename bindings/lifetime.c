@@ -5,9 +5,11 @@
  * the streams it was used on. Releasing an object whose work may still be running records one
  * event per such stream and parks the free until every event has completed (or a full sync
  * proved everything complete). Streams are represented by refcounted tracks that outlive the
- * stream object: when a stream goes away, its track keeps a final event for late releases.
+ * stream object: when a stream goes away, its track keeps a final event for late releases,
+ * which hold a reference to the track and wait on that event.
  */
 #include "gpulab.h"
+#include "stream.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -69,9 +71,13 @@ typedef struct deferred {
     gl_release_fn fn;
     void *handle;
     uintptr_t extra;
-    uint64_t seq;                  /* done once gl_done_seq >= seq ... */
-    CUevent events[GL_USE_STREAMS]; /* ... or once all these completed */
-    int nevents;                   /* -1: only a full sync will do */
+    uint64_t seq;                          /* done once gl_done_seq >= seq ... */
+    CUevent events[GL_USE_STREAMS];        /* ... or once all these completed, */
+    gl_stream_track *finals[GL_USE_STREAMS]; /* and the final events of these retired streams */
+    int nevents, nfinals;                  /* (one reference held per track) */
+    bool full_sync;                        /* only a full sync will do */
+    bool in_capture;  /* released while a capture was under way: released again at its end */
+    gl_use use;       /* the uses moved out of the object, for that second release */
 } deferred;
 
 static deferred *parked;
@@ -79,14 +85,7 @@ static int nparked, capparked;
 
 int gl_release_pending(void) { return nparked; }
 
-static bool record_on(gl_stream_track *t, CUevent *ev) {
-    if (t->retired) {
-        if (t->final == NULL) return true; /* nothing was pending when it was retired */
-        /* Share nothing: make our own event that waits behind the stream's final one is not
-         * possible without a stream, so query the final event directly when draining. */
-        *ev = NULL;
-        return false;
-    }
+static bool record_event(gl_stream_track *t, CUevent *ev) {
     if (gl_cu.cuEventCreate(ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return false;
     if (gl_cu.cuEventRecord(*ev, t->handle) != CUDA_SUCCESS) {
         gl_cu.cuEventDestroy(*ev);
@@ -102,9 +101,48 @@ static void forget_use(gl_use *u) {
     u->last_seq = 0;
 }
 
+/* Gives back what a parked entry holds besides its handle: events and track references. */
+static void drop_waits(deferred *d) {
+    for (int i = 0; i < d->nevents; i++)
+        if (d->events[i]) gl_cu.cuEventDestroy(d->events[i]);
+    for (int i = 0; i < d->nfinals; i++)
+        if (d->finals[i]) gl_track_unref(d->finals[i]);
+    d->nevents = d->nfinals = 0;
+}
+
+static void park(deferred *d) {
+    if (nparked == capparked) {
+        int cap = capparked ? capparked * 2 : 32;
+        deferred *n = realloc(parked, (size_t)cap * sizeof *n);
+        if (n == NULL) { /* cannot park: the safest remaining choice is to leak the handle */
+            drop_waits(d);
+            forget_use(&d->use);
+            return;
+        }
+        parked = n;
+        capparked = cap;
+    }
+    parked[nparked++] = *d;
+    if (nparked > 256) gl_release_drain();
+}
+
+/* The driver must not be called while this thread captures (a free or an event record on the
+ * capturing stream would end up in, or invalidate, the graph): the object's uses move into a
+ * parked entry and gl_release_after_capture() releases it again once the capture has ended. */
+static void park_for_capture(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra) {
+    deferred d = {.fn = fn, .handle = handle, .extra = extra, .in_capture = true, .use = *u};
+    u->nstreams = 0; /* the references moved with it */
+    u->last_seq = 0;
+    park(&d);
+}
+
 void gl_release(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra) {
     if (!gl_context_usable()) { /* poisoned or never created: the handles are not touched */
         forget_use(u);
+        return;
+    }
+    if (gl_capture_active()) {
+        park_for_capture(u, fn, handle, extra);
         return;
     }
     if (u->last_seq <= gl_done_seq || u->nstreams == 0) {
@@ -112,65 +150,71 @@ void gl_release(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra) {
         fn(handle, extra);
         return;
     }
-    deferred d = {fn, handle, extra, u->last_seq, {0}, 0};
-    if (u->nstreams > 0) {
-        for (int i = 0; i < u->nstreams; i++) {
-            CUevent ev = NULL;
-            if (!record_on(u->streams[i], &ev)) {
-                if (ev == NULL && u->streams[i]->retired && u->streams[i]->final == NULL) continue;
-                d.nevents = -1;
-                break;
-            }
-            if (ev) d.events[d.nevents++] = ev;
+    deferred d = {.fn = fn, .handle = handle, .extra = extra, .seq = u->last_seq};
+    d.full_sync = u->nstreams < 0; /* too many streams to track */
+    for (int i = 0; i < u->nstreams && !d.full_sync; i++) {
+        gl_stream_track *t = u->streams[i];
+        if (t->retired) { /* the stream is gone: its final event tells when its work is done */
+            if (t->final == NULL) continue; /* nothing was pending when it was retired */
+            gl_track_ref(t);
+            d.finals[d.nfinals++] = t;
+        } else if (record_event(t, &d.events[d.nevents])) {
+            d.nevents++;
+        } else {
+            d.full_sync = true;
         }
-    } else {
-        d.nevents = -1;
     }
-    if (d.nevents == 0) { /* every stream it used had already been drained */
-        forget_use(u);
+    forget_use(u);
+    if (d.full_sync) drop_waits(&d);
+    else if (d.nevents == 0 && d.nfinals == 0) { /* every stream it used had been drained */
         fn(handle, extra);
         return;
     }
-    if (d.nevents < 0) /* a retired stream's final event or an untracked use: full sync only */
-        for (int i = 0; i < GL_USE_STREAMS; i++)
-            if (d.events[i]) { gl_cu.cuEventDestroy(d.events[i]); d.events[i] = NULL; }
-    forget_use(u);
-    if (nparked == capparked) {
-        int cap = capparked ? capparked * 2 : 32;
-        deferred *n = realloc(parked, (size_t)cap * sizeof *n);
-        if (n == NULL) { /* cannot park: the safest remaining choice is to leak the handle */
-            for (int i = 0; i < d.nevents; i++) gl_cu.cuEventDestroy(d.events[i]);
-            return;
-        }
-        parked = n;
-        capparked = cap;
-    }
-    parked[nparked++] = d;
-    if (nparked > 256) gl_release_drain();
+    park(&d);
 }
 
+void gl_release_after_capture(void) {
+    int i = 0;
+    while (i < nparked) {
+        if (!parked[i].in_capture) {
+            i++;
+            continue;
+        }
+        deferred d = parked[i];
+        parked[i] = parked[--nparked]; /* order does not matter; entry i is looked at again */
+        gl_release(&d.use, d.fn, d.handle, d.extra);
+    }
+}
+
+/* True once the work is over; an error that poisons the context also means it is over. */
+static bool finished(CUevent ev) { return gl_cu.cuEventQuery(ev) != CUDA_ERROR_NOT_READY; }
+
 static bool deferred_done(deferred *d) {
+    if (d->in_capture) return false;
     if (d->seq <= gl_done_seq) return true;
-    if (d->nevents < 0) return false;
+    if (d->full_sync) return false;
     for (int i = 0; i < d->nevents; i++) {
         if (d->events[i] == NULL) continue;
-        CUresult r = gl_cu.cuEventQuery(d->events[i]);
-        if (r == CUDA_ERROR_NOT_READY) return false;
-        /* success, or an error that poisons the context: either way the work is over */
+        if (!finished(d->events[i])) return false;
         gl_cu.cuEventDestroy(d->events[i]);
         d->events[i] = NULL;
+    }
+    for (int i = 0; i < d->nfinals; i++) {
+        if (d->finals[i] == NULL) continue;
+        if (!finished(d->finals[i]->final)) return false;
+        gl_track_unref(d->finals[i]);
+        d->finals[i] = NULL;
     }
     return true;
 }
 
 void gl_release_drain(void) {
-    if (!gl_context_usable()) return;
+    if (!gl_context_usable() || gl_capture_active()) return;
     int kept = 0;
     for (int i = 0; i < nparked; i++) {
         deferred *d = &parked[i];
         if (deferred_done(d)) {
-            for (int j = 0; j < d->nevents; j++)
-                if (d->events[j]) gl_cu.cuEventDestroy(d->events[j]);
+            drop_waits(d);
             d->fn(d->handle, d->extra);
         } else {
             parked[kept++] = *d;

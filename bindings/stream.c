@@ -448,6 +448,7 @@ static CUgraph end_capture(lua_State *L, gl_stream *s, CUresult *r) {
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, NOTES_KEY);
     if (cap.free_after) stream_release(s);
+    gl_release_after_capture();
     return *r == CUDA_SUCCESS ? graph : NULL;
 }
 
