@@ -7,6 +7,7 @@
  * Kernel arguments are numbered from 1 in messages ("argument 3" is the kernel's third
  * parameter, whatever its position on the Lua call).
  */
+#include "dtype.h"
 #include "module.h"
 #include "objects.h"
 #include "stream.h"
@@ -35,34 +36,6 @@ typedef struct launch_cfg {
     gl_stream *stream;       /* NULL: the default stream */
     gl_stream_track *track;
 } launch_cfg;
-
-/* ------------------------------------------------------------------------------------------
- * Number conversions
- * ------------------------------------------------------------------------------------------ */
-/* A double rounded to nearest even into a small binary float with `ebits` exponent and `mbits`
- * mantissa bits (f16: 5/10, bf16: 8/7), straight from double so there is no double rounding.
- * Overflow gives infinity, NaN stays a quiet NaN, tiny values become subnormals or zero. */
-static uint16_t to_small_float(double x, int ebits, int mbits) {
-    uint64_t b;
-    memcpy(&b, &x, sizeof b);
-    const int bias = (1 << (ebits - 1)) - 1, emin = 1 - bias;
-    const uint16_t sign = (uint16_t)((b >> 63) << (ebits + mbits));
-    const uint16_t inf = (uint16_t)(((1u << ebits) - 1) << mbits);
-    int exp = (int)((b >> 52) & 0x7ff);
-    uint64_t mant = b & 0xFFFFFFFFFFFFFULL;
-    if (exp == 0x7ff) return sign | inf | (mant ? (uint16_t)(1u << (mbits - 1)) : 0);
-    if (exp == 0) return sign; /* double subnormals are far below either format's range */
-    int e = exp - 1023;
-    if (e > bias) return sign | inf;
-    uint64_t sig = mant | (1ULL << 52);
-    int shift = 52 - mbits + (e >= emin ? 0 : emin - e);
-    if (shift >= 54) return sign;
-    uint64_t kept = sig >> shift, rem = sig & ((1ULL << shift) - 1), half = 1ULL << (shift - 1);
-    if (rem > half || (rem == half && (kept & 1))) kept++;
-    /* a carry out of the mantissa moves into the exponent (up to infinity), as it should */
-    if (e >= emin) return sign | (uint16_t)(((uint64_t)(e + bias) << mbits) + kept - (1ULL << mbits));
-    return sign | (uint16_t)kept;
-}
 
 /* ------------------------------------------------------------------------------------------
  * Argument checking and packing
@@ -135,7 +108,7 @@ static void pack_float(lua_State *L, int idx, const gl_param *p, bool bf16, unsi
         float f = (float)x;
         memcpy(dst, &f, 4);
     } else if (p->size == 2) {
-        uint16_t h = bf16 ? to_small_float(x, 8, 7) : to_small_float(x, 5, 10);
+        uint16_t h = bf16 ? gl_bf16_from_double(x) : gl_f16_from_double(x);
         if (isfinite(x) && (h & 0x7fff) == (bf16 ? 0x7f80 : 0x7c00))
             arg_error(L, fn, argno, p, idx, bf16 ? " (out of bf16 range)" : " (out of f16 range)");
         memcpy(dst, &h, 2);
