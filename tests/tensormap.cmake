@@ -7,6 +7,8 @@ gl_add_lua_test(tensormap_fake_pending tests/lua/test_tensormap.lua FAKE ENV GPU
 # Device: encode + TMA round trip for f16/bf16/f32 x swizzle none/64B/128B, replace_address,
 # partial boxes, and the expect_tx protocol in child processes (tests/lua/tma_expect_tx_child.lua).
 gl_add_lua_test(gpu_tma tests/lua/gpu_tma.lua GPU)
+# The device tests' runner: skips under --sanitize when compute-sanitizer is not installed.
+gl_add_lua_test(tma_lab_runner tests/lua/test_tma_lab_runner.lua FAKE)
 
 # The lab needs the lab harness (lua/gpulab/lab.lua).
 if(EXISTS ${CMAKE_SOURCE_DIR}/lua/gpulab/lab.lua)
@@ -15,8 +17,9 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/lua/gpulab/lab.lua)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(lab_tma_nodevice PROPERTIES LABELS cpu TIMEOUT 300
     ENVIRONMENT "GPULAB_LIBCUDA=/nonexistent/libcuda.so;GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
-  # Device (skipped without one): the quick lab, its correctness checks must hold; and a small size
-  # under compute-sanitizer memcheck and synccheck, which must report no errors.
+  # Device (skipped without one): the quick lab, its correctness checks must hold (pictures go to
+  # lab_tma_quick-<name>.svg); and a small size under compute-sanitizer memcheck and synccheck,
+  # which must report no errors (skipped where compute-sanitizer is not installed).
   add_test(NAME lab_tma_quick COMMAND gpulab tests/lua/tma_lab_runner.lua labs/tma_double_buffer.lua --quick
            --json ${CMAKE_BINARY_DIR}/lab_tma_quick.json --svg ${CMAKE_BINARY_DIR}/lab_tma_quick
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
