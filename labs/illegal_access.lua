@@ -56,8 +56,12 @@ L:note(string.format("the planted bug: kernels/faults.cu:%d, thread 17 of block 
 if not L:gpu() then os.exit(L:finish()) end
 
 -- Runs a child natively; returns {steps={name={ok=,text=}}, order={...}, raw=result}.
+-- Natively even when this lab itself runs under `gpulab --sanitize=TOOL`: the tool's injection
+-- (CUDA_INJECTION64_PATH) is not passed on, so the planted faults behave as they do without it.
 local function child(script, args, env)
-  local r = cuda.run_isolated(CHILDREN .. script, { args = args, timeout = P.timeout, env = env })
+  local child_env = { CUDA_INJECTION64_PATH = false }
+  for k, v in pairs(env or {}) do child_env[k] = v end
+  local r = cuda.run_isolated(CHILDREN .. script, { args = args, timeout = P.timeout, env = child_env })
   local steps, order = {}, {}
   for name, text in (r.stdout or ""):gmatch("STEP (%w+): ([^\n]*)") do
     steps[name] = { ok = text:match("^ok") ~= nil, text = text }

@@ -166,6 +166,9 @@ CUresult fake_cuInit(unsigned flags) {
     FAKE_ENTER("cuInit");
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
     if (env.devices == 0) return CUDA_ERROR_NO_DEVICE;
+    /* The real driver loads a tool (compute-sanitizer) from here; the stand-in only says so. */
+    const char *injection = getenv("CUDA_INJECTION64_PATH");
+    if (injection && *injection) fake_log("injection %s", injection);
     return CUDA_SUCCESS;
 }
 

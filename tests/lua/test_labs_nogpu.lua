@@ -91,6 +91,20 @@ if arg[1] == "--fake" then
     T.ok(r.code ~= 0, "the lab fails when its protocol check cannot pass")
   end)
 
+  T.test("illegal_access under a sanitizer: the native children run without its injection", function()
+    local log = os.tmpname()
+    local r = run_lab("illegal_access", { "--quick", "--no-sanitizers" },
+      { CUDA_INJECTION64_PATH = "/nonexistent/libsanitizer-injection.so", GPULAB_FAKE_LOG = log })
+    local f = assert(io.open(log, "r"))
+    local text = f:read("a")
+    f:close()
+    os.remove(log)
+    T.ok(contains(r.stdout, "launch ok ("), "the children ran: " .. r.stdout .. r.stderr)
+    local injected = 0
+    for _ in text:gmatch("injection /nonexistent/libsanitizer%-injection%.so") do injected = injected + 1 end
+    T.eq(injected, 1, "only the lab's own process is instrumented")
+  end)
+
   -- A tool that prints the banner and finds nothing: every tool claim is then measured as
   -- "not reported", and a tool that cannot run leaves its claims unclear, never refuted.
   local function fake_sanitizer(body)
