@@ -24,15 +24,19 @@ __global__ void neighbour_sum(const float *in, float *out) {
     out[blockIdx.x * blockDim.x + t] = buf[t] + buf[(t + 32) % blockDim.x];
 }
 
-// A barrier that only part of a block reaches (synccheck: divergent barrier). The skipping
-// warps leave the kernel at once, so the barrier still completes on current hardware and
-// the kernel ends instead of hanging.
+// A barrier that the threads of one warp reach at two different places (synccheck: divergent
+// threads in a warp). Threads 48..63 share warp 1 with threads 32..47 but take the other branch
+// and wait at a second __syncthreads instead of leaving: threads that exit are simply dropped
+// from the barrier on Volta and later, which is why a plain early return goes unreported.
 extern "C" __global__ void divergent_barrier(float *out) {
     unsigned t = threadIdx.x;
     if (t < 48) {
         out[t] = (float)t;
-        __syncthreads(); // the bug: threads 48..63 never arrive
+        __syncthreads(); // the bug: threads 48..63 wait at the other barrier below
         out[t] += 1.0f;
+    } else {
+        __syncthreads();
+        out[t] = -1.0f;
     }
 }
 

@@ -73,8 +73,10 @@ T.test("two streams run two 2 ms kernels at the same time", function()
   print(string.format("one kernel %.3f ms, two on two streams %.3f ms (%.2fx)", one * 1e3, two * 1e3, two / one))
   T.ok(one >= 0.002, "a kernel spins at least 2 ms: " .. one)
   T.ok(read_u64(out1)[1] >= 2 * MS and read_u64(out2)[1] >= 2 * MS, "both kernels spun 2 ms")
-  T.ok(two < 1.6 * one, string.format("two streams overlap: %.3f ms vs %.3f ms", two * 1e3, one * 1e3))
-  T.ok(median(overlap_ms) > 1.0, "the second kernel started before the first ended: " .. median(overlap_ms) .. " ms")
+  T.ok(T.instrumented or two < 1.6 * one,
+    string.format("two streams overlap: %.3f ms vs %.3f ms", two * 1e3, one * 1e3))
+  T.ok(T.instrumented or median(overlap_ms) > 1.0,
+    "the second kernel started before the first ended: " .. median(overlap_ms) .. " ms")
   a0:free(); a1:free(); b0:free(); s1:free(); s2:free(); out1:free(); out2:free()
 end)
 
@@ -96,7 +98,8 @@ T.test("event timing of kernels of known length", function()
     T.ok(spun >= ms, "the kernel spun its time")
     -- the upper bound allows one update step of %globaltimer (fine on Hopper, but some drivers
     -- update it only every microsecond to millisecond) plus the launch itself
-    T.ok(got >= ms * 0.995 and got < ms + 1.1, string.format("elapsed %.4f ms for a %d ms kernel", got, ms))
+    T.ok(got >= ms * 0.995 and (T.instrumented or got < ms + 1.1),
+      string.format("elapsed %.4f ms for a %d ms kernel", got, ms))
     T.ok(got >= spun * 0.995, "events enclose the kernel")
   end
   T.ok(e0:elapsed(e1) < 0, "reversed order gives a negative time")
@@ -114,7 +117,7 @@ T.test("cuda.bench times the work fn enqueues", function()
   T.eq(calls, 11)
   T.eq(#r.samples, 9)
   print(string.format("bench of a 2 ms kernel: median %.4f min %.4f max %.4f ms", r.median, r.min, r.max))
-  T.ok(r.min >= 2 * 0.995 and r.max < 3.1, "every sample near 2 ms (see the bound above)")
+  T.ok(r.min >= 2 * 0.995 and (T.instrumented or r.max < 3.1), "every sample near 2 ms (see the bound above)")
   T.ok(r.min <= r.median and r.median <= r.max)
   out:free(); s:free()
 end)

@@ -159,7 +159,8 @@ T.test("expect_tx: too large times out and reports, too small completes early, c
     T.ok(line:find(" wrong=0", 1, true), "data that did land is right: " .. line)
     if tonumber(line:match("poison=(%d+)")) > 0 then torn = true; break end
   end
-  T.ok(torn, "an early completion showed poisoned (not yet written) data")
+  -- the 20 µs stagger that exposes the early completion is hidden when a tool slows the kernel
+  T.ok(torn or T.instrumented, "an early completion showed poisoned (not yet written) data")
 end)
 
 collectgarbage(); collectgarbage()
