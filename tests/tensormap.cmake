@@ -18,17 +18,17 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/lua/gpulab/lab.lua)
   set_tests_properties(lab_tma_nodevice PROPERTIES LABELS cpu TIMEOUT 300
     ENVIRONMENT "GPULAB_LIBCUDA=/nonexistent/libcuda.so;GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
   # Device (skipped without one): the quick lab, its correctness checks must hold (pictures go to
-  # lab_tma_quick-<name>.svg); and a small size under compute-sanitizer memcheck and synccheck,
+  # lab_tma_quick-<name>.svg); and a small size under each compute-sanitizer tool,
   # which must report no errors (skipped where compute-sanitizer is not installed).
   add_test(NAME lab_tma_quick COMMAND gpulab tests/lua/tma_lab_runner.lua labs/tma_double_buffer.lua --quick
            --json ${CMAKE_BINARY_DIR}/lab_tma_quick.json --svg ${CMAKE_BINARY_DIR}/lab_tma_quick
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  foreach(tool memcheck synccheck)
+  foreach(tool memcheck synccheck racecheck initcheck)
     add_test(NAME lab_tma_${tool} COMMAND gpulab tests/lua/tma_lab_runner.lua --sanitize=${tool}
              labs/tma_double_buffer.lua --quick --rows=256 --cols=2048 --reps=3
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   endforeach()
-  set_tests_properties(lab_tma_quick lab_tma_memcheck lab_tma_synccheck PROPERTIES LABELS gpu TIMEOUT 600
+  set_tests_properties(lab_tma_quick lab_tma_memcheck lab_tma_synccheck lab_tma_racecheck lab_tma_initcheck PROPERTIES LABELS gpu TIMEOUT 600
     SKIP_RETURN_CODE 77
     ENVIRONMENT "GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;GPULAB_BIN=$<TARGET_FILE:gpulab>")
 endif()
