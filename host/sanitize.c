@@ -131,6 +131,7 @@ int gl_sanitize_run(int argc, char **argv, const char *tool) {
 
     /* kernels compiled under the tool carry line info; the compile cache keys on it */
     setenv("GPULAB_LINEINFO", "1", 1);
+    setenv("GPULAB_SANITIZER", tool, 1); /* scripts can tell they run instrumented */
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();

@@ -5,7 +5,7 @@ local T = { passed = 0, failed = 0, skipped = 0 }
 -- True under compute-sanitizer (gpulab --sanitize): kernels run many times slower and the tool
 -- allocates device memory of its own, so timing bounds and exact free-memory checks are left to
 -- the native run; the sanitizer run checks what the tool reports.
-T.instrumented = os.getenv("CUDA_INJECTION64_PATH") ~= nil
+T.instrumented = os.getenv("GPULAB_SANITIZER") ~= nil
 
 local function fmt(v)
   if type(v) == "string" then return string.format("%q", v) end
