@@ -77,7 +77,7 @@ T.test("racecheck: the tool's options, then gpulab's own command line minus --sa
   T.ok(out:find("child args: one --sanitize=memcheck two words\n", 1, true), out)
   T.ok(out:find("x=42\n", 1, true), out)
   T.ok(out:find("GPULAB_LINEINFO=1\n", 1, true), out)
-  T.ok(out:find("GPULAB_SANITIZER=memcheck\n", 1, true), out)
+  T.ok(out:find("GPULAB_SANITIZER=racecheck\n", 1, true), out)
   T.ok(out:find("GPULAB_CACHE_DIR=/some/cache\n", 1, true), out)
   os.execute("rm -rf " .. q(dir))
 end)
