@@ -369,7 +369,7 @@ L:record("tile_latency_us", lat_us)
 L:record("little_needed_kb_per_sm", need_kb)
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Why the 64x64 box is slower than other 8 KB shapes")
+L:section("Box shape: the seed's 64x64 against the other 8 KB shapes (why it can be slower)")
 -- Same bytes per tile; what differs is the length of each row the TMA unit fetches (128, 256,
 -- 512 bytes) and so the number of row requests per tile (64, 32, 16). L2 promotion 256B makes
 -- L2 fetch whole 256-byte blocks from DRAM even for 128-byte rows.
