@@ -25,9 +25,11 @@ export GPULAB_HOME=/work/main GPULAB_CACHE_DIR=$out/cache PATH=/usr/local/cuda/b
 gl=/work/main/.device-build/gpulab
 summary=$out/summary.md
 row() { printf '| %s | %s | %s |\n' "$1" "$2" "$3" | tee -a "$summary"; }
-verdict_counts() {
-  printf '%s holds, %s refuted, %s unclear' "$(grep -c '^\s*\[HOLDS\]' "$1")" \
-    "$(grep -c '^\s*\[REFUTED\]' "$1")" "$(grep -c '^\s*\[UNCLEAR\]' "$1")"
+verdict_counts() { # from the lab's closing verdict summary only (each verdict is printed twice)
+  local v
+  v=$(sed -n '/^## Verdicts/,$p' "$1")
+  printf '%s holds, %s refuted, %s unclear' "$(grep -c '^\s*\[HOLDS\]' <<<"$v")" \
+    "$(grep -c '^\s*\[REFUTED\]' <<<"$v")" "$(grep -c '^\s*\[UNCLEAR\]' <<<"$v")"
 }
 
 {
