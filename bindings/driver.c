@@ -305,7 +305,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static __attribute__((noreturn)) void raise_timeout(lua_State *L, const char *fn, double t) {
+void gl_raise_timeout(lua_State *L, const char *fn, double t) {
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     lua_pushfstring(L, "%s: timed out after %f s waiting for the GPU", fn, t);
@@ -357,14 +357,14 @@ void gl_wait(lua_State *L, CUstream stream, double timeout_s, const char *fn) {
     if (timeout_s < 0) {
         r = stream ? gl_cu.cuStreamSynchronize(stream) : gl_cu.cuCtxSynchronize();
     } else if (stream == NULL) {
-        if (!ctx_sync_deadline(timeout_s, &r)) raise_timeout(L, fn, timeout_s);
+        if (!ctx_sync_deadline(timeout_s, &r)) gl_raise_timeout(L, fn, timeout_s);
     } else {
         double end = now_s() + timeout_s;
         long sleep_ns = 2000;
         for (;;) {
             r = gl_cu.cuStreamQuery(stream);
             if (r != CUDA_ERROR_NOT_READY) break;
-            if (now_s() >= end) raise_timeout(L, fn, timeout_s);
+            if (now_s() >= end) gl_raise_timeout(L, fn, timeout_s);
             struct timespec ts = {0, sleep_ns};
             nanosleep(&ts, NULL);
             if (sleep_ns < 1000000) sleep_ns *= 2;

@@ -102,6 +102,8 @@ void gl_log_describe(luaL_Buffer *b);
 /* Waits for `stream` (NULL = whole context) with a deadline in seconds (<0: no deadline).
  * Raises "fn: timed out after Xs; pending: ..." or the CUDA error of the work. */
 void gl_wait(lua_State *L, CUstream stream, double timeout_s, const char *fn);
+/* Raises "fn: timed out after t s waiting for the GPU; <launches in flight> ...". */
+__attribute__((noreturn)) void gl_raise_timeout(lua_State *L, const char *fn, double t);
 
 /* ------------------------------------------------------------------------------------------
  * Lifetimes. An object that queued work may use embeds a gl_use. Submitting work that uses

@@ -92,17 +92,6 @@ static double opt_timeout(lua_State *L, int idx, const char *fn) {
     return timeout_field(L, idx, fn);
 }
 
-static __attribute__((noreturn)) void raise_timeout(lua_State *L, const char *fn, double t) {
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    lua_pushfstring(L, "%s: timed out after %f s waiting for the GPU", fn, t);
-    luaL_addvalue(&b);
-    gl_log_describe(&b);
-    luaL_addstring(&b, " (the work is still running; a kernel that never ends needs a restart)");
-    luaL_pushresult(&b);
-    lua_error(L);
-    abort();
-}
 
 /* ------------------------------------------------------------------------------------------
  * Streams
@@ -308,7 +297,7 @@ static void wait_event(lua_State *L, CUevent ev, double timeout, const char *fn)
         double end = now_s() + timeout;
         long sleep_ns = 2000;
         while ((r = gl_cu.cuEventQuery(ev)) == CUDA_ERROR_NOT_READY) {
-            if (now_s() >= end) raise_timeout(L, fn, timeout);
+            if (now_s() >= end) gl_raise_timeout(L, fn, timeout);
             struct timespec ts = {0, sleep_ns};
             nanosleep(&ts, NULL);
             if (sleep_ns < 1000000) sleep_ns *= 2;
