@@ -39,6 +39,21 @@ function T.raises(fn, pattern, what)
   return err
 end
 
+-- Whole-file helpers the tests share: read returns nil for a missing file.
+function T.read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+function T.write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
 function T.test(name, fn)
   local ok, err = xpcall(fn, debug.traceback)
   if ok then

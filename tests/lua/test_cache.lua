@@ -8,19 +8,9 @@ local scratch = os.tmpname()
 os.remove(scratch)
 assert(os.execute("mkdir -p '" .. scratch .. "'"))
 
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local write = T.write
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = T.read
 
 local function sh(cmd)
   local p = assert(io.popen(cmd .. " 2>&1"))

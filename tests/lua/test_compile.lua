@@ -7,19 +7,9 @@ local scratch = os.tmpname()
 os.remove(scratch)
 assert(os.execute("mkdir -p '" .. scratch .. "/inc' '" .. scratch .. "/src'"))
 
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local write = T.write
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = T.read
 
 -- Runs gpulab on a chunk in a child process with extra environment; returns its output.
 local function child(env, chunk)

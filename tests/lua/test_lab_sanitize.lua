@@ -15,13 +15,7 @@ local function tmpdir()
   return d
 end
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = T.read
 
 local function lines(s)
   local t = {}
