@@ -1,3 +1,3 @@
 std = "lua54"
-globals = { "cuda" }
+read_globals = { "cuda" }
 max_line_length = 120
