@@ -524,7 +524,9 @@ function Lab:compare(a, b, opts)
     error("L:compare: option 'margin' must be a number in [0, 1), got " .. tostring(opts.margin), 2)
   end
   local rounds = opts.rounds or 3
-  if math.type(rounds) ~= "integer" or rounds < 0 then error("L:compare: option 'rounds' must be an integer >= 0", 2) end
+  if math.type(rounds) ~= "integer" or rounds < 0 then
+    error("L:compare: option 'rounds' must be an integer >= 0", 2)
+  end
   local remeasure = opts.remeasure
   if remeasure ~= nil and type(remeasure) ~= "function" then
     error("L:compare: option 'remeasure' must be a function(round) --> a, b", 2)
@@ -633,7 +635,7 @@ function Lab:verdict(claim, measured, holds, evidence)
   }
   self.verdicts[#self.verdicts + 1] = v
   if c then c.judged = true end
-  print(string.format("  %-9s %s%s", "[" .. word .. "]", c and (c.id .. ": ") or "", v.claim))
+  print(string.format("  %-9s %s%s", "[" .. word .. "]", v.claim, c and (" (" .. c.id .. ")") or ""))
   if measured ~= "" then print(string.format("  %-9s measured: %s", "", measured)) end
   for _, l in ipairs(lines) do print(string.format("  %-9s %s", "", l)) end
 end
@@ -835,7 +837,7 @@ end
 -- Prints the verdict summary, writes the JSON results; returns the exit status for os.exit.
 function Lab:finish()
   local why
-  if self.gpu_state and not self.gpu_state.available then why = "no GPU (" .. tostring(self.gpu_state.reason) .. ")" end
+  if self.gpu_state and not self.gpu_state.available then why = "no GPU" end
   self:judge_missing(why)
   local results = self:results()
   local count = { HOLDS = 0, REFUTED = 0, UNCLEAR = 0 }
@@ -843,7 +845,7 @@ function Lab:finish()
   print()
   print(string.format("## Verdicts: %d holds, %d refuted, %d unclear", count.HOLDS, count.REFUTED, count.UNCLEAR))
   for _, v in ipairs(self.verdicts) do
-    print(string.format("  %-9s %s%s%s", "[" .. v.verdict .. "]", v.id and (v.id .. ": ") or "", v.claim,
+    print(string.format("  %-9s %s%s%s", "[" .. v.verdict .. "]", v.claim, v.id and (" (" .. v.id .. ")") or "",
       v.never_judged and (" — " .. v.measured) or ""))
   end
   if self.json_path then
