@@ -479,11 +479,12 @@ function lab.ratio(a, b)
   return a.mean / b.mean, { a.ci95[1] / b.ci95[2], a.ci95[2] / b.ci95[1] }
 end
 
--- The decision for a time ratio interval against 1 ± margin.
-function lab.decide(ci, margin)
-  if ci[2] < 1 - margin then return "faster" end
-  if ci[1] > 1 + margin then return "slower" end
-  if ci[1] >= 1 - margin and ci[2] <= 1 + margin then return "same" end
+-- The decision for a time ratio interval against `against` (default 1) ± margin.
+function lab.decide(ci, margin, against)
+  local t = against or 1
+  if ci[2] < t * (1 - margin) then return "faster" end
+  if ci[1] > t * (1 + margin) then return "slower" end
+  if ci[1] >= t * (1 - margin) and ci[2] <= t * (1 + margin) then return "same" end
   return nil
 end
 
@@ -495,24 +496,26 @@ end
 local function pct(x) return string.format("%.2f%%", x * 100) end
 
 -- Why an interval that is neither clearly beyond 1 ± margin nor inside it stays undecided.
-local function unclear_reason(ci, margin, spent)
+local function unclear_reason(ci, margin, spent, against)
   local width = ci[2] - ci[1]
+  local t = against or 1
   local why
-  if width > 2 * margin then
+  if width > 2 * margin * t then
     why = string.format("effect smaller than the noise: the ratio interval [%.4f, %.4f] is %s wide, the " ..
-      "margin band ±%s", ci[1], ci[2], pct(width), pct(margin))
+      "margin band around %.4f ±%s", ci[1], ci[2], pct(width), t, pct(margin))
   else
-    why = string.format("effect at the margin: the ratio interval [%.4f, %.4f] crosses 1 ± %s", ci[1], ci[2],
-      pct(margin))
+    why = string.format("effect at the margin: the ratio interval [%.4f, %.4f] crosses %.4f ± %s", ci[1], ci[2],
+      t, pct(margin))
   end
   if spent then why = why .. "; " .. spent end
   return why
 end
 
--- L:compare(a, b, {margin=0.01, rounds=3, remeasure=fn}) --> decision, ratio, {lo, hi}, detail
+-- L:compare(a, b, {margin=0.01, against=1, rounds=3, remeasure=fn}) --> decision, ratio, {lo, hi}, detail
 -- a and b are times (measure results, or functions that return one). The decision is about a's
 -- time against b's: "faster" (the whole ratio interval below 1 - margin), "slower" (above
--- 1 + margin), "same" (inside 1 ± margin), else undecided. Undecided, the harness measures
+-- 1 + margin), "same" (inside 1 ± margin), else undecided. `against` moves the reference from
+-- 1 to another ratio (a threshold: a at least 95% of b's speed is a/b <= 1/0.95). Undecided, the harness measures
 -- again and pools the samples — calling a and b when they are functions, or remeasure(round)
 -- --> a2, b2 — while rounds and the lab's budget last (L.budget_s since the lab started); only
 -- then "unclear", with the reason in detail.reason. detail also holds both pooled results.
@@ -527,6 +530,10 @@ function Lab:compare(a, b, opts)
   if math.type(rounds) ~= "integer" or rounds < 0 then
     error("L:compare: option 'rounds' must be an integer >= 0", 2)
   end
+  local against = opts.against or 1
+  if not finite(against) or against <= 0 then
+    error("L:compare: option 'against' must be a positive ratio, got " .. tostring(opts.against), 2)
+  end
   local remeasure = opts.remeasure
   if remeasure ~= nil and type(remeasure) ~= "function" then
     error("L:compare: option 'remeasure' must be a function(round) --> a, b", 2)
@@ -537,7 +544,7 @@ function Lab:compare(a, b, opts)
   check_result(a, "L:compare", 1)
   check_result(b, "L:compare", 2)
   local ratio, ci = lab.ratio(a, b)
-  local decision = lab.decide(ci, margin)
+  local decision = lab.decide(ci, margin, against)
   local done, spent = 0, nil
   while not decision and done < rounds do
     if not (fa or fb or remeasure) then break end
@@ -558,15 +565,15 @@ function Lab:compare(a, b, opts)
       b = lab.pool(b, b2)
     end
     ratio, ci = lab.ratio(a, b)
-    decision = lab.decide(ci, margin)
+    decision = lab.decide(ci, margin, against)
   end
   if not decision and not spent and (fa or fb or remeasure) and rounds > 0 then
     spent = string.format("%d re-measure round%s spent", done, done == 1 and "" or "s")
   end
-  local detail = { a = a, b = b, ratio = ratio, ci = ci, margin = margin, rounds = done }
+  local detail = { a = a, b = b, ratio = ratio, ci = ci, margin = margin, against = against, rounds = done }
   if not decision then
     decision = "unclear"
-    detail.reason = unclear_reason(ci, margin, spent)
+    detail.reason = unclear_reason(ci, margin, spent, against)
   end
   detail.decision = decision
   return decision, ratio, ci, detail
@@ -606,9 +613,10 @@ local function evidence_of(ev)
     end
   end
   if ev.ci then
-    lines[#lines + 1] = string.format("ratio a/b %.4f [%.4f, %.4f] (margin ±%s) -> %s", ev.ratio, ev.ci[1], ev.ci[2],
-      pct(ev.margin or 0), tostring(ev.decision))
+    lines[#lines + 1] = string.format("time ratio a/b %.4f [%.4f, %.4f] against %.4f ± %s -> %s", ev.ratio,
+      ev.ci[1], ev.ci[2], ev.against or 1, pct(ev.margin or 0), tostring(ev.decision))
     out.ratio, out.ratio_ci, out.margin = ev.ratio, json.array({ ev.ci[1], ev.ci[2] }), ev.margin
+    out.against = ev.against
     out.decision, out.rounds = ev.decision, ev.rounds
   end
   if ev.reason then
