@@ -411,7 +411,7 @@ function lab.pool(a, b)
   for _, t in ipairs(a.times) do times[#times + 1] = t end
   for _, t in ipairs(b.times) do times[#times + 1] = t end
   return lab.summarize(times, { regime = a.regime, rejected = (a.rejected or 0) + (b.rejected or 0),
-    sm_clock_mhz = a.sm_clock_mhz, engine = a.engine })
+    sm_clock_mhz = a.sm_clock_mhz, engine = a.engine, label = a.label })
 end
 
 -- An L2 flush buffer per device size, kept for the process (the cold regime of the fallback).
@@ -463,20 +463,21 @@ local function check_result(r, fn, argn)
     error(string.format("%s: argument %d must be a measure result {mean=, ci95={lo, hi}, ...} or a function " ..
       "returning one", fn, argn), 3)
   end
-  if r.ci95[1] <= 0 then
-    error(string.format("%s: argument %d has an interval reaching 0 (%s): no ratio can be formed", fn, argn,
-      tostring(r.ci95[1])), 3)
+  if r.mean <= 0 then
+    error(string.format("%s: argument %d has a mean time of %s: no ratio can be formed", fn, argn,
+      tostring(r.mean)), 3)
   end
 end
 
 -- lab.ratio(a, b) --> a.mean / b.mean and its interval {lo, hi} from the bounds of the two 95%
 -- intervals (a.lo / b.hi, a.hi / b.lo): each bound is the most extreme ratio the two intervals
 -- allow, so the pair covers the true ratio whenever both intervals cover their means (>= 90%
--- for independent runs; wider, never narrower, than a delta-method interval).
+-- for independent runs; wider, never narrower, than a delta-method interval). An interval of b
+-- that reaches 0 leaves the upper bound infinite: nothing can be decided from it.
 function lab.ratio(a, b)
   check_result(a, "lab.ratio", 1)
   check_result(b, "lab.ratio", 2)
-  return a.mean / b.mean, { a.ci95[1] / b.ci95[2], a.ci95[2] / b.ci95[1] }
+  return a.mean / b.mean, { a.ci95[1] / b.ci95[2], b.ci95[1] > 0 and a.ci95[2] / b.ci95[1] or math.huge }
 end
 
 -- The decision for a time ratio interval against `against` (default 1) ± margin.
