@@ -24,7 +24,7 @@ local L = lab.new {
     { name = "scale", default = 2.0,
       help = "factor each element is multiplied by (a power of two keeps the host check exact)" },
     { name = "reps", default = 10, min = 3, help = "samples per configuration, at least" },
-    { name = "sweep_s", default = 0.4, quick = 0.2, min = 0.01,
+    { name = "sweep_s", default = 0.3, quick = 0.2, min = 0.01,
       help = "measuring time limit per configuration of the sweep (s)" },
   },
 }
