@@ -219,6 +219,10 @@ local bytes = 2 * n * 2 -- read once + written once
 L:note(string.format("%d x %d f16: %d MB read + %d MB written per run = %.1fx the %d MB L2%s", rows, cols,
   n * 2 >> 20, n * 2 >> 20, bytes / dev.l2_bytes, dev.l2_bytes >> 20,
   bytes < 1 << 30 and " (below 1 GiB moved: bandwidth closer to L2 size reads high or low; see --rows/--cols)" or ""))
+if L.quick then
+  L:note(string.format("--quick: the same matrix, fewer configurations (stages %s, CTAs/SM %s), %.2f s each",
+    table.concat(STAGES, ","), table.concat(CTAS, ","), P.sweep_s))
+end
 local d_in, d_out, d_ref = cuda.array("f16", n), cuda.array("f16", n), cuda.array("f16", n)
 local h_in = cuda.host("f16", n)
 h_in:random { seed = os.time(), lo = -1, hi = 1 }

@@ -183,6 +183,26 @@ if arg[1] == "--fake" then
     T.ok(contains(r.stderr, "issued 0.50 > eligible 1234.50 or eligible > active 15.90"), "sanity check")
   end)
 
+  -- A tool that prints the hazard and then never finishes: the run is cut at the lab's deadline and
+  -- reported as timed out with what it had printed, not as a tool that could not run.
+  T.test("illegal_access: a tool run that hits its deadline is reported as timed out", function()
+    local dir = fake_sanitizer('echo "========= COMPUTE-SANITIZER"\n'
+      .. 'case "$*" in *racecheck*shared_race.lua*race*)\n'
+      .. '  echo "========= Error: Race reported between Write access at neighbour_sum and Read access"\n'
+      .. '  sleep 60; exit 0;;\n'
+      .. 'esac\n' .. RUN_PROGRAM .. '"$@"\nexit 0')
+    local r = run_lab("illegal_access", { "--quick", "--timeout=5" }, { PATH = dir .. ":" .. os.getenv("PATH") })
+    os.execute("rm -rf " .. dir)
+    T.ok(not contains(r.stderr, "attempt to"), "no Lua error: " .. r.stderr)
+    T.ok(r.stdout:match("%[UNCLEAR%]%s+racecheck reports the shared%-memory race") ~= nil, "unclear:\n" .. r.stdout)
+    T.ok(contains(r.stdout, "racecheck on shared_race.lua race 8 timed out at its 5 s deadline after printing " ..
+      "1 report(s) (Error: Race reported between Write access"), "says it timed out after the report:\n" .. r.stdout)
+    T.ok(r.stdout:match("racecheck%s+shared_race%.lua race 8%s+124%s+%S+%s+timed out") ~= nil, "table row")
+    T.ok(not r.stdout:match("racecheck on shared_race[^\n]*could not run"), "not 'could not run'")
+    -- the other tool runs finished: their claims are judged
+    T.ok(r.stdout:match("%[REFUTED%]%s+memcheck names the kernel") ~= nil, "memcheck judged:\n" .. r.stdout)
+  end)
+
   T.test("illegal_access: a sanitizer that cannot run leaves the tool claims unclear", function()
     -- it exits 99, as if it had found errors: the message, not the status, tells
     local dir = fake_sanitizer('echo "========= COMPUTE-SANITIZER"\n'
