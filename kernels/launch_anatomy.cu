@@ -17,10 +17,12 @@ __device__ __forceinline__ unsigned sm_id() {
 // One record per block: start/end time, SM, warps seen. `threads_seen` counts every thread
 // (per warp, from the active mask) so the host can check grid*block against what ran.
 // Thread 0 holds the block for `busy_ns` so that blocks overlap long enough to be seen
-// resident together.
+// resident together; block `slow_block` holds it for `slow_ns` instead (unequal work: a block
+// that starts first but has more to do finishes after blocks that started with it).
 extern "C" __global__ void record_blocks(unsigned long long *start_ns, unsigned long long *end_ns,
                                          unsigned *sm, unsigned *warps, unsigned long long *threads_seen,
-                                         unsigned long long busy_ns) {
+                                         unsigned long long busy_ns, unsigned slow_block,
+                                         unsigned long long slow_ns) {
     __shared__ unsigned long long t0;
     __shared__ unsigned warp_count;
     if (threadIdx.x == 0) {
@@ -34,8 +36,9 @@ extern "C" __global__ void record_blocks(unsigned long long *start_ns, unsigned 
         atomicAdd(&warp_count, 1u);
         atomicAdd(threads_seen, (unsigned long long)live);
     }
+    const unsigned long long hold = blockIdx.x == slow_block ? slow_ns : busy_ns;
     if (threadIdx.x == 0)
-        while (global_ns() - t0 < busy_ns) {
+        while (global_ns() - t0 < hold) {
         }
     __syncthreads();
     if (threadIdx.x == 0) {

@@ -2,11 +2,12 @@
 // 8,192-byte tiles, scaled, and written back.
 //
 //   tma_pipeline        persistent: one producer warp issues TMA loads into a ring of `stages`
-//                       shared buffers; consumer warps scale each tile in place and one of them
-//                       stores it with a TMA store. Per stage, two mbarriers carry the two
-//                       dependency directions: full[s] "tile is filled" (producer -> consumers,
-//                       completed by the copy's transaction bytes) and empty[s] "buffer may be
-//                       overwritten" (consumers -> producer, after the store finished reading).
+//                       shared buffers; consumer warps scale each tile into one of two store
+//                       buffers (or in place, out_bufs=0) and one of them stores it with a TMA
+//                       store. Per stage, two mbarriers carry the two dependency directions:
+//                       full[s] "tile is filled" (producer -> consumers, completed by the copy's
+//                       transaction bytes) and empty[s] "buffer may be overwritten" (consumers ->
+//                       producer: once they read it, or in place once the store finished reading).
 //   tma_one_tile        one tile per CTA, same load/scale/store path, no reuse of buffers.
 //   copy_int4_scale     plain 16-byte loads and stores, no TMA: the non-TMA reference.
 //   tma_expect_tx_demo  one CTA loading `nboxes` boxes against a chosen transaction count, to
@@ -62,14 +63,15 @@ __device__ __forceinline__ bool consumers_all(bool ok, gl_u32 threads) {
 
 extern "C" __global__ void __launch_bounds__(32 * (1 + CONSUMER_WARPS))
 tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constant__ gl_tensormap_t out_map,
-             int tiles_x, int ntiles, int box_w, int box_h, int stages, float scale,
+             int tiles_x, int ntiles, int box_w, int box_h, int stages, int out_bufs, float scale,
              unsigned long long timeout_ns, int *status) {
     __shared__ gl_u64 full[MAX_STAGES];  // "tile is filled": 1 arrival (producer) + TILE_BYTES
-    __shared__ gl_u64 empty[MAX_STAGES]; // "buffer may be overwritten": 1 arrival (store issuer)
+    __shared__ gl_u64 empty[MAX_STAGES]; // "buffer may be overwritten": 1 arrival (consumer 0)
     extern __shared__ unsigned char dyn_smem[];
     unsigned char *buf = align_1024(dyn_smem);
     const int warp = threadIdx.x / 32;
-    if (stages < 1 || stages > MAX_STAGES || blockDim.x != 32 * (1 + CONSUMER_WARPS)) {
+    if (stages < 1 || stages > MAX_STAGES || (out_bufs != 0 && out_bufs != 2) ||
+        blockDim.x != 32 * (1 + CONSUMER_WARPS)) {
         if (threadIdx.x == 0 && status != nullptr) atomicCAS(status, 0, 0x7fff0000 | (stages & 0xffff));
         return; // a bad configuration is reported, never run
     }
@@ -91,7 +93,7 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
         int i = 0;
         for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, i++) {
             const int s = i % stages, round = i / stages;
-            // The buffer's previous tile (round-1) must be stored before it is overwritten. In
+            // The buffer's previous tile (round-1) must be released before it is overwritten. In
             // round 0 the parity-1 wait on a fresh barrier returns at once.
             if (!gl_mbar_wait(&empty[s], (round & 1) ^ 1, deadline, status,
                               GL_WAIT_CODE(GL_WAIT_EMPTY, s, round)))
@@ -103,29 +105,53 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
         return;
     }
 
-    // ---- consumers: scale in place, then one thread stores the tile with TMA
+    // ---- consumers. out_bufs == 2: read the stage buffer, write the scaled tile to one of two
+    // store buffers and release the stage at once, so the next load into it overlaps this tile's
+    // store. out_bufs == 0: scale in place and store from the stage buffer, which then stays
+    // held until the bulk store has read it (cp.async.bulk.wait_group.read).
     const int ct = threadIdx.x - 32;
     const gl_u32 nct = blockDim.x - 32;
     const gl_u32 s2 = gl_f16x2_splat(scale);
+    unsigned char *outbuf = buf + stages * TILE_BYTES;
     int i = 0;
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, i++) {
         const int s = i % stages, round = i / stages;
         unsigned char *tbuf = buf + s * TILE_BYTES;
         bool ok = gl_mbar_wait(&full[s], round & 1, deadline, status, GL_WAIT_CODE(GL_WAIT_FULL, s, round));
-        if (ok) scale_tile(tbuf, s2, ct, (int)nct);
+        unsigned char *obuf = tbuf;
+        if (out_bufs == 2) {
+            obuf = outbuf + (i & 1) * TILE_BYTES;
+            // the store issued two tiles ago read this store buffer: at most the last one may still read
+            if (ct == 0) gl_tma_store_wait_read<1>();
+            gl_named_barrier(2, nct);
+            if (ok) {
+                const uint4 *src = (const uint4 *)tbuf;
+                uint4 *dst = (uint4 *)obuf;
+#pragma unroll 4
+                for (int v = ct; v < TILE_BYTES / 16; v += (int)nct) dst[v] = scale_vec(src[v], s2);
+            }
+        } else if (ok) {
+            scale_tile(tbuf, s2, ct, (int)nct);
+        }
         gl_fence_proxy_async_smem(); // the TMA store (async proxy) reads what these threads wrote
-        if (!consumers_all(ok, nct)) return; // every consumer leaves together on a time-out
+        if (!consumers_all(ok, nct)) { // every consumer leaves together on a time-out
+            if (ct == 0) gl_tma_store_wait_read<0>(); // after the stores already issued read their buffers
+            return;
+        }
         if (ct == 0) {
-            gl_tma_store_2d(&out_map, (tile % tiles_x) * box_w, (tile / tiles_x) * box_h, tbuf);
+            if (out_bufs == 2) gl_mbar_arrive(&empty[s]); // every consumer has read the stage buffer
+            gl_tma_store_2d(&out_map, (tile % tiles_x) * box_w, (tile / tiles_x) * box_h, obuf);
             gl_tma_store_commit();
-            // Release a buffer once its store no longer reads it. With 2+ stages the release
-            // trails by one tile, so this thread does not stall on the store it just issued.
-            if (stages == 1) {
-                gl_tma_store_wait_read<0>();
-                gl_mbar_arrive(&empty[s]);
-            } else {
-                gl_tma_store_wait_read<1>();
-                if (i > 0) gl_mbar_arrive(&empty[(i - 1) % stages]);
+            if (out_bufs == 0) {
+                // Release a buffer once its store no longer reads it. With 2+ stages the release
+                // trails by one tile, so this thread does not stall on the store it just issued.
+                if (stages == 1) {
+                    gl_tma_store_wait_read<0>();
+                    gl_mbar_arrive(&empty[s]);
+                } else {
+                    gl_tma_store_wait_read<1>();
+                    if (i > 0) gl_mbar_arrive(&empty[(i - 1) % stages]);
+                }
             }
         }
     }

@@ -12,13 +12,22 @@ local L = lab.new {
   title = "Compile pipeline: source, PTX, cubin, SASS; one tile, four layouts",
   claims = "seed §4",
   params = {
-    { name = "tiles", default = 65536, min = 1, max = 1 << 20, help = "1024-element tiles reduced per launch" },
+    { name = "tiles", default = 65536, quick = 16384, min = 1, max = 1 << 20,
+      help = "1024-element tiles reduced per launch" },
     { name = "reg_cap", default = 32, min = 16, max = 255, help = "register cap for the spill demonstration" },
-    { name = "reps", default = 20, min = 1, max = 1000, help = "timed repetitions per kernel" },
+    { name = "reps", default = 20, quick = 10, min = 3, max = 1000, help = "samples per kernel, at least" },
   },
 }
 local P = L.params
-if L.quick then P.tiles = math.min(P.tiles, 16384) end
+L:claim { id = "same_sum", seed = "§4", text = "one 1024-element logical tile mapped to different warp counts: " ..
+  "the math is the same (the same tile sum under every layout)" }
+L:claim { id = "layout_changes", seed = "§4", text = "the layout changes elements per thread and registers" }
+L:claim { id = "data_exchange", seed = "§4", text = "reductions and data exchange change with the layout: in " ..
+  "machine code one warp needs no barrier or shared memory, more warps do" }
+L:claim { id = "more_warps", seed = "§4", text = "that does not prove that more warps is faster: more warps per " ..
+  "tile is not automatically faster" }
+L:claim { id = "spills", own = true, text = "a register cap below what the kernel needs spills live values to " ..
+  "local memory" }
 
 local SRC = cuda.home .. "/kernels/tile_reduce.cu"
 local WARPS = { 1, 2, 4, 8 }
@@ -33,13 +42,7 @@ local function read_file(path)
   return s
 end
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function find_tool(name)
-  for _, p in ipairs { name, "/usr/local/cuda/bin/" .. name } do
-    if os.execute("command -v " .. shell_quote(p) .. " >/dev/null 2>&1") then return p end
-  end
-end
+local shell_quote, find_tool = lab.shell_quote, lab.find_tool
 
 -- Runs a tool on `data` written to a temporary file; returns its output or nil, why.
 local function run_on_temp(data, suffix, make_cmd)
@@ -167,7 +170,7 @@ if sass then
   L:note(names[3] .. " begins: " .. table.concat(first, " | "))
   local others_sync = true
   for i = 2, #per_kernel do if per_kernel[i].bar == 0 or per_kernel[i].smem == 0 then others_sync = false end end
-  L:verdict("the layout is decided in machine code: one warp needs no barrier or shared memory, more warps do",
+  L:verdict("data_exchange",
     string.format("BAR / LDS+STS: %s", (function()
       local parts = {}
       for i, c in ipairs(per_kernel) do parts[i] = string.format("%dw %d/%d", WARPS[i], c.bar, c.smem) end
@@ -176,6 +179,7 @@ if sass then
     per_kernel[1].total > 0 and per_kernel[1].bar == 0 and per_kernel[1].smem == 0 and others_sync)
 elseif not disasm then
   L:note("neither cuobjdump nor nvdisasm found: SASS stage skipped (install the CUDA toolkit's binary utilities)")
+  L:verdict("data_exchange", "could not run: neither cuobjdump nor nvdisasm found", nil)
 end
 
 -- ---------------------------------------------------------------------------------------------
@@ -235,13 +239,15 @@ for tile = 0, SAMPLE - 1 do
   ref[tile + 1] = s
 end
 
-local results, first = {}, nil
+local results, first, timed = {}, nil, {}
 for i, w in ipairs(WARPS) do
   local k = mod:kernel(names[i])
   local sums = cuda.array("f32", P.tiles)
   sums:fill(1e30) -- poison: no tile sums to this, so an unwritten tile shows
   local cfg = { grid = P.tiles, block = 32 * w }
-  local b = cuda.bench(function() k:launch(cfg, x, sums) end, { warmup = 3, reps = L.quick and 5 or P.reps })
+  local launch = function() k:launch(cfg, x, sums) end
+  local b = lab.measure(launch, { regime = "cold", min_samples = P.reps, min_time = 0.05, timeout = 0.5 })
+  b.label = w .. " warps"
   local h = cuda.host("f32", P.tiles)
   h:copy_from(sums)
   local ref_bad, unwritten = 0, 0
@@ -251,21 +257,32 @@ for i, w in ipairs(WARPS) do
   first = first or h
   results[#results + 1] = {
     warps = w, threads = 32 * w, per_thread = TILE // (32 * w), regs = k.regs, local_bytes = k.local_bytes,
-    blocks_per_sm = (k:occupancy(32 * w, 0)), ms = b.median, spread = (b.max - b.min) / b.median,
-    gbs = n * 4 / (b.median * 1e6), ref_bad = ref_bad, mismatches = same and same.mismatches or 0,
+    blocks_per_sm = (k:occupancy(32 * w, 0)), ms = b.mean, noise = b.noise, ci = b.ci95,
+    gbs = n * 4 / (b.mean * 1e6), ref_bad = ref_bad, mismatches = same and same.mismatches or 0,
     unwritten = unwritten,
   }
-  sums:free()
+  -- kept for the comparison below, which may measure again (the output is checked already)
+  timed[#timed + 1] = { result = b, again = function()
+    local r = lab.measure(launch, { regime = "cold", min_samples = P.reps, min_time = 0.05, timeout = 0.5 })
+    r.label = b.label
+    return r
+  end, sums = sums }
 end
 local rows = {}
 for _, r in ipairs(results) do
   rows[#rows + 1] = { r.warps, r.threads, r.per_thread, r.regs, r.local_bytes, r.blocks_per_sm,
-    string.format("%.3f", r.ms), string.format("%.0f", r.gbs), string.format("%.0f%%", r.spread * 100),
-    r.ref_bad, r.mismatches }
+    string.format("%.4f [%.4f, %.4f]", r.ms, r.ci[1], r.ci[2]), string.format("%.0f", r.gbs),
+    string.format("%.2f%%", r.noise * 100), r.ref_bad, r.mismatches }
 end
-L:table({ "warps", "threads", "elements/thread", "registers", "local B", "blocks/SM", "median ms", "GB/s",
-  "spread", "wrong vs CPU (sampled)", "differs from 1-warp" }, rows)
-L:record("layouts", results)
+L:table({ "warps", "threads", "elements/thread", "registers", "local B", "blocks/SM", "mean ms [95%]", "GB/s",
+  "noise", "wrong vs CPU (sampled)", "differs from 1-warp" }, rows)
+local layouts_json = {}
+for i, r in ipairs(results) do
+  layouts_json[i] = { warps = r.warps, per_thread = r.per_thread, regs = r.regs, local_bytes = r.local_bytes,
+    blocks_per_sm = r.blocks_per_sm, ms = r.ms, ci95 = { r.ci[1], r.ci[2] }, noise = r.noise, gbs = r.gbs,
+    ref_bad = r.ref_bad, mismatches = r.mismatches, unwritten = r.unwritten }
+end
+L:record("layouts", layouts_json)
 
 local all_same = true
 for _, r in ipairs(results) do
@@ -275,7 +292,7 @@ local differ, wrong, unwritten = 0, 0, 0
 for _, r in ipairs(results) do
   differ, wrong, unwritten = differ + r.mismatches, wrong + r.ref_bad, unwritten + r.unwritten
 end
-L:verdict("the same tile sum under every layout (semantics do not depend on the mapping)",
+L:verdict("same_sum",
   string.format("%d tiles x %d layouts: %d sums differ from the 1-warp layout's, %d differ from the CPU's "
     .. "(%d tiles sampled per layout), %d left unwritten", P.tiles, #results, differ, wrong, SAMPLE, unwritten),
   all_same)
@@ -286,7 +303,7 @@ for _, r in ipairs(results) do
   if r.regs ~= results[1].regs then regs_differ = true end
   if r.ms < fastest.ms then fastest = r end
 end
-L:verdict("the layout changes elements per thread and registers",
+L:verdict("layout_changes",
   (function()
     local parts = {}
     for _, r in ipairs(results) do
@@ -294,23 +311,34 @@ L:verdict("the layout changes elements per thread and registers",
     end
     return table.concat(parts, "; ")
   end)(), regs_differ)
--- "more warps is faster" would need every doubling to pay off by more than the timing noise
-local always_faster = true
-for i = 2, #results do
-  local noise = math.max(results[i].spread, results[i - 1].spread, 0.03)
-  if results[i].ms >= results[i - 1].ms * (1 - noise) then always_faster = false end
+-- "more warps is faster" would need every doubling to pay off by more than 3%, decided from the
+-- intervals: one doubling that is the same or slower proves the claim; all faster refutes it.
+local pair_words, not_faster, all_faster, evidence = {}, false, true, { results = {} }
+for i = 2, #timed do
+  local d, _, _, det = L:compare(timed[i].result, timed[i - 1].result, { margin = 0.03,
+    remeasure = function() return timed[i].again(), timed[i - 1].again() end })
+  pair_words[#pair_words + 1] = string.format("%dw vs %dw: %s (time ratio %.3f [%.3f, %.3f])", WARPS[i], WARPS[i - 1],
+    d, det.ratio, det.ci[1], det.ci[2])
+  if d == "same" or d == "slower" then not_faster = true end
+  if d ~= "faster" then all_faster = false end
+  evidence.results[#evidence.results + 1] = det.a
+  if d == "unclear" then evidence.reason = det.reason end
 end
-L:verdict("more warps per tile is not automatically faster",
-  string.format("fastest: %d warps (%.3f ms); times %s", fastest.warps, fastest.ms, (function()
-    local parts = {}
-    for _, r in ipairs(results) do parts[#parts + 1] = string.format("%dw %.3f", r.warps, r.ms) end
-    return table.concat(parts, ", ") .. " ms"
-  end)()), not always_faster)
+for _, entry in ipairs(timed) do entry.sums:free() end
+local more_holds
+if not all_same then more_holds = nil
+elseif not_faster then more_holds = true
+elseif all_faster then more_holds = false end
+if more_holds ~= nil then evidence.reason = nil end
+L:verdict("more_warps", string.format("fastest: %d warps (%.4f ms); %s", fastest.warps, fastest.ms,
+  table.concat(pair_words, "; ")), more_holds, evidence)
 L:svg_bars { file = "compile_pipeline_layouts.svg",
   title = string.format("%d tiles of 1024 floats: time per layout", P.tiles),
-  y_label = "median ms", bars = (function()
+  y_label = "mean ms (95% interval)", bars = (function()
     local bars = {}
-    for _, r in ipairs(results) do bars[#bars + 1] = { label = r.warps .. " warps", value = r.ms } end
+    for _, r in ipairs(results) do
+      bars[#bars + 1] = { label = r.warps .. " warps", value = r.ms, lo = r.ci[1], hi = r.ci[2] }
+    end
     return bars
   end)() }
 
@@ -325,18 +353,20 @@ local outs, spill_rows = {}, {}
 for _, v in ipairs { { "no cap", free_k }, { "-maxrregcount=" .. P.reg_cap, capped_k } } do
   local y = cuda.array("f32", SPILL_GRID * SPILL_BLOCK)
   local cfg = { grid = SPILL_GRID, block = SPILL_BLOCK }
-  local b = cuda.bench(function() v[2]:launch(cfg, xin, y, ROUNDS) end, { warmup = 2, reps = L.quick and 5 or P.reps })
+  local b = lab.measure(function() v[2]:launch(cfg, xin, y, ROUNDS) end,
+    { regime = "hot", min_samples = P.reps, min_time = 0.05, timeout = 0.5 })
   local h = cuda.host("f32", y.numel)
   h:copy_from(y)
   outs[#outs + 1] = h
-  spill_rows[#spill_rows + 1] = { v[1], v[2].regs, v[2].local_bytes, string.format("%.3f", b.median) }
+  spill_rows[#spill_rows + 1] = { v[1], v[2].regs, v[2].local_bytes,
+    string.format("%.4f [%.4f, %.4f]", b.mean, b.ci95[1], b.ci95[2]) }
   y:free()
 end
-L:table({ "many_live_values", "registers", "local bytes/thread", "median ms" }, spill_rows)
+L:table({ "many_live_values", "registers", "local bytes/thread", "mean ms [95%]" }, spill_rows)
 local same = cuda.compare(outs[1], outs[2], { atol = 0, rtol = 0 })
-L:verdict(string.format("a cap of %d registers spills live values to local memory", P.reg_cap),
-  string.format("uncapped: %d registers, %d local B; capped: %d registers, %d local B; results %s",
-    free_k.regs, free_k.local_bytes, capped_k.regs, capped_k.local_bytes,
+L:verdict("spills",
+  string.format("cap %d; uncapped: %d registers, %d local B; capped: %d registers, %d local B; results %s",
+    P.reg_cap, free_k.regs, free_k.local_bytes, capped_k.regs, capped_k.local_bytes,
     same.mismatches == 0 and "identical" or (same.mismatches .. " differ")),
   capped_k.regs <= P.reg_cap and capped_k.local_bytes > 0 and free_k.local_bytes == 0)
 if same.mismatches ~= 0 then L:fail("spilling changed the results of many_live_values") end

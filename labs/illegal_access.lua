@@ -6,7 +6,9 @@
 -- compute-sanitizer's memcheck names kernel, source line, thread and block, racecheck finds
 -- shared-memory hazards, synccheck barrier misuse; none of them proves a cross-stream protocol
 -- correct. Every faulty run happens in a child process (cuda.run_isolated), so this process
--- keeps a healthy context; the children live in labs/children/.
+-- keeps a healthy context; the children live in labs/children/. The tool runs use children
+-- sized for the tool (a few blocks: racecheck instruments every shared-memory access), each with
+-- its own deadline; a run that hits it is reported as timed out, apart from a tool that could not run.
 local lab = require("gpulab.lab")
 
 local L = lab.new {
@@ -15,21 +17,36 @@ local L = lab.new {
   claims = "seed §5",
   params = {
     { name = "sanitizers", default = true, help = "run the compute-sanitizer parts (when the tool exists)" },
-    { name = "timeout", default = 120, min = 5, max = 1200, help = "deadline per child process (s)" },
+    { name = "timeout", default = 120, quick = 60, min = 5, max = 1200, help = "deadline per child process (s)" },
+    { name = "tool_grid", default = 8, min = 1, max = 512,
+      help = "blocks of the race and stream children run under the tools" },
   },
 }
 local P = L.params
+L.child_timeout = P.timeout
 local CHILDREN = cuda.home .. "/labs/children/"
 package.path = CHILDREN .. "?.lua;" .. package.path
 local C = require("faults_common")
+local shell_quote = lab.shell_quote
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function gpulab_exe()
-  local i = 0
-  while arg[i - 1] do i = i - 1 end
-  return arg[i]
-end
+L:claim { id = "async_report", seed = "§5", text = "a faulting launch returns success; a later, unrelated call " ..
+  "reports the error (an asynchronous error is reported at a later synchronisation point, by an API that is not " ..
+  "where it went wrong)" }
+L:claim { id = "launch_blocking", own = true,
+  text = "with CUDA_LAUNCH_BLOCKING=1 the error is reported by the launch itself" }
+L:claim { id = "poisoned", own = true,
+  text = "after the fault the context is poisoned: the next call fails too, without touching the bug" }
+L:claim { id = "edge_silent", own = true, text = "a write just past the end is silent without a tool" }
+L:claim { id = "memcheck_names", seed = "§5", text = "memcheck names the kernel, the source line, the thread and " ..
+  "the block (memcheck: access errors)" }
+L:claim { id = "memcheck_edge", seed = "§5", text = "memcheck finds the write just past the end that ran silently " ..
+  "natively" }
+L:claim { id = "racecheck", seed = "§5", text = "racecheck reports the shared-memory race and is clean on the fixed " ..
+  "twin (racecheck: shared-memory hazards)" }
+L:claim { id = "synccheck", seed = "§5", text = "synccheck reports a barrier only part of the block reaches " ..
+  "(synccheck: synchronisation misuse)" }
+L:claim { id = "no_tool_proves", seed = "§5", text = "no tool proves a cross-stream protocol correct: a missing " ..
+  "s2:wait(e) goes unreported" }
 
 -- The source line of the planted bug, to check what memcheck names.
 local function bug_line()
@@ -48,9 +65,9 @@ end
 
 -- ---------------------------------------------------------------------------------------------
 L:section("Setup")
-local prog = cuda.compile_file(cuda.home .. "/kernels/faults.cu", { arch = "sm_90a", std = "c++17", names = C.NAMES })
-L:note("kernels/faults.cu compiled for sm_90a: oob_write, neighbour_sum<false|true>, divergent_barrier, "
-  .. "slow_producer, consumer (" .. #prog.cubin .. " B cubin)")
+local prog = L:compile("kernels/faults.cu", { arch = "sm_90a", std = "c++17", names = C.NAMES,
+  what = "oob_write, neighbour_sum<false|true>, divergent_barrier, slow_producer, consumer" })
+L:note(#prog.cubin .. " B of cubin")
 local LINE = bug_line()
 L:note(string.format("the planted bug: kernels/faults.cu:%d, thread 17 of block 3 of oob_write", LINE))
 if not L:gpu() then os.exit(L:finish()) end
@@ -59,9 +76,7 @@ if not L:gpu() then os.exit(L:finish()) end
 -- Natively even when this lab itself runs under `gpulab --sanitize=TOOL`: the tool's injection
 -- (CUDA_INJECTION64_PATH) is not passed on, so the planted faults behave as they do without it.
 local function child(script, args, env)
-  local child_env = { CUDA_INJECTION64_PATH = false }
-  for k, v in pairs(env or {}) do child_env[k] = v end
-  local r = cuda.run_isolated(CHILDREN .. script, { args = args, timeout = P.timeout, env = child_env })
+  local r = L:child(CHILDREN .. script, { args = args, env = env })
   local steps, order = {}, {}
   for name, text in (r.stdout or ""):gmatch("STEP (%w+): ([^\n]*)") do
     steps[name] = { ok = text:match("^ok") ~= nil, text = text }
@@ -124,22 +139,22 @@ L:note("picture rows: async = 16 GiB past the end; blocking = the same with CUDA
   .. "edge = one element past the end")
 
 local where, text = first_error(async)
-L:verdict("a faulting launch returns success; a later, unrelated call reports the error",
+L:verdict("async_report",
   string.format("launch %s; first error at '%s': %s", async.steps.launch and async.steps.launch.text or "?",
     tostring(where), short(text, 120)),
   async.steps.launch ~= nil and async.steps.launch.ok and where ~= nil and where ~= "launch")
 local bwhere = first_error(blocking)
-L:verdict("with CUDA_LAUNCH_BLOCKING=1 the error is reported by the launch itself",
+L:verdict("launch_blocking",
   string.format("first error at '%s' (%s)", tostring(bwhere), short(bwhere and blocking.steps[bwhere].text, 100)),
   (function()
     if bwhere == nil then return nil end -- nothing failed: no evidence either way
     return bwhere == "launch"
   end)())
 local next_text = async.steps.next and async.steps.next.text or ""
-L:verdict("after the fault the context is poisoned: the next call fails too, without touching the bug",
+L:verdict("poisoned",
   short(next_text, 160), async.steps.next ~= nil and not async.steps.next.ok and next_text:find("poison") ~= nil)
 local edge_err = first_error(edge)
-L:verdict("a write just past the end is silent without a tool",
+L:verdict("edge_silent",
   edge_err and ("error at " .. edge_err) or "every step succeeded", edge_err == nil and #edge.order == 4)
 
 -- ---------------------------------------------------------------------------------------------
@@ -156,51 +171,67 @@ if stale_waited ~= 0 then L:fail("the waited protocol read stale data: " .. tost
 
 -- ---------------------------------------------------------------------------------------------
 L:section("compute-sanitizer")
-local function find_sanitizer()
-  for _, p in ipairs { "compute-sanitizer", "/usr/local/cuda/bin/compute-sanitizer" } do
-    if os.execute("command -v " .. shell_quote(p) .. " >/dev/null 2>&1") then return p end
-  end
-  local home = os.getenv("CUDA_HOME")
-  if home and os.execute("test -x " .. shell_quote(home .. "/bin/compute-sanitizer")) then return home end
-end
-
 if not P.sanitizers then
   L:note("--no-sanitizers: skipped")
+  L:judge_missing("--no-sanitizers")
   os.exit(L:finish())
 end
-if not find_sanitizer() then
-  L:note("compute-sanitizer not found (PATH, /usr/local/cuda/bin, $CUDA_HOME/bin): the tool verdicts are skipped")
+local SANITIZER = lab.find_tool("compute-sanitizer")
+if not SANITIZER then
+  L:note("compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the tool verdicts are skipped")
+  L:judge_missing("compute-sanitizer not found")
   os.exit(L:finish())
 end
 
--- All tool runs start at once (each is its own process) and are read in turn. A run that hangs
--- (a divergent barrier may) is cut short so that --quick stays quick.
-local tool_deadline = L.quick and math.min(P.timeout, 45) or P.timeout
+-- All tool runs start at once (each is its own process) and are read in turn, each under its own
+-- deadline. The race and stream children run tool_grid blocks: the tools report per access, so
+-- the hazard shows in the first block and a small grid lets the tool finish well inside it.
+local G = tostring(P.tool_grid)
 local runs = {
   { key = "memcheck_edge", tool = "memcheck", script = "oob_write.lua", args = "edge" },
-  { key = "racecheck_race", tool = "racecheck", script = "shared_race.lua", args = "race" },
-  { key = "racecheck_fixed", tool = "racecheck", script = "shared_race.lua", args = "fixed" },
+  { key = "racecheck_race", tool = "racecheck", script = "shared_race.lua", args = "race " .. G },
+  { key = "racecheck_fixed", tool = "racecheck", script = "shared_race.lua", args = "fixed " .. G },
   { key = "synccheck_divergent", tool = "synccheck", script = "divergent_barrier.lua", args = "" },
-  { key = "memcheck_streams", tool = "memcheck", script = "stream_protocol.lua", args = "missing" },
-  { key = "racecheck_streams", tool = "racecheck", script = "stream_protocol.lua", args = "missing" },
-  { key = "synccheck_streams", tool = "synccheck", script = "stream_protocol.lua", args = "missing" },
+  { key = "memcheck_streams", tool = "memcheck", script = "stream_protocol.lua", args = "missing " .. G },
+  { key = "racecheck_streams", tool = "racecheck", script = "stream_protocol.lua", args = "missing " .. G },
+  { key = "synccheck_streams", tool = "synccheck", script = "stream_protocol.lua", args = "missing " .. G },
 }
 for _, r in ipairs(runs) do
-  local cmd = string.format("timeout %d %s --sanitize=%s %s %s 2>&1; echo \"EXIT $?\"", tool_deadline,
-    shell_quote(gpulab_exe()), r.tool, shell_quote(CHILDREN .. r.script), r.args)
-  r.pipe = io.popen(cmd)
+  local cmd = string.format("%s --sanitize=%s %s %s", shell_quote(lab.gpulab_exe()), r.tool,
+    shell_quote(CHILDREN .. r.script), r.args)
+  r.handle = lab.spawn(cmd, { timeout = P.timeout })
 end
+
+-- What one tool run came to: "finished" (the tool's banner and its summary, exit 0 or 99),
+-- "timed out" (the deadline stopped it: exit 124/137), or "could not run" (anything else, or a
+-- tool that refused the device, which may still exit 99).
+local function outcome(r)
+  local out = r.out
+  r.reports = 0
+  for _ in out:gmatch("Race reported") do r.reports = r.reports + 1 end
+  for _ in out:gmatch("Potential %u+ hazard") do r.reports = r.reports + 1 end
+  for _ in out:gmatch("Invalid __%a+__ %a+ of size") do r.reports = r.reports + 1 end
+  for _ in out:gmatch("Barrier error") do r.reports = r.reports + 1 end
+  if r.timed_out then return "timed out" end
+  if not (r.exit == 0 or r.exit == 99) or not out:find("COMPUTE%-SANITIZER")
+      or out:find("Device not supported", 1, true) then
+    return "could not run"
+  end
+  return "finished"
+end
+
 local by_key = {}
 for i, r in ipairs(runs) do
   L:progress(i, #runs, "sanitizer runs")
-  r.out = r.pipe:read("a")
-  r.pipe:close()
-  r.exit = tonumber(r.out:match("EXIT (%d+)%s*$"))
+  local res = r.handle.wait()
+  r.out, r.exit, r.timed_out, r.seconds = res.out, res.exit, res.timed_out, res.seconds
   r.errors = tonumber(r.out:match("ERROR SUMMARY: (%d+) error")) or
       tonumber(r.out:match("RACECHECK SUMMARY: (%d+) hazard"))
   r.hazards = tonumber(r.out:match("RACECHECK SUMMARY: (%d+) hazard"))
+  r.outcome = outcome(r)
   by_key[r.key] = r
-  L:record(r.key, { exit = r.exit, errors = r.errors, output = r.out:sub(1, 4000) })
+  L:record(r.key, { exit = r.exit, errors = r.errors, outcome = r.outcome, seconds = r.seconds,
+    reports = r.reports, output = r.out:sub(1, 4000) })
 end
 
 local srows = {}
@@ -208,19 +239,23 @@ for _, r in ipairs(runs) do
   local first = r.out:match("=========%s+([^\n]*[Ee]rror[^\n]*)") or r.out:match("=========%s+(Invalid[^\n]*)") or
       r.out:match("=========%s+(Race[^\n]*)") or ""
   srows[#srows + 1] = { r.tool, r.script .. " " .. r.args, tostring(r.exit), tostring(r.errors or "?"),
-    short(first, 80) }
+    r.outcome, r.seconds and string.format("%.1f", r.seconds) or "?", short(first, 70) }
 end
-L:table({ "tool", "child", "exit", "errors", "first report" }, srows)
-L:note("exit 99: the tool reported errors; 0: it reported none; 124: the run hit the deadline")
+L:table({ "tool", "child", "exit", "errors", "outcome", "seconds", "first report" }, srows)
+L:note(string.format("exit 99: the tool reported errors; 0: it reported none; 124: the run hit its %d s deadline",
+  P.timeout))
 
--- A tool run counts only when the tool itself worked: exit 0 (nothing found) or 99 (found
--- something) with its banner. Otherwise (device not supported, deadline, crash) the claim it
--- was meant to test stays unclear instead of being refuted.
-local function tool_failure(list)
+-- A claim is judged only from runs whose tool finished. A run that timed out is said to have
+-- timed out (with what it had printed by then), never folded into "could not run".
+local function tool_problem(list)
   for _, r in ipairs(list) do
-    -- a tool that refused the device may still exit 99 (seen: "Device not supported")
-    if not (r.exit == 0 or r.exit == 99) or not r.out:find("COMPUTE%-SANITIZER")
-        or r.out:find("Device not supported", 1, true) then
+    if r.outcome == "timed out" then
+      return string.format("%s on %s %s timed out at its %d s deadline%s", r.tool, r.script, r.args, P.timeout,
+        r.reports > 0 and string.format(" after printing %d report(s) (%s); its summary never came", r.reports,
+          short(r.out:match("=========%s+(Error: Race[^\n]*)") or r.out:match("=========%s+(Invalid[^\n]*)") or
+            r.out:match("=========%s+(Barrier[^\n]*)") or "", 90))
+        or ", before printing any report")
+    elseif r.outcome == "could not run" then
       local why = r.out:match("=========%s+(Error[^\n]*)") or r.out:match("([^\n]*not supported[^\n]*)") or
           ("exit " .. tostring(r.exit))
       return string.format("%s on %s could not run: %s", r.tool, r.script, short(why, 100))
@@ -228,12 +263,12 @@ local function tool_failure(list)
   end
 end
 
-local function tool_verdict(claim, measured, list, holds)
-  local failed = tool_failure(list)
-  if failed then
-    L:verdict(claim, failed, nil)
+local function tool_verdict(id, measured, list, holds)
+  local problem = tool_problem(list)
+  if problem then
+    L:verdict(id, problem, nil)
   else
-    L:verdict(claim, measured, holds)
+    L:verdict(id, measured, holds)
   end
 end
 
@@ -246,23 +281,23 @@ local kernel = report:match("(oob_write)")
 local line = tonumber(report:match("faults%.cu:(%d+)"))
 local thread = report:match("by thread %((%d+,%d+,%d+)%)")
 local block = report:match("in block %((%d+,%d+,%d+)%)")
-tool_verdict("memcheck names the kernel, the source line, the thread and the block",
+tool_verdict("memcheck_names",
   string.format("kernel %s, faults.cu:%s (bug at :%d), thread (%s), block (%s)", tostring(kernel), tostring(line),
     LINE, tostring(thread), tostring(block)),
   { mc }, kernel ~= nil and line == LINE and thread == "17,0,0" and block == "3,0,0")
-tool_verdict("memcheck finds the write just past the end that ran silently natively",
+tool_verdict("memcheck_edge",
   string.format("native: %s; memcheck exit %s with %s error(s)", edge_err and "error" or "no error", tostring(mc.exit),
     tostring(mc.errors)),
   { mc }, edge_err == nil and mc.exit == 99 and (mc.errors or 0) > 0)
 
 local race, fixed = by_key.racecheck_race, by_key.racecheck_fixed
-tool_verdict("racecheck reports the shared-memory race and is clean on the fixed twin",
-  string.format("without the barrier: exit %s, %s hazard(s); with it: exit %s, %s hazard(s)", tostring(race.exit),
-    tostring(race.hazards), tostring(fixed.exit), tostring(fixed.hazards)),
+tool_verdict("racecheck",
+  string.format("%s blocks without the barrier: exit %s, %s hazard(s) in %.1f s; with it: exit %s, %s hazard(s)", G,
+    tostring(race.exit), tostring(race.hazards), race.seconds or 0, tostring(fixed.exit), tostring(fixed.hazards)),
   { race, fixed }, race.exit == 99 and (race.hazards or 0) > 0 and fixed.exit == 0)
 
 local sc = by_key.synccheck_divergent
-tool_verdict("synccheck reports a barrier only part of the block reaches",
+tool_verdict("synccheck",
   string.format("exit %s, %s error(s): %s", tostring(sc.exit), tostring(sc.errors),
     short(sc.out:match("(Barrier error[^\n]*)") or sc.out:match("(Divergent[^\n]*)") or "", 80)),
   { sc }, sc.exit == 99 and (sc.errors or 0) > 0)
@@ -279,7 +314,7 @@ local holds
 -- evidence needs the bug to be real (stale data without the wait) and the fix to work
 if clean and stale_missing and stale_missing > 0 and stale_waited == 0 then holds = true
 elseif not clean then holds = false end -- a tool flagged it: the claim would be refuted
-tool_verdict("no tool proves a cross-stream protocol correct: a missing s2:wait(e) goes unreported",
+tool_verdict("no_tool_proves",
   string.format("natively the consumer read %s stale elements (%s with the wait); %s", tostring(stale_missing),
     tostring(stale_waited), table.concat(parts, ", ")), stream_runs, holds)
 L:note("re-verify in normal asynchronous execution afterwards: the tools serialise work, which can hide a race in time")

@@ -3,8 +3,12 @@
 -- An fp16 matrix is read in 8,192-byte tiles with TMA, scaled, and written back with TMA stores.
 -- The persistent kernel runs a ring of `stages` shared buffers with two mbarriers per stage:
 -- full[s] ("tile is filled": producer -> consumers, completed by the copy's bytes) and empty[s]
--- ("buffer may be overwritten": consumers -> producer, once the TMA store stopped reading it).
--- Kernels: kernels/tma_double_buffer.cu; helpers: kernels/include/gpulab/tma.cuh.
+-- ("buffer may be overwritten": consumers -> producer). The consumers write each scaled tile to
+-- one of two store buffers and release the stage at once, so with 2 stages the next load really
+-- overlaps this tile's work and store; scaled in place instead, the bulk store keeps reading the
+-- stage buffer and holds it (the lab measures both). Every time is a cuda.measure result (cold:
+-- L2 flushed before each sample) on a matrix far larger than L2, and comparisons decide from
+-- the intervals. Kernels: kernels/tma_double_buffer.cu; helpers: kernels/include/gpulab/tma.cuh.
 --
 --   gpulab labs/tma_double_buffer.lua [--quick] [--json FILE] [--svg PREFIX] [--rows=N --cols=N]
 local lab = require("gpulab.lab")
@@ -13,48 +17,64 @@ local L = lab.new {
   name = "tma_double_buffer",
   title = "TMA double buffering: the completion protocol and the bandwidth it reaches",
   claims = "seed §3",
+  budget_s = 240, quick_budget_s = 45,
   params = {
-    { name = "rows", default = 8192, min = 64, help = "matrix rows (fp16)" },
-    { name = "cols", default = 8192, min = 256, help = "matrix columns (fp16), a multiple of 256" },
+    { name = "rows", default = 16384, min = 64, multiple_of = 64, help = "matrix rows (fp16)" },
+    { name = "cols", default = 16384, min = 256, multiple_of = 256, help = "matrix columns (fp16)" },
     { name = "scale", default = 2.0,
       help = "factor each element is multiplied by (a power of two keeps the host check exact)" },
-    { name = "reps", default = 20, min = 3, help = "timed repetitions per configuration (the median is reported)" },
+    { name = "reps", default = 10, min = 3, help = "samples per configuration, at least" },
+    { name = "sweep_s", default = 0.3, quick = 0.2, min = 0.01,
+      help = "measuring time limit per configuration of the sweep (s)" },
   },
 }
 
 local P = L.params
+L:claim { id = "correct", own = true,
+  text = "every kernel computes out = scale x in on fresh random data, every element written" }
+L:claim { id = "two_directions", seed = "§3", text = "double buffering has two dependency directions: 'tile is " ..
+  "full' and 'buffer may be overwritten' (every buffer refilled many times, the output exact)" }
+L:claim { id = "overlap", seed = "§3", text = "TMA pays off with overlap: 2 stages, whose loads overlap the " ..
+  "previous tile's work and store, are faster than 1 stage (by more than 5%)" }
+L:claim { id = "store_holds", seed = "§3", text = "Shared->Global stores have a different completion protocol: " ..
+  "a buffer the bulk store still reads may not be reused, so 2 stages scaled in place (the store holds the " ..
+  "stage) are slower than 2 stages with separate store buffers (by more than 5%)" }
+L:claim { id = "expect_tx_large", seed = "§3", text = "too many transaction bytes: the wait never completes" }
+L:claim { id = "expect_tx_small", seed = "§3", text = "too few transaction bytes: the phase completes early" }
+L:claim { id = "vs_dtod", own = true,
+  text = "the persistent TMA pipeline reaches at least 95% of cuMemcpyDtoD's bandwidth" }
+L:claim { id = "plain_copy", own = true, text = "for a streaming scale TMA is no faster than a plain 16-byte " ..
+  "copy kernel (not faster by more than 2%)" }
+L:claim { id = "box64", own = true,
+  text = "the seed's 64x64 box is as fast as the best other 8 KB box shape (within 2%)" }
+
 local TILE_BYTES = 8192
 local SHAPES = { { 64, 64 }, { 128, 32 }, { 256, 16 } } -- box {x (innermost), y}: all 8,192 bytes of f16
 local CONSUMER_WARPS = 4                                  -- + 1 producer warp (kernel's CONSUMER_WARPS)
 local PIPE_THREADS = 32 * (1 + CONSUMER_WARPS)
+local OUT_BUFS = 2                                        -- store buffers of the overlapping pipeline
 -- In-kernel mbarrier deadline, from kernel start: 2 s, or 60 s under compute-sanitizer
 -- (--sanitize sets GPULAB_LINEINFO), where every instruction runs many times slower.
 local TIMEOUT_NS = os.getenv("GPULAB_LINEINFO") and 60000000000 or 2000000000
--- every configuration is a few milliseconds on the H200 (its output is checked on the device),
--- so the quick sweep keeps every stage count and drops only 4 CTAs/SM
-local STAGES = { 1, 2, 3, 4, 5, 6, 7, 8 }
-local CTAS = L.quick and { 1, 2, 3 } or { 1, 2, 3, 4 }
+local STAGES = L.quick and { 1, 2, 4, 8 } or { 1, 2, 3, 4, 6, 8 }
+local CTAS = L.quick and { 1, 2 } or { 1, 2, 3, 4 }
 local POISON = 1000.0                                     -- never a result: inputs are in [-1, 1]
 
-if P.cols % 256 ~= 0 then
-  io.stderr:write("tma_double_buffer: --cols must be a multiple of 256 (the widest box)\n")
-  os.exit(2)
-end
-if P.rows % 64 ~= 0 then
-  io.stderr:write("tma_double_buffer: --rows must be a multiple of 64 (the tallest box)\n")
-  os.exit(2)
+-- Under compute-sanitizer every access is instrumented: a bandwidth-sized matrix would take
+-- hours, so the default shrinks there (the tools check the protocol, not the speed).
+if os.getenv("GPULAB_SANITIZER") and not L.params_given.rows and not L.params_given.cols then
+  P.rows, P.cols = 256, 2048
+  print("params: under compute-sanitizer: rows=256 cols=2048 (the tool checks the protocol, not the speed)")
 end
 
 local function shape_name(s) return s[1] .. "x" .. s[2] end
-local function gbps(bytes, ms) return bytes / (ms * 1e-3) / 1e9 end
 local function fmt(v, d) return string.format("%." .. (d or 0) .. "f", v) end
 
 -- ---------------------------------------------------------------------------------------------
 L:section("Kernels and tensor maps")
-local prog = cuda.compile_file(cuda.home .. "/kernels/tma_double_buffer.cu",
-  { arch = "sm_90a", defines = { CONSUMER_WARPS = CONSUMER_WARPS } })
-L:note(string.format("compiled kernels/tma_double_buffer.cu for sm_90a (%d bytes of PTX%s)", #prog.ptx,
-  prog.cache_hit and ", from the compile cache" or ""))
+local prog = L:compile("kernels/tma_double_buffer.cu",
+  { arch = "sm_90a", defines = { CONSUMER_WARPS = CONSUMER_WARPS }, what = "tma_pipeline, tma_one_tile, " ..
+    "copy_int4_scale, tma_expect_tx_demo, count_diff_vec16" })
 
 -- The maps this lab encodes, checked before any device work (rules of cuTensorMapEncodeTiled).
 local function map_spec(shape, rows, cols, target, l2)
@@ -84,8 +104,8 @@ local dev = cuda.device(0)
 local mod = cuda.load(prog)
 local k_pipe, k_one = mod:kernel("tma_pipeline"), mod:kernel("tma_one_tile")
 local k_copy, k_diff = mod:kernel("copy_int4_scale"), mod:kernel("count_diff_vec16")
-local MAX_SMEM = 8 * TILE_BYTES + 1024
-k_pipe:set_max_dynamic_smem(MAX_SMEM)
+local function pipe_smem(stages, out_bufs) return (stages + out_bufs) * TILE_BYTES + 1024 end
+k_pipe:set_max_dynamic_smem(pipe_smem(8, OUT_BUFS))
 L:note(string.format("device: %s (%s), %d SMs, L2 %d MB", dev.name, dev.arch, dev.sm_count, dev.l2_bytes >> 20))
 
 local d_status = cuda.array("i32", 4)
@@ -102,12 +122,14 @@ local function status_check(what)
 end
 
 -- Launch closures for one configuration on matrices (d_in -> d_out) of rows x cols.
-local function pipeline_run(shape, stages, ctas_per_sm, tin, tout, rows, cols, grid_cap)
+local function pipeline_run(shape, stages, ctas_per_sm, tin, tout, rows, cols, opts)
+  opts = opts or {}
+  local out_bufs = opts.out_bufs or OUT_BUFS
   local tiles_x = cols // shape[1]
-  local ntiles = tiles_x * (rows // shape[2])
-  local grid = math.min(dev.sm_count * ctas_per_sm, ntiles, grid_cap or math.huge)
-  local prep = k_pipe:prepare({ grid = grid, block = PIPE_THREADS, smem = stages * TILE_BYTES + 1024 },
-    tin, tout, tiles_x, ntiles, shape[1], shape[2], stages, P.scale, TIMEOUT_NS, d_status)
+  local ntiles = opts.ntiles or tiles_x * (rows // shape[2])
+  local grid = math.min(dev.sm_count * ctas_per_sm, ntiles, opts.grid_cap or math.huge)
+  local prep = k_pipe:prepare({ grid = grid, block = PIPE_THREADS, smem = pipe_smem(stages, out_bufs) },
+    tin, tout, tiles_x, ntiles, shape[1], shape[2], stages, out_bufs, P.scale, TIMEOUT_NS, d_status)
   return function() prep() end, grid, ntiles
 end
 
@@ -128,6 +150,7 @@ end
 
 -- ---------------------------------------------------------------------------------------------
 L:section("Correctness against the host (fresh random data, poisoned output)")
+local all_correct, protocol_ok = true, true
 do
   local rows, cols = 256, 1024
   local n = rows * cols
@@ -138,8 +161,8 @@ do
   hs[1] = P.scale
   local scale16 = hs[1]
   local seed = os.time() -- fresh data every run: the kernels must compute the function, not a fixture
-  local results, all_ok = {}, true
-  local function check(label, run)
+  local results = {}
+  local function check(label, run, pipelined)
     seed = seed + 1
     h_in:random { seed = seed, lo = -1, hi = 1 }
     for i = 1, n do h_want[i] = h_in[i] * scale16 end -- one rounding, as mul.rn.f16x2
@@ -152,7 +175,8 @@ do
     local r = cuda.compare(h_got, h_want, { atol = 0, rtol = 0 })
     local good = r.mismatches == 0 and status_check(label)
     if not good then
-      all_ok = false
+      all_correct = false
+      if pipelined then protocol_ok = false end
       L:fail(string.format("%s: %d mismatches (first at %s)", label, r.mismatches, tostring(r.first_bad)))
     end
     results[#results + 1] = { label, seed, r.mismatches, good and "ok" or "WRONG" }
@@ -166,26 +190,39 @@ do
       local ti, to = maps(a, b)
       one_tile_run(shape, ti, to, rows, cols)()
     end)
-    for _, stages in ipairs({ 1, 2, 3, 8 }) do
-      -- two CTAs only: each stage buffer is refilled many times, so "may be overwritten" matters
-      check(string.format("persistent %s, %d stage%s, 2 CTAs", shape_name(shape), stages, stages > 1 and "s" or ""),
-        function(a, b)
+    for _, out_bufs in ipairs({ OUT_BUFS, 0 }) do
+      for _, stages in ipairs({ 1, 2, 3, 8 }) do
+        -- two CTAs only: each stage buffer is refilled many times, so "may be overwritten" matters
+        check(string.format("persistent %s, %d stage%s, %s, 2 CTAs", shape_name(shape), stages,
+          stages > 1 and "s" or "", out_bufs > 0 and "store buffers" or "in place"), function(a, b)
           local ti, to = maps(a, b)
-          pipeline_run(shape, stages, 1, ti, to, rows, cols, 2)()
-        end)
+          pipeline_run(shape, stages, 1, ti, to, rows, cols, { grid_cap = 2, out_bufs = out_bufs })()
+        end, true)
+      end
     end
   end
   L:table({ "kernel", "seed", "mismatches", "result" }, results)
-  L:record("correct", all_ok)
-  L:verdict("every kernel computes out = scale x in on fresh random data, every element written",
-    string.format("%d configurations, %d x %d f16, exact comparison in C", #results, rows, cols), all_ok)
+  L:record("correct", all_correct)
+  L:verdict("correct", string.format("%d configurations, %d x %d f16, exact comparison in C", #results, rows, cols),
+    all_correct)
+  L:verdict("two_directions", string.format("full and empty mbarrier per stage; persistent runs with 1, 2, 3 and 8 " ..
+    "stages on 2 CTAs (each buffer refilled up to %d times), in place and with store buffers: %s",
+    (rows // 32) * (cols // 128) // 2, protocol_ok and "every output exact, no wait timed out" or "WRONG output"),
+    protocol_ok)
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Bandwidth sweep (read + write bytes, same run as cuMemcpyDtoD)")
+L:section("Bandwidth sweep (read + write bytes, L2 flushed before each sample)")
 local rows, cols = P.rows, P.cols
 local n = rows * cols
 local bytes = 2 * n * 2 -- read once + written once
+L:note(string.format("%d x %d f16: %d MB read + %d MB written per run = %.1fx the %d MB L2%s", rows, cols,
+  n * 2 >> 20, n * 2 >> 20, bytes / dev.l2_bytes, dev.l2_bytes >> 20,
+  bytes < 1 << 30 and " (below 1 GiB moved: bandwidth closer to L2 size reads high or low; see --rows/--cols)" or ""))
+if L.quick then
+  L:note(string.format("--quick: the same matrix, fewer configurations (stages %s, CTAs/SM %s), %.2f s each",
+    table.concat(STAGES, ","), table.concat(CTAS, ","), P.sweep_s))
+end
 local d_in, d_out, d_ref = cuda.array("f16", n), cuda.array("f16", n), cuda.array("f16", n)
 local h_in = cuda.host("f16", n)
 h_in:random { seed = os.time(), lo = -1, hi = 1 }
@@ -195,19 +232,37 @@ local scale16 = cuda.host("f16", 1)
 scale16[1] = P.scale
 scale16 = scale16[1]
 
-local function bench(fn)
-  return cuda.bench(fn, { warmup = 3, reps = P.reps }).median
+-- Bandwidth from a time result: the mean, and the interval from the time's interval.
+local function gbps(ms) return bytes / (ms * 1e-3) / 1e9 end
+local function bw(r) return gbps(r.mean), gbps(r.ci95[2]), gbps(r.ci95[1]) end
+local function bw_text(r)
+  local m, lo, hi = bw(r)
+  return string.format("%s GB/s [%s, %s]", fmt(m), fmt(lo), fmt(hi))
 end
 
-local dtod_ms = bench(function() d_out:copy_from(d_in) end)
-local dtod = gbps(bytes, dtod_ms)
-L:note(string.format("cuMemcpyDtoD: %s GB/s (%d MB read + written, median of %d)", fmt(dtod), bytes >> 20, P.reps))
+local engine_noted = false
+local function measure(fn, label, timeout)
+  local r = lab.measure(fn, { regime = "cold", min_samples = P.reps, min_time = 0.05, max_noise = 0.005,
+    timeout = timeout or P.sweep_s })
+  r.label = label
+  if not engine_noted then
+    engine_noted = true
+    L:note(string.format("times from %s, regime %s, %d+ samples per configuration, %.2f s limit in the sweep",
+      tostring(r.engine or "cuda.measure"), tostring(r.regime), P.reps, P.sweep_s))
+  end
+  return r
+end
+
+local dtod_fn = function() d_out:copy_from(d_in) end
+local dtod = measure(dtod_fn, "cuMemcpyDtoD", 2 * P.sweep_s)
+L:note("cuMemcpyDtoD: " .. bw_text(dtod))
 
 -- The reference output: the plain kernel, checked on a sample against the host.
-local ref_ok -- set once the reference was checked on the host
 d_ref:fill(POISON)
-local copy_ms = bench(copy_run(d_in, d_ref, n))
+local copy_fn = copy_run(d_in, d_ref, n)
+local copy = measure(copy_fn, "int4 copy", 2 * P.sweep_s)
 h_ref:copy_from(d_ref)
+local ref_ok
 do
   local bad, rounded = 0, cuda.host("f16", 1)
   for j = 1, 100000 do
@@ -218,7 +273,6 @@ do
   if bad > 0 then L:fail(string.format("int4 copy: %d of 100000 sampled elements wrong", bad)) end
   ref_ok = bad == 0
 end
-local copy_bw = gbps(bytes, copy_ms)
 
 -- Each timed configuration's output (poisoned first) is compared bit for bit with the reference
 -- on the device; the best one again on the host, in C, at the end.
@@ -231,10 +285,11 @@ local function device_mismatches()
   return h_diff[1]
 end
 
-local function verified(label, fn)
+-- A verified measurement: poisoned output, timed, then status and output checked.
+local function verified(label, fn, timeout)
   d_out:fill(POISON)
   status_clear()
-  local ms = bench(fn)
+  local r = measure(fn, label, timeout)
   cuda.sync { timeout = 10 }
   local ok = status_check(label) and ref_ok
   local bad = device_mismatches()
@@ -242,199 +297,185 @@ local function verified(label, fn)
     ok = false
     L:fail(string.format("%s: %d of %d 16-byte vectors differ from the reference", label, bad, n * 2 // 16))
   end
-  return ms, ok
+  return r, ok
+end
+
+local maps = {}
+for _, shape in ipairs(SHAPES) do
+  maps[shape_name(shape)] = { cuda.tensormap(map_spec(shape, rows, cols, d_in)),
+    cuda.tensormap(map_spec(shape, rows, cols, d_out)), shape = shape }
+end
+local function config_fn(shape_n, stages, ctas, out_bufs)
+  local m = maps[shape_n]
+  return (pipeline_run(m.shape, stages, ctas, m[1], m[2], rows, cols, { out_bufs = out_bufs }))
 end
 
 local sweep, rows_out, one_tile = {}, {}, {}
 local total = #SHAPES * (#STAGES * #CTAS + 1)
 local step = 0
-local best = { gbps = 0 }
+local best
 for _, shape in ipairs(SHAPES) do
-  local tin = cuda.tensormap(map_spec(shape, rows, cols, d_in))
-  local tout = cuda.tensormap(map_spec(shape, rows, cols, d_out))
+  local name = shape_name(shape)
+  local m = maps[name]
   step = step + 1
-  L:progress(step, total, shape_name(shape))
-  local ms, ok = verified("one tile/CTA " .. shape_name(shape), one_tile_run(shape, tin, tout, rows, cols))
-  one_tile[shape_name(shape)] = gbps(bytes, ms)
-  rows_out[#rows_out + 1] = { "one tile/CTA", shape_name(shape), "1", "-", fmt(8 * 1.0, 0),
-                              fmt(gbps(bytes, ms)), fmt(100 * gbps(bytes, ms) / dtod, 1), ok and "ok" or "WRONG" }
+  L:progress(step, total, name)
+  local r, ok = verified("one tile/CTA " .. name, one_tile_run(shape, m[1], m[2], rows, cols))
+  one_tile[name] = r
+  rows_out[#rows_out + 1] = { "one tile/CTA", name, "1", "-", "8", bw_text(r), fmt(100 * dtod.mean / r.ci95[2], 1) ..
+    "-" .. fmt(100 * dtod.mean / r.ci95[1], 1), ok and "ok" or "WRONG" }
   for _, stages in ipairs(STAGES) do
     for _, ctas in ipairs(CTAS) do
       step = step + 1
-      L:progress(step, total, shape_name(shape))
-      local smem = stages * TILE_BYTES + 1024
-      local fit = k_pipe:occupancy(PIPE_THREADS, smem)
+      L:progress(step, total, name)
+      local fit = k_pipe:occupancy(PIPE_THREADS, pipe_smem(stages, OUT_BUFS))
       if ctas <= fit then
-        local run, grid, ntiles = pipeline_run(shape, stages, ctas, tin, tout, rows, cols)
-        local pms, pok = verified(string.format("persistent %s s=%d c=%d", shape_name(shape), stages, ctas), run)
-        local bw = gbps(bytes, pms)
+        local pr, pok = verified(string.format("persistent %s s=%d c=%d", name, stages, ctas),
+          config_fn(name, stages, ctas, OUT_BUFS))
+        local g = gbps(pr.mean)
         local inflight_kb = stages * ctas * TILE_BYTES / 1024
-        sweep[#sweep + 1] = { shape = shape_name(shape), stages = stages, ctas_per_sm = ctas, gbps = bw,
-                              pct = 100 * bw / dtod, inflight_kb = inflight_kb, ok = pok,
-                              rounds = ntiles / grid / stages }
-        rows_out[#rows_out + 1] = { "persistent", shape_name(shape), tostring(stages), tostring(ctas),
-                                    fmt(inflight_kb), fmt(bw), fmt(100 * bw / dtod, 1), pok and "ok" or "WRONG" }
-        if pok and bw > best.gbps then best = sweep[#sweep] end
+        local e = { shape = name, stages = stages, ctas_per_sm = ctas, gbps = g, pct = 100 * dtod.mean / pr.mean,
+                    inflight_kb = inflight_kb, ok = pok, result = pr }
+        sweep[#sweep + 1] = e
+        local _, lo, hi = bw(pr)
+        rows_out[#rows_out + 1] = { "persistent", name, tostring(stages), tostring(ctas), fmt(inflight_kb),
+          bw_text(pr), fmt(100 * lo / gbps(dtod.mean), 1) .. "-" .. fmt(100 * hi / gbps(dtod.mean), 1),
+          pok and "ok" or "WRONG" }
+        if pok and (not best or g > best.gbps) then best = e end
       end
     end
   end
-  tin:free(); tout:free()
 end
-L:table({ "kernel", "box", "stages", "CTAs/SM", "KB in flight/SM", "GB/s", "% DtoD", "output" }, rows_out)
-if best.shape then -- the fastest persistent run, re-checked against the reference in C
-  local shape = best.shape == "64x64" and SHAPES[1] or best.shape == "128x32" and SHAPES[2] or SHAPES[3]
-  local tin = cuda.tensormap(map_spec(shape, rows, cols, d_in))
-  local tout = cuda.tensormap(map_spec(shape, rows, cols, d_out))
+L:table({ "kernel", "box", "stages", "CTAs/SM", "KB in flight/SM", "GB/s [95% interval]", "% DtoD", "output" },
+  rows_out)
+L:note(string.format("references: cuMemcpyDtoD %s; plain int4 copy+scale %s", bw_text(dtod), bw_text(copy)))
+
+if best then -- the fastest persistent run, re-checked against the reference in C
   d_out:fill(POISON)
   status_clear()
-  pipeline_run(shape, best.stages, best.ctas_per_sm, tin, tout, rows, cols)()
+  config_fn(best.shape, best.stages, best.ctas_per_sm, OUT_BUFS)()
   cuda.sync { timeout = 10 }
   h_out:copy_from(d_out)
   local r = cuda.compare(h_out, h_ref, { atol = 0, rtol = 0 })
   best.host_checked = r.mismatches == 0 and status_check("best persistent") and ref_ok
   if not best.host_checked then L:fail(string.format("best persistent: %d mismatches in C", r.mismatches)) end
-  L:note(string.format("best persistent run re-checked in C against the reference: %d mismatches of %d",
-    r.mismatches, n))
-  tin:free(); tout:free()
+  L:note(string.format("best persistent run (%s, %d stages, %d CTAs/SM) re-checked in C against the reference: " ..
+    "%d mismatches of %d", best.shape, best.stages, best.ctas_per_sm, r.mismatches, n))
 end
-if best.shape then
-  L:note(string.format("the two dependency directions in the best run (%s, %d stages, %d CTAs/SM): each " ..
-    "stage's full barrier ('tile is filled': producer's arrive.expect_tx(8192) + the copy's bytes) completed " ..
-    "about %.0f times per CTA, and its empty barrier ('buffer may be overwritten': arrived once the TMA " ..
-    "store stopped reading the buffer) gated every refill after the first", best.shape, best.stages,
-    best.ctas_per_sm, best.rounds))
+local sweep_json = {}
+for i, e in ipairs(sweep) do
+  sweep_json[i] = { shape = e.shape, stages = e.stages, ctas_per_sm = e.ctas_per_sm, gbps = e.gbps, pct = e.pct,
+    ok = e.ok, ci95_ms = { e.result.ci95[1], e.result.ci95[2] }, mean_ms = e.result.mean, noise = e.result.noise }
 end
-L:note(string.format("references: cuMemcpyDtoD %s GB/s; plain int4 copy+scale %s GB/s (%s%%)", fmt(dtod),
-  fmt(copy_bw), fmt(100 * copy_bw / dtod, 1)))
-L:record("dtod_gbps", dtod)
-L:record("int4_copy_gbps", copy_bw)
-L:record("one_tile_gbps", one_tile)
-L:record("sweep", sweep)
-L:record("best_persistent", best)
+L:record("dtod_gbps", gbps(dtod.mean))
+L:record("int4_copy_gbps", gbps(copy.mean))
+L:record("sweep", sweep_json)
+L:record("bytes_moved", bytes)
+local one_tile_json = {}
+for name, r in pairs(one_tile) do one_tile_json[name] = { gbps = gbps(r.mean), ci95_ms = { r.ci95[1], r.ci95[2] } } end
+L:record("one_tile", one_tile_json)
 
--- bandwidth vs stages: best over CTAs per SM, one line per box shape
+-- bandwidth vs stages: best over CTAs per SM, one line per box shape, 95% intervals as error bars
 local series = {}
 for _, shape in ipairs(SHAPES) do
   local pts = {}
   for _, stages in ipairs(STAGES) do
-    local b = nil
+    local b
     for _, e in ipairs(sweep) do
-      if e.shape == shape_name(shape) and e.stages == stages and (not b or e.gbps > b) then b = e.gbps end
+      if e.shape == shape_name(shape) and e.stages == stages and (not b or e.gbps > b.gbps) then b = e end
     end
-    if b then pts[#pts + 1] = { stages, b } end
+    if b then
+      local m, lo, hi = bw(b.result)
+      pts[#pts + 1] = { stages, m, lo = lo, hi = hi }
+    end
   end
   series[#series + 1] = { name = "persistent " .. shape_name(shape), points = pts }
 end
-series[#series + 1] = { name = "cuMemcpyDtoD", points = { { STAGES[1], dtod }, { STAGES[#STAGES], dtod } } }
-series[#series + 1] = { name = "int4 copy", points = { { STAGES[1], copy_bw }, { STAGES[#STAGES], copy_bw } } }
-L:svg_lines { file = "bandwidth_vs_stages.svg", title = "TMA persistent pipeline: bandwidth vs stages (best CTAs/SM)",
-              x_label = "stages (8 KB buffers per CTA)", y_label = "GB/s (read + write)", series = series }
+for _, ref in ipairs({ { "cuMemcpyDtoD", dtod }, { "int4 copy", copy } }) do
+  local m, lo, hi = bw(ref[2])
+  series[#series + 1] = { name = ref[1], band = true, points = { { STAGES[1], m, lo = lo, hi = hi },
+    { STAGES[#STAGES], m, lo = lo, hi = hi } } }
+end
+L:svg_lines { file = "bandwidth_vs_stages.svg",
+  title = "TMA persistent pipeline: bandwidth vs stages (best CTAs/SM, 95% intervals)",
+  x_label = "stages (8 KB load buffers per CTA)", y_label = "GB/s (read + write)", series = series }
+
+-- ---------------------------------------------------------------------------------------------
+L:section("Double buffering: does the second stage overlap? (1 CTA/SM, 128x32 boxes)")
+-- One CTA per SM leaves the overlap inside the CTA as the only way to keep bytes in flight.
+local DB_SHAPE = "128x32"
+local db_fns, db_res, db_rows = {}, {}, {}
+for _, v in ipairs({ { "1 stage, store buffers", 1, OUT_BUFS }, { "2 stages, store buffers", 2, OUT_BUFS },
+  { "1 stage, in place", 1, 0 }, { "2 stages, in place", 2, 0 } }) do
+  local fn = config_fn(DB_SHAPE, v[2], 1, v[3])
+  local r, ok = verified(v[1], fn, 2 * P.sweep_s)
+  db_fns[v[1]] = function() return measure(fn, v[1], 2 * P.sweep_s) end
+  db_res[v[1]] = r
+  db_rows[#db_rows + 1] = { v[1], bw_text(r), fmt(100 * r.noise, 2) .. "%", r.samples, ok and "ok" or "WRONG" }
+end
+L:table({ "pipeline", "GB/s [95% interval]", "noise", "samples", "output" }, db_rows)
+L:note("in place, the consumers scale the stage buffer and the bulk store reads it from there: the producer may " ..
+  "refill it only after cp.async.bulk.wait_group.read says the store has read it, so the next load waits for " ..
+  "this tile's store. With store buffers the stage is released as soon as the consumers have read it")
+local bars = {}
+for _, row in ipairs(db_rows) do
+  local m, lo, hi = bw(db_res[row[1]])
+  bars[#bars + 1] = { label = row[1], value = m, lo = lo, hi = hi }
+end
+L:svg_bars { file = "double_buffering.svg", title = "1 CTA/SM, 128x32 boxes: GB/s with 95% intervals",
+  y_label = "GB/s (read + write)", bars = bars }
+
+-- A speed claim is judged only on kernels whose output was right.
+local function decided(d, yes, no)
+  if d == "unclear" or not all_correct then return nil end
+  for _, w in ipairs(yes) do if d == w then return true end end
+  for _, w in ipairs(no) do if d == w then return false end end
+end
+
+local d_over, _, _, ev_over = L:compare(db_fns["2 stages, store buffers"], db_fns["1 stage, store buffers"],
+  { margin = 0.05 })
+L:verdict("overlap", string.format("2 stages %s vs 1 stage %s", bw_text(ev_over.a), bw_text(ev_over.b)),
+  decided(d_over, { "faster" }, { "same", "slower" }), ev_over)
+local d_hold, _, _, ev_hold = L:compare(db_fns["2 stages, store buffers"], db_fns["2 stages, in place"],
+  { margin = 0.05 })
+L:verdict("store_holds", string.format("2 stages with store buffers %s vs in place %s", bw_text(ev_hold.a),
+  bw_text(ev_hold.b)), decided(d_hold, { "faster" }, { "same", "slower" }), ev_hold)
 
 -- ---------------------------------------------------------------------------------------------
 L:section("Why bytes in flight decide it (Little's law)")
--- Latency of one tile round trip, measured: one CTA, one stage, so nothing overlaps.
+-- Latency of one tile round trip: one CTA, one stage, in place, so nothing overlaps.
 local lat_us
 do
-  local shape = SHAPES[2]
-  local tin = cuda.tensormap(map_spec(shape, rows, cols, d_in))
-  local tout = cuda.tensormap(map_spec(shape, rows, cols, d_out))
-  local tiles = (cols // shape[1]) * (rows // shape[2])
-  local tiles_run = math.min(tiles, 4096)
-  local prep = k_pipe:prepare({ grid = 1, block = PIPE_THREADS, smem = TILE_BYTES + 1024 }, tin, tout,
-    cols // shape[1], tiles_run, shape[1], shape[2], 1, P.scale, TIMEOUT_NS, d_status)
+  local m = maps[DB_SHAPE]
+  local tiles_run = math.min((cols // 128) * (rows // 32), 4096)
+  local fn = pipeline_run(m.shape, 1, 1, m[1], m[2], rows, cols, { grid_cap = 1, ntiles = tiles_run, out_bufs = 0 })
   status_clear()
-  local ms = cuda.bench(function() prep() end, { warmup = 2, reps = 5 }).median
+  local r = lab.measure(fn, { regime = "hot", min_samples = 5, min_time = 0.05, timeout = 1 })
   status_check("latency probe")
-  lat_us = ms * 1000 / tiles_run
-  tin:free(); tout:free()
+  lat_us = r.mean * 1000 / tiles_run
 end
-local read_bw = dtod / 2 -- GB/s of reads at the copy engine's pace
+local read_bw = gbps(dtod.mean) / 2 -- GB/s of reads at the copy engine's pace
 local need_kb = read_bw * 1e9 * lat_us * 1e-6 / dev.sm_count / 1024
 L:note(string.format("one CTA with one stage needs %.2f µs per 8 KB tile (load, scale, store read): the " ..
   "serial latency of the pipeline", lat_us))
 L:note(string.format("Little's law: to read at %s GB/s with %.2f µs per tile, %s KB must be in flight, " ..
   "%s KB per SM over %d SMs", fmt(read_bw), lat_us, fmt(read_bw * lat_us), fmt(need_kb, 1), dev.sm_count))
 local little_rows = {}
-for _, shape in ipairs(SHAPES) do
-  for _, e in ipairs(sweep) do
-    if e.shape == shape_name(shape) and e.ctas_per_sm == 1 then
-      local predicted = math.min(dtod, 2 * e.inflight_kb * 1024 * dev.sm_count / (lat_us * 1e-6) / 1e9)
-      little_rows[#little_rows + 1] = { e.shape, e.stages, fmt(e.inflight_kb), fmt(predicted), fmt(e.gbps),
-                                        fmt(100 * e.gbps / dtod, 1) }
-    end
+for _, e in ipairs(sweep) do
+  if e.shape == DB_SHAPE and e.ctas_per_sm == 1 then
+    local predicted = math.min(gbps(dtod.mean), 2 * e.inflight_kb * 1024 * dev.sm_count / (lat_us * 1e-6) / 1e9)
+    little_rows[#little_rows + 1] = { e.shape, e.stages, fmt(e.inflight_kb), fmt(predicted), bw_text(e.result) }
   end
 end
-L:table({ "box", "stages", "KB in flight/SM", "Little bound GB/s", "measured GB/s", "% DtoD" }, little_rows)
+L:table({ "box", "stages", "KB in flight/SM", "Little bound GB/s", "measured GB/s [95%]" }, little_rows)
 L:record("tile_latency_us", lat_us)
 L:record("little_needed_kb_per_sm", need_kb)
-
--- ---------------------------------------------------------------------------------------------
-L:section("Box shape: the seed's 64x64 against the other 8 KB shapes (why it can be slower)")
--- Same bytes per tile; what differs is the length of each row the TMA unit fetches (128, 256,
--- 512 bytes) and so the number of row requests per tile (64, 32, 16). L2 promotion 256B makes
--- L2 fetch whole 256-byte blocks from DRAM even for 128-byte rows.
-local shape_rows = {}
-local by_shape = {}
-for _, shape in ipairs(SHAPES) do
-  local name = shape_name(shape)
-  local b
-  for _, e in ipairs(sweep) do if e.shape == name and (not b or e.gbps > b.gbps) then b = e end end
-  if b then
-    local row = { name, shape[1] * 2, shape[2] }
-    for _, l2 in ipairs({ "none", "256B" }) do
-      local tin = cuda.tensormap(map_spec(shape, rows, cols, d_in, l2))
-      local tout = cuda.tensormap(map_spec(shape, rows, cols, d_out, l2))
-      local ms = verified(name .. " l2 " .. l2, (pipeline_run(shape, b.stages, b.ctas_per_sm, tin, tout, rows, cols)))
-      row[#row + 1] = fmt(gbps(bytes, ms))
-      by_shape[name .. "/" .. l2] = gbps(bytes, ms)
-      tin:free(); tout:free()
-    end
-    row[#row + 1] = string.format("s=%d c=%d", b.stages, b.ctas_per_sm)
-    row[#row + 1] = fmt(one_tile[name])
-    shape_rows[#shape_rows + 1] = row
-  end
-end
-L:table({ "box", "row bytes", "rows/tile", "GB/s L2 none", "GB/s L2 256B", "at", "one tile/CTA GB/s" }, shape_rows)
-L:record("shape_l2", by_shape)
-local s64 = math.max(by_shape["64x64/none"] or 0, by_shape["64x64/256B"] or 0)
-local s128 = math.max(by_shape["128x32/none"] or 0, by_shape["128x32/256B"] or 0)
-local s256 = math.max(by_shape["256x16/none"] or 0, by_shape["256x16/256B"] or 0)
--- Row requests: the TMA unit splits a box into one request per row. At the same bytes in flight a
--- 64x64 box keeps twice the requests of 128x32 outstanding, each for one 128-byte L2 line.
-local req_rows = {}
-for _, shape in ipairs(SHAPES) do
-  for _, e in ipairs(sweep) do
-    if e.shape == shape_name(shape) and e.stages == STAGES[#STAGES] // 2 and e.ctas_per_sm == 2 then
-      local reqs = e.stages * e.ctas_per_sm * shape[2]
-      req_rows[#req_rows + 1] = { e.shape, shape[1] * 2, fmt(e.inflight_kb), reqs, fmt(e.gbps),
-                                  fmt(e.gbps * 1e9 / 2 / (shape[1] * 2) / dev.sm_count / 1e6, 1) }
-    end
-  end
-end
-L:table({ "box", "row bytes", "KB in flight/SM", "row requests in flight/SM", "GB/s", "M row reads/s per SM" },
-  req_rows, { title = "same stages and CTAs/SM, three box shapes" })
-L:note(string.format("best persistent: 64x64 %s, 128x32 %s, 256x16 %s GB/s (%s%%, %s%%, %s%% of cuMemcpyDtoD)",
-  fmt(s64), fmt(s128), fmt(s256), fmt(100 * s64 / dtod, 1), fmt(100 * s128 / dtod, 1), fmt(100 * s256 / dtod, 1)))
-local o64 = one_tile["64x64"] or 0
-if o64 >= 0.95 * dtod and s64 < 0.95 * o64 then
-  L:note(string.format("one 64x64 tile per CTA reaches %s%%: the box shape is not slow by itself. The persistent " ..
-    "kernel holds fewer boxes in flight per SM than thousands of resident one-tile CTAs, and each 64x64 box " ..
-    "is 64 separate 128-byte row reads: at equal bytes in flight the shorter rows need twice the requests, " ..
-    "which is where the persistent 64x64 pipeline falls behind", fmt(100 * o64 / dtod, 1)))
-else
-  L:note(string.format("one 64x64 tile per CTA reaches %s%% of cuMemcpyDtoD", fmt(100 * o64 / dtod, 1)))
-end
-local l2_gain = (by_shape["64x64/256B"] or 0) - (by_shape["64x64/none"] or 0)
-L:note(string.format("L2 promotion 256B changes 64x64 by %s GB/s: %s", fmt(l2_gain),
-  math.abs(l2_gain) > 0.02 * s64 and "DRAM fetch granularity (128-byte rows fetch half of a 256-byte block) " ..
-  "is part of the gap" or "DRAM fetch granularity is not what limits it; the number of row requests is"))
 
 -- ---------------------------------------------------------------------------------------------
 L:section("The transaction count (expect_tx) protocol, in child processes")
 local child = cuda.home .. "/tests/lua/tma_expect_tx_child.lua"
 local modes = {}
 for _, mode in ipairs({ "large", "small" }) do
-  local r = cuda.run_isolated(child, { args = { mode }, timeout = 60 })
+  local r = L:child(child, { args = { mode }, timeout = 60 })
   local line = r.stdout:match("expect_tx mode=" .. mode .. "[^\n]*") or ""
   local function num(key) return tonumber(line:match(key .. "=(%-?%w+)")) end
   modes[mode] = {
@@ -448,46 +489,51 @@ end
 local large, small = modes.large, modes.small
 L:record("expect_tx", modes)
 local stuck = large.stuck
-L:verdict("too large a transaction count: the wait never completes (the deadline helper reports the stuck phase)",
+L:verdict("expect_tx_large",
   string.format("status 0x%x = barrier kind %d, stage %d, phase %d; context %s afterwards", stuck,
     (stuck >> 24) & 0x3f, (stuck >> 16) & 0xff, stuck & 0xffff, large.healthy and "healthy" or "NOT healthy"),
   large.status == "ok" and stuck ~= 0 and large.healthy)
-L:verdict("too small a transaction count: the phase completes early (torn data)",
+L:verdict("expect_tx_small",
   string.format("%s poisoned elements read after the wait returned, %s wrong values, context %s",
     tostring(small.poison), tostring(small.wrong), small.healthy and "healthy" or "NOT healthy"),
   (small.status == "ok" and small.healthy and small.stuck == 0) and ((small.poison or 0) > 0 or nil) or false)
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Seed §3 claims")
-local best_one = math.max(one_tile["64x64"] or 0, one_tile["128x32"] or 0, one_tile["256x16"] or 0)
-local s1, s2 = 0, 0
-for _, e in ipairs(sweep) do
-  if e.stages == 1 then s1 = math.max(s1, e.gbps) end
-  if e.stages == 2 then s2 = math.max(s2, e.gbps) end
+L:section("Bandwidth claims, decided from intervals")
+if best then
+  local best_fn = config_fn(best.shape, best.stages, best.ctas_per_sm, OUT_BUFS)
+  local function again(fn, label) return function() return measure(fn, label, 2 * P.sweep_s) end end
+  local best_label = string.format("TMA %s s=%d c=%d", best.shape, best.stages, best.ctas_per_sm)
+  -- at least 95% of DtoD's bandwidth: time ratio best/DtoD at most 1/0.95
+  local d1, _, ci1, ev1 = L:compare(again(best_fn, best_label), again(dtod_fn, "cuMemcpyDtoD"),
+    { against = 1 / 0.95, margin = 0 })
+  local reaches = decided(d1, { "faster" }, { "slower" })
+  if not best.host_checked then reaches = false end
+  L:verdict("vs_dtod", string.format("%s: %s%% of cuMemcpyDtoD [%s, %s]", best_label,
+    fmt(100 * ev1.b.mean / ev1.a.mean, 1), fmt(100 / ci1[2], 1), fmt(100 / ci1[1], 1)), reaches, ev1)
+
+  local copy_check = copy_run(d_in, d_out, n)
+  local d2, _, _, ev2 = L:compare(again(best_fn, best_label), again(copy_check, "int4 copy"), { margin = 0.02 })
+  L:verdict("plain_copy", string.format("best TMA %s vs int4 copy %s", bw_text(ev2.a), bw_text(ev2.b)),
+    decided(d2, { "same", "slower" }, { "faster" }), ev2)
+
+  -- the seed's 64x64 against the best other shape, each at its own best configuration
+  local function best_of(pred)
+    local b
+    for _, e in ipairs(sweep) do if pred(e) and e.ok and (not b or e.gbps > b.gbps) then b = e end end
+    return b
+  end
+  local b64 = best_of(function(e) return e.shape == "64x64" end)
+  local bother = best_of(function(e) return e.shape ~= "64x64" end)
+  if b64 and bother then
+    local l64 = string.format("64x64 s=%d c=%d", b64.stages, b64.ctas_per_sm)
+    local lo = string.format("%s s=%d c=%d", bother.shape, bother.stages, bother.ctas_per_sm)
+    local d3, _, _, ev3 = L:compare(again(config_fn("64x64", b64.stages, b64.ctas_per_sm, OUT_BUFS), l64),
+      again(config_fn(bother.shape, bother.stages, bother.ctas_per_sm, OUT_BUFS), lo), { margin = 0.02 })
+    L:verdict("box64", string.format("%s %s vs %s %s", l64, bw_text(ev3.a), lo, bw_text(ev3.b)),
+      decided(d3, { "same" }, { "slower", "faster" }), ev3)
+  end
 end
-local all_ok = #L.failures == 0
-L:verdict("double buffering has two dependency directions, 'tile is filled' and 'buffer may be overwritten'",
-  string.format("full and empty mbarriers per stage; every persistent run correct with each buffer " ..
-    "refilled up to %.0f times; 2 stages %s GB/s vs 1 stage %s GB/s", best.rounds or 0, fmt(s2), fmt(s1)),
-  all_ok and s2 > s1)
-L:verdict("a persistent double-buffered TMA pipeline reaches >= 95% of cuMemcpyDtoD",
-  string.format("%s %d stages %d CTAs/SM: %s GB/s = %s%% of %s GB/s", best.shape or "?", best.stages or 0,
-    best.ctas_per_sm or 0, fmt(best.gbps or 0), fmt(best.pct or 0, 1), fmt(dtod)),
-  (best.ok and best.host_checked and (best.pct or 0) >= 95) == true)
-L:verdict("TMA pays off for tile-shaped access compared with a plain 16-byte copy",
-  string.format("best TMA %s GB/s (one tile/CTA %s) vs int4 copy %s GB/s", fmt(math.max(best.gbps or 0, best_one)),
-    fmt(best_one), fmt(copy_bw)), math.max(best.gbps or 0, best_one) > copy_bw * 1.01 or nil)
--- Slower means below both other shapes by more than 1%, about what repeated sweeps differ by;
--- not below either is a refutation, anything between is left unclear.
-local shape_verdict = nil -- unclear unless every run was correct
-local others_min = math.min(s128, s256)
-if all_ok then
-  if s64 < 0.99 * others_min then shape_verdict = true
-  elseif s64 >= others_min then shape_verdict = false end
-end
-L:verdict("the seed's 64x64 box is the slower 8 KB shape for a persistent pipeline (by more than 1%)",
-  string.format("best persistent 64x64 %s, 128x32 %s, 256x16 %s GB/s (64x64 at %s%% of the slower other shape)",
-    fmt(s64), fmt(s128), fmt(s256), fmt(100 * s64 / math.max(others_min, 1e-9), 1)),
-  shape_verdict)
+for _, m in pairs(maps) do m[1]:free(); m[2]:free() end
 
 os.exit(L:finish())

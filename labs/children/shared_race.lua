@@ -1,5 +1,6 @@
--- shared_race.lua race|fixed — neighbour_sum without / with the barrier between the shared
+-- shared_race.lua race|fixed [GRID] — neighbour_sum without / with the barrier between the shared
 -- memory write and the read of another warp's element; prints how many outputs are wrong.
+-- GRID (default 512) blocks of 256 threads: under racecheck a few blocks show the hazard.
 package.path = cuda.home .. "/labs/children/?.lua;" .. package.path
 local C = require("faults_common")
 local variant = arg[1] or "race"
@@ -8,7 +9,11 @@ if variant ~= "race" and variant ~= "fixed" then
   os.exit(2)
 end
 local k = C.module():kernel(variant == "race" and "neighbour_sum<false>" or "neighbour_sum<true>")
-local BLOCK, GRID = 256, 512
+local BLOCK, GRID = 256, math.tointeger(tonumber(arg[2] or "512"))
+if not GRID or GRID < 1 then
+  io.stderr:write("shared_race.lua: GRID must be a positive integer\n")
+  os.exit(2)
+end
 local n = BLOCK * GRID
 local h = cuda.host("f32", n)
 h:random { seed = 7, lo = -1, hi = 1 }

@@ -1,4 +1,5 @@
--- stream_protocol.lua missing|waited — a producer on one stream, a consumer on another.
+-- stream_protocol.lua missing|waited [GRID] — a producer on one stream, a consumer on another
+-- (GRID consumer blocks of 256 threads, default 4096: a small grid for the tool runs).
 -- "waited" makes the consumer's stream wait for the producer's event; "missing" forgets it.
 -- Prints how many elements the consumer copied before the producer wrote them (stale).
 package.path = cuda.home .. "/labs/children/?.lua;" .. package.path
@@ -10,8 +11,13 @@ if variant ~= "missing" and variant ~= "waited" then
 end
 local mod = C.module()
 local producer, consumer = mod:kernel("slow_producer"), mod:kernel("consumer")
-local N, BLOCK = 1 << 20, 256
-local grid = N // BLOCK
+local BLOCK = 256
+local grid = math.tointeger(tonumber(arg[2] or "4096"))
+if not grid or grid < 1 then
+  io.stderr:write("stream_protocol.lua: GRID must be a positive integer\n")
+  os.exit(2)
+end
+local N = grid * BLOCK
 local buf, copy = cuda.array("f32", N), cuda.array("f32", N)
 buf:fill(-1)
 copy:fill(-2)

@@ -69,6 +69,9 @@ local function convert(L, p, text)
     end
     if p.min and v < p.min then fail_usage(L, string.format("option %s must be >= %s, got %s", opt, p.min, text)) end
     if p.max and v > p.max then fail_usage(L, string.format("option %s must be <= %s, got %s", opt, p.max, text)) end
+    if p.multiple_of and v % p.multiple_of ~= 0 then
+      fail_usage(L, string.format("option %s must be a multiple of %s, got %s", opt, p.multiple_of, text))
+    end
     return v
   elseif type(d) == "boolean" then
     local t = text:lower()
@@ -116,6 +119,7 @@ local function parse_args(L, args)
       if L.svg_prefix == "" then fail_usage(L, "option --svg needs a file prefix or folder") end
     elseif name and find_param(L, name) then
       local p = find_param(L, name)
+      L.params_given[p.name] = true
       if type(p.default) == "boolean" and not inline then
         L.params[p.name] = true
       else
@@ -124,6 +128,7 @@ local function parse_args(L, args)
     elseif name and name:match("^no%-") and find_param(L, name:sub(4)) and
         type(find_param(L, name:sub(4)).default) == "boolean" and not inline then
       L.params[find_param(L, name:sub(4)).name] = false
+      L.params_given[find_param(L, name:sub(4)).name] = true
     else
       fail_usage(L, string.format("unknown option '%s' (known: %s)", a, known_options(L)))
     end
@@ -144,7 +149,11 @@ local function print_help(L)
   }
   for _, p in ipairs(L.param_specs) do
     local form = "--" .. option_name(p) .. (type(p.default) == "boolean" and "" or "=" .. type(p.default):upper())
-    rows[#rows + 1] = { form, string.format("%s (default %s)", p.help or "", tostring(p.default)) }
+    local rules = {}
+    if p.multiple_of then rules[#rules + 1] = "a multiple of " .. p.multiple_of end
+    if p.quick ~= nil then rules[#rules + 1] = "--quick: " .. tostring(p.quick) end
+    rows[#rows + 1] = { form, string.format("%s (default %s%s)", p.help or "", tostring(p.default),
+      #rules > 0 and "; " .. table.concat(rules, "; ") or "") }
   end
   local w = 0
   for _, r in ipairs(rows) do w = math.max(w, #r[1]) end
@@ -171,6 +180,17 @@ local function check_spec(spec)
     if seen[p.name] or ({ quick = 1, json = 1, svg = 1, help = 1 })[p.name] then
       error(string.format("lab.new: param '%s' is declared twice or shadows a harness option", p.name), 3)
     end
+    if p.multiple_of ~= nil and (math.type(p.multiple_of) ~= "integer" or p.multiple_of < 1) then
+      error(string.format("lab.new: param '%s': multiple_of must be a positive integer", p.name), 3)
+    end
+    for _, v in ipairs { p.default, p.quick } do
+      if p.multiple_of and type(v) == "number" and v % p.multiple_of ~= 0 then
+        error(string.format("lab.new: param '%s': %s is not a multiple of %d", p.name, tostring(v), p.multiple_of), 3)
+      end
+    end
+    if p.quick ~= nil and type(p.quick) ~= t then
+      error(string.format("lab.new: param '%s': its quick value must have the default's type", p.name), 3)
+    end
     seen[p.name] = true
   end
   return params
@@ -183,7 +203,9 @@ function lab.new(spec)
     name = spec.name, title = spec.title, claims = spec.claims,
     quick = false, params = {}, param_specs = params,
     tables = {}, verdicts = {}, records = {}, pictures = {}, notes = {}, failures = {},
-    sections = {}, started = wall_s(), cpu_started = os.clock(),
+    sections = {}, started = wall_s(), cpu_started = os.clock(), params_given = {},
+    claim_list = {}, claim_index = {},
+    started_clock = (type(cuda) == "table" and cuda.now) and cuda.now() or wall_s(),
   }, Lab)
   for _, p in ipairs(params) do L.params[p.name] = p.default end
   local args = spec.args or _G.arg or {}
@@ -192,6 +214,19 @@ function lab.new(spec)
     print_help(L)
     os.exit(0)
   end
+  -- quick values apply to what the command line left alone, so the printed params are the sizes used
+  if L.quick then
+    for _, p in ipairs(params) do
+      if p.quick ~= nil and not L.params_given[p.name] then L.params[p.name] = p.quick end
+    end
+  end
+  for _, f in ipairs { "budget_s", "quick_budget_s" } do
+    if spec[f] ~= nil and (type(spec[f]) ~= "number" or spec[f] <= 0 or spec[f] ~= spec[f]) then
+      error("lab.new: field '" .. f .. "' must be a positive number of seconds", 2)
+    end
+  end
+  -- the time the lab may spend measuring again to settle a comparison (see L:compare)
+  L.budget_s = L.quick and (spec.quick_budget_s or 30) or (spec.budget_s or 180)
   L.json_path = L.json_path or host_json_option() or os.getenv("GPULAB_JSON")
   if L.json_path == "" then L.json_path = nil end
   local head = L.name .. (L.title and (" — " .. L.title) or "")
@@ -305,17 +340,325 @@ end
 
 local verdict_words = { [true] = "HOLDS", [false] = "REFUTED" }
 
-function Lab:verdict(claim, measured, holds)
+-- ---- claims --------------------------------------------------------------------------------
+
+-- L:claim{id=, seed="§1", text=, own=}: declared at the top of a lab. `seed` names the section
+-- of the seed notes whose sentence `text` quotes; `own=true` marks a question the seed does not
+-- ask. L:verdict(id, ...) judges it; a claim never judged is reported UNCLEAR at the end.
+function Lab:claim(spec)
+  if type(spec) ~= "table" then error("L:claim: expected a table {id=, seed=|own=, text=}", 2) end
+  if type(spec.id) ~= "string" or not spec.id:match("^[%w_%.%-]+$") then
+    error("L:claim: field 'id' must be a short name of letters, digits, '_', '.', '-'", 2)
+  end
+  if type(spec.text) ~= "string" or spec.text == "" then error("L:claim: field 'text' must be a sentence", 2) end
+  local own = spec.own == true
+  if own == (spec.seed ~= nil) then
+    error("L:claim: '" .. spec.id .. "' needs exactly one of seed=\"§N\" (the seed sentence it tests) or own=true", 2)
+  end
+  if spec.seed ~= nil and (type(spec.seed) ~= "string" or not spec.seed:match("^§%d+$")) then
+    error("L:claim: field 'seed' must name a seed section like \"§3\"", 2)
+  end
+  if self.claim_index[spec.id] then error("L:claim: '" .. spec.id .. "' is declared twice", 2) end
+  local c = { id = spec.id, seed = spec.seed, own = own, text = spec.text }
+  self.claim_list[#self.claim_list + 1] = c
+  self.claim_index[c.id] = c
+  return c
+end
+
+-- ---- statistics ----------------------------------------------------------------------------
+
+-- Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom; 1.96 beyond.
+local T975 = { 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+  2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+  2.045, 2.042 }
+
+local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
+
+-- lab.summarize(times_ms [, extra]) --> a result shaped like cuda.measure's: mean, median, min,
+-- max, stdev, noise (stdev / mean), ci95 = mean ± t·stdev/√n, samples, times; `extra` adds
+-- fields (regime, rejected, sm_clock_mhz). Used where cuda.measure is absent, and to pool samples.
+function lab.summarize(times, extra)
+  if type(times) ~= "table" or #times == 0 then error("lab.summarize: argument 1 must be a non-empty list of ms", 2) end
+  local v, sum = {}, 0
+  for i, t in ipairs(times) do
+    if not finite(t) or t < 0 then
+      error(string.format("lab.summarize: sample %d is %s; times must be finite and >= 0", i, tostring(t)), 2)
+    end
+    v[i] = t
+    sum = sum + t
+  end
+  table.sort(v)
+  local n = #v
+  local mean = sum / n
+  local ss = 0
+  for _, t in ipairs(v) do ss = ss + (t - mean) ^ 2 end
+  local sd = n > 1 and math.sqrt(ss / (n - 1)) or 0
+  local half = n > 1 and (T975[n - 1] or 1.96) * sd / math.sqrt(n) or math.huge
+  local r = {
+    mean = mean, median = n % 2 == 1 and v[(n + 1) // 2] or (v[n // 2] + v[n // 2 + 1]) / 2,
+    min = v[1], max = v[n], stdev = sd, noise = mean > 0 and sd / mean or 0,
+    ci95 = { math.max(0, mean - half), mean + half }, samples = n, rejected = 0, regime = "hot",
+    times = {},
+  }
+  for i, t in ipairs(times) do r.times[i] = t end
+  for k, x in pairs(extra or {}) do r[k] = x end
+  return r
+end
+
+-- The pool of two results of the same measurement: samples concatenated, summarised again.
+function lab.pool(a, b)
+  local times = {}
+  for _, t in ipairs(a.times) do times[#times + 1] = t end
+  for _, t in ipairs(b.times) do times[#times + 1] = t end
+  return lab.summarize(times, { regime = a.regime, rejected = (a.rejected or 0) + (b.rejected or 0),
+    sm_clock_mhz = a.sm_clock_mhz, engine = a.engine, label = a.label })
+end
+
+-- An L2 flush buffer per device size, kept for the process (the cold regime of the fallback).
+local flush_buffer
+
+-- lab.measure(fn, opts) --> a cuda.measure result. cuda.measure where this build has it;
+-- otherwise cuda.bench samples under the same stopping rule (min_samples and min_time, then
+-- noise <= max_noise, or timeout), with the L2 flushed outside each timed sample for
+-- regime="cold". The fallback takes no clock samples: sm_clock_mhz stays nil, rejected 0.
+local MEASURE_OPTS = { "regime", "min_samples", "min_time", "max_noise", "timeout", "stream", "throttle" }
+function lab.measure(fn, opts)
+  opts = opts or {}
+  if type(cuda) == "table" and type(cuda.measure) == "function" then
+    local o = {}
+    for _, k in ipairs(MEASURE_OPTS) do o[k] = opts[k] end
+    local r = cuda.measure(fn, o)
+    r.engine = r.engine or "cuda.measure"
+    return r
+  end
+  local regime = opts.regime or "hot"
+  if regime ~= "hot" and regime ~= "cold" then
+    error("lab.measure: regime '" .. tostring(regime) .. "' needs cuda.measure (this build has cuda.bench only)", 2)
+  end
+  local min_samples, min_time = opts.min_samples or 10, opts.min_time or 0.2
+  local max_noise, timeout = opts.max_noise or 0.005, opts.timeout or 5
+  local now = cuda.now
+  local t0 = now()
+  local times = {}
+  cuda.bench(fn, { warmup = 2, reps = 1, stream = opts.stream }) -- module load, caches, clocks
+  if regime == "cold" and not flush_buffer then
+    flush_buffer = cuda.array("u8", 2 * math.max(cuda.device(0).l2_bytes, 1 << 20))
+  end
+  repeat
+    local batch = regime == "cold" and 1 or math.max(1, min_samples // 2)
+    if regime == "cold" then flush_buffer:fill(0) end
+    for _, t in ipairs(cuda.bench(fn, { warmup = 0, reps = batch, stream = opts.stream }).samples) do
+      times[#times + 1] = t
+    end
+    local elapsed = now() - t0
+    local enough = #times >= min_samples and elapsed >= min_time
+    local r = #times >= 2 and lab.summarize(times) or nil
+  until (enough and r.noise <= max_noise) or (#times >= min_samples and elapsed >= timeout)
+  return lab.summarize(times, { regime = regime, engine = "cuda.bench" })
+end
+
+local function check_result(r, fn, argn)
+  if type(r) ~= "table" or not finite(r.mean) or type(r.ci95) ~= "table" or not finite(r.ci95[1])
+      or not finite(r.ci95[2]) or r.ci95[1] > r.ci95[2] then
+    error(string.format("%s: argument %d must be a measure result {mean=, ci95={lo, hi}, ...} or a function " ..
+      "returning one", fn, argn), 3)
+  end
+  if r.mean <= 0 then
+    error(string.format("%s: argument %d has a mean time of %s: no ratio can be formed", fn, argn,
+      tostring(r.mean)), 3)
+  end
+end
+
+-- lab.ratio(a, b) --> a.mean / b.mean and its interval {lo, hi} from the bounds of the two 95%
+-- intervals (a.lo / b.hi, a.hi / b.lo): each bound is the most extreme ratio the two intervals
+-- allow, so the pair covers the true ratio whenever both intervals cover their means (>= 90%
+-- for independent runs; wider, never narrower, than a delta-method interval). An interval of b
+-- that reaches 0 leaves the upper bound infinite: nothing can be decided from it.
+function lab.ratio(a, b)
+  check_result(a, "lab.ratio", 1)
+  check_result(b, "lab.ratio", 2)
+  return a.mean / b.mean, { a.ci95[1] / b.ci95[2], b.ci95[1] > 0 and a.ci95[2] / b.ci95[1] or math.huge }
+end
+
+-- The decision for a time ratio interval against `against` (default 1) ± margin.
+function lab.decide(ci, margin, against)
+  local t = against or 1
+  if ci[2] < t * (1 - margin) then return "faster" end
+  if ci[1] > t * (1 + margin) then return "slower" end
+  if ci[1] >= t * (1 - margin) and ci[2] <= t * (1 + margin) then return "same" end
+  return nil
+end
+
+local function clock_s()
+  if type(cuda) == "table" and type(cuda.now) == "function" then return cuda.now() end
+  return wall_s()
+end
+
+local function pct(x) return string.format("%.2f%%", x * 100) end
+
+-- Why an interval that is neither clearly beyond 1 ± margin nor inside it stays undecided.
+local function unclear_reason(ci, margin, spent, against)
+  local width = ci[2] - ci[1]
+  local t = against or 1
+  local why
+  if width > 2 * margin * t then
+    why = string.format("effect smaller than the noise: the ratio interval [%.4f, %.4f] is %s wide, the " ..
+      "margin band around %.4f ±%s", ci[1], ci[2], pct(width), t, pct(margin))
+  else
+    why = string.format("effect at the margin: the ratio interval [%.4f, %.4f] crosses %.4f ± %s", ci[1], ci[2],
+      t, pct(margin))
+  end
+  if spent then why = why .. "; " .. spent end
+  return why
+end
+
+-- L:compare(a, b, {margin=0.01, against=1, rounds=3, remeasure=fn}) --> decision, ratio, {lo, hi}, detail
+-- a and b are times (measure results, or functions that return one). The decision is about a's
+-- time against b's: "faster" (the whole ratio interval below 1 - margin), "slower" (above
+-- 1 + margin), "same" (inside 1 ± margin), else undecided. `against` moves the reference from
+-- 1 to another ratio (a threshold: a at least 95% of b's speed is a/b <= 1/0.95). Undecided, the harness measures
+-- again and pools the samples — calling a and b when they are functions, or remeasure(round)
+-- --> a2, b2 — while rounds and the lab's budget last (L.budget_s since the lab started); only
+-- then "unclear", with the reason in detail.reason. detail also holds both pooled results.
+function Lab:compare(a, b, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("L:compare: argument 3 must be a table {margin=, rounds=, remeasure=}", 2) end
+  local margin = opts.margin or 0.01
+  if not finite(margin) or margin < 0 or margin >= 1 then
+    error("L:compare: option 'margin' must be a number in [0, 1), got " .. tostring(opts.margin), 2)
+  end
+  local rounds = opts.rounds or 3
+  if math.type(rounds) ~= "integer" or rounds < 0 then
+    error("L:compare: option 'rounds' must be an integer >= 0", 2)
+  end
+  local against = opts.against or 1
+  if not finite(against) or against <= 0 then
+    error("L:compare: option 'against' must be a positive ratio, got " .. tostring(opts.against), 2)
+  end
+  local remeasure = opts.remeasure
+  if remeasure ~= nil and type(remeasure) ~= "function" then
+    error("L:compare: option 'remeasure' must be a function(round) --> a, b", 2)
+  end
+  local fa, fb = type(a) == "function" and a or nil, type(b) == "function" and b or nil
+  if fa then a = fa() end
+  if fb then b = fb() end
+  check_result(a, "L:compare", 1)
+  check_result(b, "L:compare", 2)
+  local ratio, ci = lab.ratio(a, b)
+  local decision = lab.decide(ci, margin, against)
+  local done, spent = 0, nil
+  while not decision and done < rounds do
+    if not (fa or fb or remeasure) then break end
+    local used = clock_s() - self.started_clock
+    if used >= self.budget_s then
+      spent = string.format("budget spent (%.0f s of %.0f s)", used, self.budget_s)
+      break
+    end
+    done = done + 1
+    local a2, b2
+    if remeasure then a2, b2 = remeasure(done) else a2, b2 = fa and fa(), fb and fb() end
+    if a2 then
+      check_result(a2, "L:compare (re-measure)", 1)
+      a = lab.pool(a, a2)
+    end
+    if b2 then
+      check_result(b2, "L:compare (re-measure)", 2)
+      b = lab.pool(b, b2)
+    end
+    ratio, ci = lab.ratio(a, b)
+    decision = lab.decide(ci, margin, against)
+  end
+  if not decision and not spent and (fa or fb or remeasure) and rounds > 0 then
+    spent = string.format("%d re-measure round%s spent", done, done == 1 and "" or "s")
+  end
+  local detail = { a = a, b = b, ratio = ratio, ci = ci, margin = margin, against = against, rounds = done }
+  if not decision then
+    decision = "unclear"
+    detail.reason = unclear_reason(ci, margin, spent, against)
+  end
+  detail.decision = decision
+  return decision, ratio, ci, detail
+end
+
+-- "1.234 ms [1.230, 1.238] n=40 ±0.3% hot" for people.
+function lab.format_result(r, unit, scale)
+  unit, scale = unit or "ms", scale or 1
+  local f = lab.format_number
+  return string.format("%s %s [%s, %s] n=%d noise %s %s", f(r.mean * scale), unit, f(r.ci95[1] * scale),
+    f(r.ci95[2] * scale), r.samples or #(r.times or {}), pct(r.noise or 0), tostring(r.regime or "?"))
+end
+
+-- What the JSON keeps of a result: no raw samples beyond the first 1000.
+local function result_summary(r)
+  if type(r) ~= "table" then return nil end
+  local out = { mean = r.mean, median = r.median, min = r.min, max = r.max, stdev = r.stdev, noise = r.noise,
+    ci95 = json.array({ r.ci95[1], r.ci95[2] }), samples = r.samples, rejected = r.rejected,
+    sm_clock_mhz = r.sm_clock_mhz, regime = r.regime, engine = r.engine, label = r.label }
+  return out
+end
+
+-- The evidence of a verdict as printed lines and JSON: a compare detail, or {a=, b=} results,
+-- or {results={...}} with labels.
+local function evidence_of(ev)
+  if ev == nil then return nil, {} end
+  if type(ev) ~= "table" then error("L:verdict: argument 4 must be a table (a compare detail or results)", 3) end
+  local lines, out = {}, { intervals = json.array({}) }
+  local list = ev.results or { ev.a, ev.b }
+  for i, r in ipairs(list) do
+    if type(r) == "table" and r.ci95 then
+      local label = r.label or (i == 1 and "a" or i == 2 and "b" or ("#" .. i))
+      lines[#lines + 1] = string.format("%s: %s", label, lab.format_result(r, ev.unit, ev.scale))
+      local sum = result_summary(r)
+      sum.label = label
+      out.intervals[#out.intervals + 1] = sum
+    end
+  end
+  if ev.ci then
+    lines[#lines + 1] = string.format("time ratio a/b %.4f [%.4f, %.4f] against %.4f ± %s -> %s", ev.ratio,
+      ev.ci[1], ev.ci[2], ev.against or 1, pct(ev.margin or 0), tostring(ev.decision))
+    out.ratio, out.ratio_ci, out.margin = ev.ratio, json.array({ ev.ci[1], ev.ci[2] }), ev.margin
+    out.against = ev.against
+    out.decision, out.rounds = ev.decision, ev.rounds
+  end
+  if ev.reason then
+    lines[#lines + 1] = "unclear: " .. ev.reason
+    out.reason = ev.reason
+  end
+  return out, lines
+end
+
+-- L:verdict(id_or_claim, measured, holds [, evidence]): holds is true, false or nil (unclear).
+-- A declared claim is named by its id; any other text is an undeclared claim (kept for old labs).
+-- evidence (a compare detail or {results={...}}) prints the intervals under the verdict.
+function Lab:verdict(claim, measured, holds, evidence)
   if holds ~= nil and type(holds) ~= "boolean" then
     error("L:verdict: argument 3 must be true, false or nil (unclear)", 2)
   end
   local word = verdict_words[holds] or "UNCLEAR"
   claim, measured = tostring(claim), measured ~= nil and tostring(measured) or ""
-  self.verdicts[#self.verdicts + 1] = {
-    claim = claim, measured = measured, verdict = word, section = self:current_section(),
+  local c = self.claim_index[claim]
+  local ev, lines = evidence_of(evidence)
+  local v = {
+    claim = c and c.text or claim, measured = measured, verdict = word, section = self:current_section(),
+    id = c and c.id or nil, seed = c and c.seed or nil, own = c and c.own or nil, evidence = ev,
   }
-  print(string.format("  %-9s %s", "[" .. word .. "]", claim))
+  self.verdicts[#self.verdicts + 1] = v
+  if c then c.judged = true end
+  print(string.format("  %-9s %s%s", "[" .. word .. "]", v.claim, c and (" (" .. c.id .. ")") or ""))
   if measured ~= "" then print(string.format("  %-9s measured: %s", "", measured)) end
+  for _, l in ipairs(lines) do print(string.format("  %-9s %s", "", l)) end
+end
+
+-- Every declared claim without a verdict becomes UNCLEAR "never judged" (once).
+function Lab:judge_missing(why)
+  for _, c in ipairs(self.claim_list) do
+    if not c.judged then
+      local reason = "never judged" .. (why and (": " .. why) or "")
+      self.verdicts[#self.verdicts + 1] = { claim = c.text, measured = reason, verdict = "UNCLEAR",
+        id = c.id, seed = c.seed, own = c.own, never_judged = true }
+      c.judged = true
+    end
+  end
 end
 
 function Lab:record(key, value)
@@ -340,6 +683,77 @@ function Lab:gpu()
     if not ok then print(string.format("no GPU: %s — kernels compiled only", tostring(why))) end
   end
   return self.gpu_state.available, self.gpu_state.reason
+end
+
+
+-- ---- helpers the labs share ---------------------------------------------------------------
+
+-- A word for /bin/sh: single-quoted, embedded quotes closed and escaped.
+function lab.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- The gpulab executable running this script (arg[-k], the interpreter slot of lua(1)'s `arg`).
+function lab.gpulab_exe()
+  local a = _G.arg or {}
+  local i = 0
+  while a[i - 1] do i = i - 1 end
+  return a[i] or "gpulab"
+end
+
+-- A CUDA tool on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin; nil when there is none.
+function lab.find_tool(name)
+  if os.execute("command -v " .. lab.shell_quote(name) .. " >/dev/null 2>&1") then return name end
+  for _, dir in ipairs { os.getenv("CUDA_HOME"), "/usr/local/cuda" } do
+    if dir and dir ~= "" and os.execute("test -x " .. lab.shell_quote(dir .. "/bin/" .. name)) then
+      return dir .. "/bin/" .. name
+    end
+  end
+end
+
+-- L:compile(relative_path, opts) --> prog: cuda.compile_file on cuda.home/relative_path, with a
+-- note of what was compiled, for which architecture, how long it took and whether the cache hit.
+function Lab:compile(rel, opts)
+  if type(rel) ~= "string" then error("L:compile: argument 1 must be a path under the gpulab home", 2) end
+  local o, what = {}, nil
+  for k, v in pairs(opts or {}) do if k == "what" then what = v else o[k] = v end end
+  local t0 = clock_s()
+  local prog = cuda.compile_file(cuda.home .. "/" .. rel, o)
+  self:note(string.format("%s compiled for %s in %.1f ms (cache %s)%s", rel, tostring(o.arch or "sm_90a"),
+    (clock_s() - t0) * 1e3, prog.cache_hit and "hit" or "miss", what and (": " .. what) or ""))
+  return prog
+end
+
+-- L:child(script, {args=, env=, timeout=}) --> cuda.run_isolated's result: a child gpulab
+-- process; the lab's timeout applies unless given. Native: a sanitizer's injection is not passed on.
+function Lab:child(script, opts)
+  opts = opts or {}
+  local env = { CUDA_INJECTION64_PATH = false }
+  for k, v in pairs(opts.env or {}) do env[k] = v end
+  return cuda.run_isolated(script, { args = opts.args, env = env, timeout = opts.timeout or self.child_timeout or 60 })
+end
+
+-- lab.spawn(command, {timeout=, kill_after=}) --> a handle; handle:wait() --> {out=, exit=,
+-- timed_out=, seconds=}. The command runs under timeout(1) in the background with stdout and
+-- stderr together, so several can run at once; exit 124 or 137 means the deadline hit it.
+function lab.spawn(command, opts)
+  opts = opts or {}
+  local limit = opts.timeout or 60
+  local cmd = string.format("t0=$(date +%%s%%N); timeout -k %d %d sh -c %s 2>&1; rc=$?; " ..
+    "echo; echo \"GPULAB_EXIT $rc $(( ($(date +%%s%%N) - t0) / 1000000 ))\"",
+    opts.kill_after or 5, math.max(1, math.ceil(limit)), lab.shell_quote(command))
+  local pipe = assert(io.popen(cmd, "r"))
+  local h = {}
+  function h.wait()
+    if h.result then return h.result end
+    local out = pipe:read("a") or ""
+    pipe:close()
+    local body, rc, secs = out:match("^(.-)\n?GPULAB_EXIT (%d+) ?([%d%.]*)%s*$")
+    rc = tonumber(rc)
+    h.result = { out = body or out, exit = rc, timed_out = rc == 124 or rc == 137,
+      seconds = tonumber(secs) and tonumber(secs) / 1000,
+      limit = limit }
+    return h.result
+  end
+  return h
 end
 
 -- ---- progress ------------------------------------------------------------------------------
@@ -423,18 +837,26 @@ function Lab:results()
     params = params, tables = json.array(self.tables), verdicts = json.array(self.verdicts),
     records = self.records, pictures = json.array(self.pictures), notes = json.array(self.notes),
     failures = json.array(self.failures), gpu = self.gpu_state,
+    declared_claims = json.array(self.claim_list),
+    budget_s = self.budget_s,
     timings = { total_s = wall_s() - self.started, cpu_s = os.clock() - self.cpu_started, sections = sections },
   }
 end
 
 -- Prints the verdict summary, writes the JSON results; returns the exit status for os.exit.
 function Lab:finish()
+  local why
+  if self.gpu_state and not self.gpu_state.available then why = "no GPU" end
+  self:judge_missing(why)
   local results = self:results()
   local count = { HOLDS = 0, REFUTED = 0, UNCLEAR = 0 }
   for _, v in ipairs(self.verdicts) do count[v.verdict] = count[v.verdict] + 1 end
   print()
   print(string.format("## Verdicts: %d holds, %d refuted, %d unclear", count.HOLDS, count.REFUTED, count.UNCLEAR))
-  for _, v in ipairs(self.verdicts) do print(string.format("  %-9s %s", "[" .. v.verdict .. "]", v.claim)) end
+  for _, v in ipairs(self.verdicts) do
+    print(string.format("  %-9s %s%s%s", "[" .. v.verdict .. "]", v.claim, v.id and (" (" .. v.id .. ")") or "",
+      v.never_judged and (" — " .. v.measured) or ""))
+  end
   if self.json_path then
     local f, err = io.open(self.json_path, "w")
     if not f then

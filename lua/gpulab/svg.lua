@@ -171,8 +171,34 @@ local function range(values)
   return lo, hi
 end
 
+-- Error bars (a vertical line with caps) or a band (a polygon through the upper ends and back
+-- along the lower ends) for the points of a series that carry an interval.
+local function interval_marks(out, s, xaxis, yaxis, color)
+  local with = {}
+  for _, p in ipairs(s.points) do if p.lo then with[#with + 1] = p end end
+  if #with == 0 then return end
+  if s.band and #with > 1 then
+    local c = {}
+    for _, p in ipairs(with) do c[#c + 1] = num(xaxis.map(p[1])) .. "," .. num(yaxis.map(p.hi)) end
+    for i = #with, 1, -1 do c[#c + 1] = num(xaxis.map(with[i][1])) .. "," .. num(yaxis.map(with[i].lo)) end
+    out[#out + 1] = string.format('<polygon class="band" fill="%s" fill-opacity="0.2" stroke="none" points="%s"/>',
+      color, table.concat(c, " "))
+    return
+  end
+  out[#out + 1] = string.format('<g class="errorbars" stroke="%s" stroke-width="1.5">', color)
+  for _, p in ipairs(with) do
+    local x, y0, y1 = xaxis.map(p[1]), yaxis.map(p.lo), yaxis.map(p.hi)
+    out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s"/>', num(x), num(y0), num(x), num(y1))
+    out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s"/>', num(x - 4), num(y0), num(x + 4), num(y0))
+    out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s"/>', num(x - 4), num(y1), num(x + 4), num(y1))
+  end
+  out[#out + 1] = "</g>"
+end
+
 -- svg.lines{title=, x_label=, y_label=, log_x=, log_y=, width=, height=,
---           series={ {name=, points={{x,y},...}}, ... }}
+--           series={ {name=, band=, points={{x,y, lo=, hi=},...}}, ... }}
+-- A point's lo/hi (its interval, e.g. a 95% interval) draws an error bar; with band=true the
+-- series' intervals draw a shaded band along the line instead.
 function svg.lines(spec)
   check_spec(spec, "lines", "series")
   local w, h = spec.width or 760, spec.height or 440
@@ -188,11 +214,16 @@ function svg.lines(spec)
       local x, y = p[1] or p.x, p[2] or p.y
       local ok = finite(x) and finite(y) and (not spec.log_x or x > 0) and (not spec.log_y or y > 0)
       if ok then
-        pts[#pts + 1] = { x, y }
+        local lo, hi = p.lo, p.hi
+        -- an interval is drawn only when both ends are drawable and hold the point
+        local drawable = finite(lo) and finite(hi) and lo <= y and y <= hi and (not spec.log_y or lo > 0)
+        if not drawable then lo, hi = nil, nil end
+        pts[#pts + 1] = { x, y, lo = lo, hi = hi }
         xs[#xs + 1], ys[#ys + 1] = x, y
+        if lo then ys[#ys + 1], ys[#ys + 2] = lo, hi end
       end
     end
-    series[#series + 1] = { name = s.name or ("series " .. si), points = pts }
+    series[#series + 1] = { name = s.name or ("series " .. si), points = pts, band = s.band }
   end
   local xlo, xhi = range(xs)
   local ylo, yhi = range(ys)
@@ -213,6 +244,7 @@ function svg.lines(spec)
     local color = palette[(i - 1) % #palette + 1]
     local coords = {}
     for _, p in ipairs(s.points) do coords[#coords + 1] = num(xaxis.map(p[1])) .. "," .. num(yaxis.map(p[2])) end
+    interval_marks(out, s, xaxis, yaxis, color)
     if #coords > 1 then
       out[#out + 1] = string.format('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>',
         color, table.concat(coords, " "))
@@ -228,7 +260,8 @@ function svg.lines(spec)
   return table.concat(out, "\n")
 end
 
--- svg.bars{title=, y_label=, width=, height=, bars={ {label=, value=}, ... }}
+-- svg.bars{title=, y_label=, width=, height=, bars={ {label=, value=, lo=, hi=}, ... }}
+-- lo/hi (the value's interval) draw an error bar on the bar.
 function svg.bars(spec)
   check_spec(spec, "bars", "bars")
   local n = #spec.bars
@@ -237,7 +270,12 @@ function svg.bars(spec)
   local values = {}
   for i, b in ipairs(spec.bars) do
     if type(b) ~= "table" then error(string.format("svg.bars: bars[%d] must be {label=, value=}", i), 2) end
-    if finite(b.value) then values[#values + 1] = b.value end
+    if finite(b.value) then
+      values[#values + 1] = b.value
+      if finite(b.lo) and finite(b.hi) and b.lo <= b.value and b.value <= b.hi then
+        values[#values + 1], values[#values + 2] = b.lo, b.hi
+      end
+    end
   end
   local lo, hi = range(values)
   lo, hi = math.min(lo or 0, 0), math.max(hi or 1, 0)
@@ -258,6 +296,14 @@ function svg.bars(spec)
         num(cx - slot * 0.35), num(math.min(y, zero)), num(slot * 0.7), num(math.abs(zero - y)), color)
       -- the value sits at the bar's far end: above a positive bar, below a negative one
       local ty = b.value >= 0 and math.min(y, zero) - 4 or math.max(y, zero) + 12
+      if finite(b.lo) and finite(b.hi) and b.lo <= b.value and b.value <= b.hi then
+        local y0, y1 = yaxis.map(b.lo), yaxis.map(b.hi)
+        out[#out + 1] = string.format('<g class="errorbars" stroke="black" stroke-width="1.5"><line x1="%s" y1="%s" ' ..
+          'x2="%s" y2="%s"/><line x1="%s" y1="%s" x2="%s" y2="%s"/><line x1="%s" y1="%s" x2="%s" y2="%s"/></g>',
+          num(cx), num(y0), num(cx), num(y1), num(cx - 6), num(y0), num(cx + 6), num(y0), num(cx - 6), num(y1),
+          num(cx + 6), num(y1))
+        ty = b.value >= 0 and math.min(y1, zero) - 4 or math.max(y0, zero) + 12
+      end
       out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle">%s</text>',
         num(cx), num(ty), svg.escape(tick_label(b.value)))
     end

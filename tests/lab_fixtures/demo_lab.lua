@@ -39,9 +39,13 @@ L:record("series", { 1, 2.5, 0 / 0 })
 L:record("nested", { a = { b = "<&>" } })
 
 L:svg_lines{ file = "sweep.svg", title = "Sweep <1> & \"2\"", x_label = "n", y_label = "ms", log_x = true,
-  series = { { name = "measured", points = { { 16, 0.125 }, { 256, 0.25 }, { 4096, 0.375 }, { 65536, 0.5 } } },
-             { name = "with gaps", points = { { 16, 0.2 }, { 100, 0 / 0 }, { 1000, 0.3 } } } } }
-L:svg_bars{ file = "bars", title = "Bars", y_label = "GB/s", bars = { { label = "copy", value = 4300 },
+  series = { { name = "measured", points = { { 16, 0.125, lo = 0.12, hi = 0.13 }, { 256, 0.25, lo = 0.23, hi = 0.26 },
+               { 4096, 0.375 }, { 65536, 0.5, lo = 0.45, hi = 0.52 } } },
+             { name = "with gaps", points = { { 16, 0.2 }, { 100, 0 / 0 }, { 1000, 0.3 } } },
+             { name = "band", band = true, points = { { 16, 0.05, lo = 0.04, hi = 0.06 },
+               { 65536, 0.07, lo = 0.06, hi = 0.09 } } } } }
+L:svg_bars{ file = "bars", title = "Bars", y_label = "GB/s", bars = { { label = "copy", value = 4300, lo = 4200,
+  hi = 4350 },
   { label = "tma", value = 4150.5 }, { label = "neg", value = -10 }, { label = "nan", value = 0 / 0 } } }
 L:svg_timeline{ file = "timeline.svg", title = "Blocks per SM", x_label = "µs",
   rows = { { label = "SM 0", spans = { { 0, 4, label = "block 0" }, { 4, 9, label = "block 2" } } },

@@ -117,7 +117,7 @@ local function check_svg(text, what)
   T.eq(root.attrs.xmlns, "http://www.w3.org/2000/svg", what)
   T.ok(tonumber(root.attrs.width) > 0 and tonumber(root.attrs.height) > 0, what .. ": size")
   -- every number in a geometric attribute is finite
-  for _, tag in ipairs({ "rect", "line", "circle", "text", "polyline" }) do
+  for _, tag in ipairs({ "rect", "line", "circle", "text", "polyline", "polygon" }) do
     for _, el in ipairs(find_all(root, tag)) do
       for k, v in pairs(el.attrs) do
         if k:match("^[xy]%d?$") or k:match("^c[xy]$") or k == "width" or k == "height" or k == "points" then
@@ -228,6 +228,61 @@ T.test("bar chart: one bar per value, labels escaped, negatives below zero", fun
   T.raises(function() svg.bars{ bars = { 1 } } end, "bars[1] must be {label=, value=}")
 end)
 
+-- The error-bar group of a chart: each bar is three lines (the whisker and its two caps).
+local function error_bars(root)
+  local out = {}
+  for _, g in ipairs(find_all(root, "g")) do
+    if g.attrs.class == "errorbars" then
+      local lines = find_all(g, "line")
+      for i = 1, #lines, 3 do out[#out + 1] = { lines[i], lines[i + 1], lines[i + 2] } end
+    end
+  end
+  return out
+end
+
+T.test("intervals: error bars on points, a band on lines, error bars on bars", function()
+  local root = check_svg(svg.lines{ title = "errors", series = {
+    { name = "a", points = { { 1, 10, lo = 8, hi = 12 }, { 2, 20, lo = 19, hi = 21 }, { 3, 30 },
+      { 4, 40, lo = 41, hi = 45 }, { 5, 50, lo = 0 / 0, hi = 51 } } },
+    { name = "b", band = true, points = { { 1, 5, lo = 4, hi = 6 }, { 5, 5, lo = 4, hi = 6 } } } } }, "intervals")
+  local bars = error_bars(root)
+  -- two drawable intervals: a point without one, one not holding its point and a NaN bound are skipped
+  T.eq(#bars, 2)
+  local whisker = bars[1][1]
+  T.eq(whisker.attrs.x1, whisker.attrs.x2, "vertical")
+  -- the y axis maps 8..12 to a span twice as tall as 19..21's
+  local h1 = math.abs(tonumber(whisker.attrs.y1) - tonumber(whisker.attrs.y2))
+  local h2 = math.abs(tonumber(bars[2][1].attrs.y1) - tonumber(bars[2][1].attrs.y2))
+  T.near(h1, 2 * h2, 0.05, "whisker lengths follow the data")
+  -- the whisker ends on the caps, which are centred on it
+  T.eq(bars[1][2].attrs.y1, whisker.attrs.y1)
+  T.near((tonumber(bars[1][2].attrs.x1) + tonumber(bars[1][2].attrs.x2)) / 2, tonumber(whisker.attrs.x1), 0.01)
+  local polygons = find_all(root, "polygon")
+  T.eq(#polygons, 1)
+  T.eq(polygons[1].attrs.class, "band")
+  local n = 0
+  for _ in polygons[1].attrs.points:gmatch("[^%s]+") do n = n + 1 end
+  T.eq(n, 4, "the band goes out along the upper ends and back along the lower ones")
+  -- the axis covers the intervals too: nothing lies outside the frame
+  local frame
+  for _, r in ipairs(find_all(root, "rect")) do if r.attrs.fill == "none" then frame = r end end
+  local top = tonumber(frame.attrs.y)
+  for _, b in ipairs(bars) do
+    T.ok(math.min(tonumber(b[1].attrs.y1), tonumber(b[1].attrs.y2)) >= top - 0.01, "inside the frame")
+  end
+  -- bars
+  root = check_svg(svg.bars{ bars = { { label = "x", value = 10, lo = 9, hi = 11 }, { label = "y", value = 5 },
+    { label = "z", value = 4, lo = 5, hi = 6 } } }, "bar errors")
+  bars = error_bars(root)
+  T.eq(#bars, 1)
+  local rects = find_all(root, "rect")
+  local bar = rects[3]
+  local cx = tonumber(bar.attrs.x) + tonumber(bar.attrs.width) / 2
+  T.near(tonumber(bars[1][1].attrs.x1), cx, 0.01, "centred on its bar")
+  T.ok(tonumber(bars[1][1].attrs.y1) > tonumber(bar.attrs.y) and tonumber(bars[1][1].attrs.y2) < tonumber(bar.attrs.y),
+    "the whisker crosses the bar's top (its value)")
+end)
+
 T.test("timeline: one lane per row, spans sized by time, equal labels share a color", function()
   local rows = {}
   for sm = 1, 3 do
@@ -272,8 +327,10 @@ T.test("the demo lab's pictures are well-formed", function()
   T.eq(r.status, "ok", r.stderr)
   for _, name in ipairs({ "sweep.svg", "bars.svg", "timeline.svg" }) do
     local f = assert(io.open(dir .. "/" .. name))
-    check_svg(f:read("a"), name)
+    local root = check_svg(f:read("a"), name)
     f:close()
+    -- the demo's line and bar charts carry intervals
+    if name ~= "timeline.svg" then T.ok(#error_bars(root) > 0, name .. " has error bars") end
   end
   os.execute("rm -rf '" .. dir .. "'")
 end)

@@ -1,0 +1,40 @@
+-- lab.measure through the driver stand-in: with cuda.measure it hands the work on; without it
+-- the cuda.bench fallback builds the same result shape, flushes for the cold regime and stops.
+-- The stand-in's times say nothing about a GPU: only the shape and the stopping are checked.
+local T = dofile("tests/lua/t.lua")
+local lab = require("gpulab.lab")
+
+local d = cuda.array("f32", 1024)
+local function work() d:fill(1) end
+
+local function check_shape(r, regime)
+  for _, k in ipairs { "mean", "median", "min", "max", "stdev", "noise" } do
+    T.ok(type(r[k]) == "number" and r[k] == r[k], k .. " is a number")
+  end
+  T.ok(r.min <= r.median and r.median <= r.max, "min <= median <= max")
+  T.ok(r.ci95[1] <= r.mean and r.mean <= r.ci95[2], "the interval holds the mean")
+  T.eq(r.regime, regime)
+  T.ok(#r.times >= 1 and r.samples >= 1, "samples kept")
+end
+
+T.test("hot and cold regimes give a measure result", function()
+  local r = lab.measure(work, { regime = "hot", min_samples = 6, min_time = 0, max_noise = 1, timeout = 2 })
+  check_shape(r, "hot")
+  T.ok(r.samples >= 6, "at least min_samples: " .. r.samples)
+  r = lab.measure(work, { regime = "cold", min_samples = 4, min_time = 0, max_noise = 1, timeout = 2 })
+  check_shape(r, "cold")
+end)
+
+T.test("an unreachable noise target stops at the timeout with min_samples taken", function()
+  local r = lab.measure(work, { min_samples = 5, min_time = 0, max_noise = 0, timeout = 0.2 })
+  T.ok(r.samples >= 5, "samples: " .. r.samples)
+  check_shape(r, r.regime)
+end)
+
+T.test("the engine is named in the result", function()
+  local r = lab.measure(work, { min_samples = 3, min_time = 0, max_noise = 1, timeout = 1 })
+  T.eq(r.engine, cuda.measure and "cuda.measure" or "cuda.bench")
+end)
+
+d:free()
+T.done()
