@@ -29,3 +29,6 @@ endif()
 gl_add_lua_test(profile_fake_fail tests/lua/test_profile_fake.lua FAKE
   ENV GPULAB_CUPTI=$<TARGET_FILE:fakecupti> GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/profile_fake_fail.log
       GPULAB_FAKE_CUPTI_FAIL=cuptiRangeProfilerSetConfig:35 GPULAB_PROFILE_EXPECT=fail)
+# warp_states with its counters from the CUPTI stand-in, and with no CUPTI at all.
+gl_add_lua_test(warp_states_counters tests/lua/test_warp_states_counters.lua FAKE
+  ENV GPULAB_FAKECUPTI=$<TARGET_FILE:fakecupti>)
