@@ -77,6 +77,11 @@ typedef struct {
 typedef struct {
     size_t structSize; void *pPriv;
     gl_cupti_rp_object *pRangeProfilerObject;
+    const char *pRangeName;
+} gl_cupti_rp_push_params;
+typedef struct {
+    size_t structSize; void *pPriv;
+    gl_cupti_rp_object *pRangeProfilerObject;
     size_t passIndex;
     size_t targetNestingLevel;
     uint8_t isAllPassSubmitted;
@@ -197,6 +202,8 @@ typedef struct {
     X(cuptiRangeProfilerSetConfig, gl_cupti_rp_set_config_params)                              \
     X(cuptiRangeProfilerStart, gl_cupti_rp_object_params)                                       \
     X(cuptiRangeProfilerStop, gl_cupti_rp_stop_params)                                          \
+    X(cuptiRangeProfilerPushRange, gl_cupti_rp_push_params)                                     \
+    X(cuptiRangeProfilerPopRange, gl_cupti_rp_object_params)                                    \
     X(cuptiRangeProfilerDecodeData, gl_cupti_rp_decode_params)                                  \
     X(cuptiRangeProfilerGetCounterDataSize, gl_cupti_rp_data_size_params)                       \
     X(cuptiRangeProfilerCounterDataImageInitialize, gl_cupti_rp_data_init_params)               \
@@ -220,6 +227,7 @@ typedef struct {
 #define GL_CUPTI_RP_ENABLE_SIZE GL_CUPTI_SIZE(gl_cupti_rp_enable_params, pRangeProfilerObject)
 #define GL_CUPTI_RP_OBJECT_SIZE GL_CUPTI_SIZE(gl_cupti_rp_object_params, pRangeProfilerObject)
 #define GL_CUPTI_RP_SET_CONFIG_SIZE GL_CUPTI_SIZE(gl_cupti_rp_set_config_params, targetNestingLevel)
+#define GL_CUPTI_RP_PUSH_SIZE GL_CUPTI_SIZE(gl_cupti_rp_push_params, pRangeName)
 #define GL_CUPTI_RP_STOP_SIZE GL_CUPTI_SIZE(gl_cupti_rp_stop_params, isAllPassSubmitted)
 #define GL_CUPTI_RP_DECODE_SIZE GL_CUPTI_SIZE(gl_cupti_rp_decode_params, numOfRangeDropped)
 #define GL_CUPTI_RP_DATA_SIZE_SIZE GL_CUPTI_SIZE(gl_cupti_rp_data_size_params, counterDataSize)

@@ -145,8 +145,12 @@ typedef struct launch_rec {
     unsigned grid[3], block[3];
 } launch_rec;
 
+/* The range pushed around fn. NVIDIA's range profiling sample pushes one in auto-range mode as
+ * well; GPULAB_CUPTI_PUSH_RANGE=0 leaves it out. It is not a row of the result. */
+#define OUTER_RANGE "gpulab.profile"
+
 typedef struct session {
-    bool initialized, started, closed;
+    bool initialized, started, pushed, closed;
     gl_cupti_host_object *host;
     gl_cupti_rp_object *rp;
     uint8_t *avail, *config, *counter;
@@ -165,6 +169,11 @@ static void session_release(session *s) {
         active = NULL;
         gl_observers--;
     }
+    if (s->pushed && s->started) {
+        gl_cupti_rp_object_params p = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
+        cp.cuptiRangeProfilerPopRange(&p);
+    }
+    s->pushed = false;
     if (s->started) {
         gl_cupti_rp_stop_params p = {.structSize = GL_CUPTI_RP_STOP_SIZE, .pRangeProfilerObject = s->rp};
         cp.cuptiRangeProfilerStop(&p);
@@ -273,7 +282,7 @@ static void push_chip_metrics(lua_State *L, session *s) {
 
 /* Raises "unknown metric 'x' (did you mean: a, b, c?)" for the first name of `names` (a table
  * at index `names`) that is not in the chip's list; returns when all are listed (or the list
- * cannot be read, leaving the verdict to CUPTI). */
+ * cannot be read). Called once CUPTI has refused the metric set. */
 static void check_metric_names(lua_State *L, session *s, int names) {
     push_chip_metrics(L, s);
     int known = lua_gettop(L);
@@ -380,11 +389,17 @@ static const char **metric_array(lua_State *L, const profile_opts *o) {
     return a;
 }
 
-static void host_config(lua_State *L, session *s, const char **names, size_t n, size_t *passes) {
+static void host_config(lua_State *L, session *s, const profile_opts *o, const char **names,
+                        size_t *passes) {
     gl_cupti_host_add_metrics_params am = {.structSize = GL_CUPTI_HOST_ADD_METRICS_SIZE,
                                             .pHostObject = s->host, .ppMetricNames = names,
-                                            .numMetrics = n};
-    CUPTI_CALL(L, cuptiProfilerHostConfigAddMetrics, &am);
+                                            .numMetrics = o->nmetrics};
+    gl_cupti_result r = cp.cuptiProfilerHostConfigAddMetrics(&am);
+    if (r != GL_CUPTI_SUCCESS) {
+        /* CUPTI is the judge of a name; the chip's list only explains a refusal */
+        check_metric_names(L, s, o->metrics);
+        raise_cupti(L, "cuptiProfilerHostConfigAddMetrics", r);
+    }
     gl_cupti_host_config_size_params cs = {.structSize = GL_CUPTI_HOST_CONFIG_SIZE_SIZE,
                                             .pHostObject = s->host};
     CUPTI_CALL(L, cuptiProfilerHostGetConfigImageSize, &cs);
@@ -428,8 +443,7 @@ static void setup(lua_State *L, session *s, const profile_opts *o, const char **
                                      .pCounterAvailabilityImage = s->avail};
     CUPTI_CALL(L, cuptiProfilerHostInitialize, &hi);
     s->host = hi.pHostObject;
-    check_metric_names(L, s, o->metrics);
-    host_config(L, s, names, o->nmetrics, passes);
+    host_config(L, s, o, names, passes);
 
     gl_cupti_rp_enable_params en = {.structSize = GL_CUPTI_RP_ENABLE_SIZE, .ctx = ctx};
     CUPTI_CALL(L, cuptiRangeProfilerEnable, &en);
@@ -438,8 +452,9 @@ static void setup(lua_State *L, session *s, const profile_opts *o, const char **
     gl_cupti_rp_data_size_params ds = {.structSize = GL_CUPTI_RP_DATA_SIZE_SIZE,
                                         .pRangeProfilerObject = s->rp, .pMetricNames = names,
                                         .numMetrics = o->nmetrics,
-                                        .maxNumOfRanges = (size_t)o->max_launches,
-                                        .maxNumRangeTreeNodes = (uint32_t)o->max_launches};
+                                        /* + 1: room for the outer range */
+                                        .maxNumOfRanges = (size_t)o->max_launches + 1,
+                                        .maxNumRangeTreeNodes = (uint32_t)o->max_launches + 1};
     CUPTI_CALL(L, cuptiRangeProfilerGetCounterDataSize, &ds);
     s->counter = calloc(1, ds.counterDataSize ? ds.counterDataSize : 1);
     if (s->counter == NULL) luaL_error(L, FN ": out of memory for the counter data image");
@@ -456,7 +471,7 @@ static void setup(lua_State *L, session *s, const profile_opts *o, const char **
                                          .pCounterDataImage = s->counter,
                                          .range = GL_CUPTI_AUTO_RANGE,
                                          .replayMode = GL_CUPTI_KERNEL_REPLAY,
-                                         .maxRangesPerPass = (size_t)o->max_launches,
+                                         .maxRangesPerPass = (size_t)o->max_launches + 1,
                                          .numNestingLevels = 1, .minNestingLevel = 1,
                                          .passIndex = 0, .targetNestingLevel = 1};
     CUPTI_CALL(L, cuptiRangeProfilerSetConfig, &sc);
@@ -481,8 +496,21 @@ static void push_rows(lua_State *L, session *s, const profile_opts *o, const cha
     size_t n = info.numTotalRanges;
     lua_createtable(L, (int)(n < 100000 ? n : 100000), 4);
     int out = lua_gettop(L);
-    bool matched = n == s->nrecs && !s->recs_overflow;
+    /* the outer range, where CUPTI reports it as a range of its own, is no launch */
+    size_t outer = (size_t)-1;
     for (size_t i = 0; i < n; i++) {
+        gl_cupti_rp_range_info_params ri = {.structSize = GL_CUPTI_RP_RANGE_INFO_SIZE,
+                                             .pCounterDataImage = s->counter,
+                                             .counterDataImageSize = s->counter_size,
+                                             .rangeIndex = i, .rangeDelimiter = "/"};
+        CUPTI_CALL(L, cuptiRangeProfilerCounterDataGetRangeInfo, &ri);
+        if (ri.rangeName && strcmp(ri.rangeName, OUTER_RANGE) == 0) outer = i;
+    }
+    size_t launches = n - (outer != (size_t)-1);
+    bool matched = launches == s->nrecs && !s->recs_overflow;
+    lua_Integer row = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == outer) continue;
         gl_cupti_rp_range_info_params ri = {.structSize = GL_CUPTI_RP_RANGE_INFO_SIZE,
                                              .pCounterDataImage = s->counter,
                                              .counterDataImageSize = s->counter_size,
@@ -498,11 +526,12 @@ static void push_rows(lua_State *L, session *s, const profile_opts *o, const cha
         lua_pushstring(L, ri.rangeName ? ri.rangeName : "");
         lua_setfield(L, -2, "range");
         if (matched) {
-            lua_pushstring(L, s->recs[i].kernel);
+            const launch_rec *rec = &s->recs[row];
+            lua_pushstring(L, rec->kernel);
             lua_setfield(L, -2, "kernel");
-            push_dims(L, s->recs[i].grid);
+            push_dims(L, rec->grid);
             lua_setfield(L, -2, "grid");
-            push_dims(L, s->recs[i].block);
+            push_dims(L, rec->block);
             lua_setfield(L, -2, "block");
         } else {
             lua_pushstring(L, ri.rangeName ? ri.rangeName : "");
@@ -516,7 +545,7 @@ static void push_rows(lua_State *L, session *s, const profile_opts *o, const cha
         lua_setfield(L, -2, "metrics");
         lua_pushinteger(L, (lua_Integer)passes);
         lua_setfield(L, -2, "passes");
-        lua_rawseti(L, out, (lua_Integer)i + 1);
+        lua_rawseti(L, out, ++row);
     }
     lua_pushinteger(L, (lua_Integer)passes);
     lua_setfield(L, out, "passes");
@@ -526,6 +555,8 @@ static void push_rows(lua_State *L, session *s, const profile_opts *o, const cha
     lua_setfield(L, out, "launches");
     lua_pushstring(L, chip);
     lua_setfield(L, out, "chip");
+    lua_pushboolean(L, s->pushed);
+    lua_setfield(L, out, "outer_range");
 }
 
 static int l_profile(lua_State *L) {
@@ -551,6 +582,12 @@ static int l_profile(lua_State *L) {
     gl_cupti_rp_object_params st = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
     CUPTI_CALL(L, cuptiRangeProfilerStart, &st);
     s->started = true;
+    const char *push = getenv("GPULAB_CUPTI_PUSH_RANGE");
+    if (!(push && strcmp(push, "0") == 0)) {
+        gl_cupti_rp_push_params pr = {.structSize = GL_CUPTI_RP_PUSH_SIZE,
+                                       .pRangeProfilerObject = s->rp, .pRangeName = OUTER_RANGE};
+        s->pushed = cp.cuptiRangeProfilerPushRange(&pr) == GL_CUPTI_SUCCESS; /* optional: see OUTER_RANGE */
+    }
     active = s;
     gl_observers++;
 
@@ -560,6 +597,12 @@ static int l_profile(lua_State *L) {
     active = NULL;
     gl_observers--;
     gl_wait(L, NULL, o.timeout, FN);
+    bool pushed = s->pushed;
+    if (pushed) {
+        gl_cupti_rp_object_params pp = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
+        s->pushed = false;
+        CUPTI_CALL(L, cuptiRangeProfilerPopRange, &pp);
+    }
     gl_cupti_rp_stop_params sp = {.structSize = GL_CUPTI_RP_STOP_SIZE, .pRangeProfilerObject = s->rp};
     s->started = false;
     CUPTI_CALL(L, cuptiRangeProfilerStop, &sp);
@@ -567,6 +610,7 @@ static int l_profile(lua_State *L) {
         luaL_error(L, FN ": CUPTI did not finish all %d passes in kernel replay", (int)passes);
     gl_cupti_rp_decode_params dp = {.structSize = GL_CUPTI_RP_DECODE_SIZE, .pRangeProfilerObject = s->rp};
     CUPTI_CALL(L, cuptiRangeProfilerDecodeData, &dp);
+    s->pushed = pushed; /* for the result's outer_range field */
     push_rows(L, s, &o, names, passes, dp.numOfRangeDropped, chip);
     if (s->nrecs > (size_t)o.max_launches || dp.numOfRangeDropped > 0) {
         /* keep the rows but say what was lost: counts are part of the result */

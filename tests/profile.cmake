@@ -32,3 +32,10 @@ gl_add_lua_test(profile_fake_fail tests/lua/test_profile_fake.lua FAKE
 # warp_states with its counters from the CUPTI stand-in, and with no CUPTI at all.
 gl_add_lua_test(warp_states_counters tests/lua/test_warp_states_counters.lua FAKE
   ENV GPULAB_FAKECUPTI=$<TARGET_FILE:fakecupti>)
+# The same with the outer range reported as a range of its own, and with no outer range pushed.
+gl_add_lua_test(profile_fake_outer tests/lua/test_profile_fake.lua FAKE
+  ENV GPULAB_CUPTI=$<TARGET_FILE:fakecupti> GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/profile_fake_outer.log
+      GPULAB_FAKE_CUPTI_OUTER=1)
+gl_add_lua_test(profile_fake_nopush tests/lua/test_profile_fake.lua FAKE
+  ENV GPULAB_CUPTI=$<TARGET_FILE:fakecupti> GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/profile_fake_nopush.log
+      GPULAB_CUPTI_PUSH_RANGE=0)

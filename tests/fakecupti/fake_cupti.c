@@ -10,6 +10,8 @@
  *     count (grid x block), so tests can check values are passed through per launch and name;
  *   - a configuration of n metrics needs ceil(n / 4) passes; each pass of each launch is logged
  *     ("cupti replay KERNEL pass i/n") as kernel replay would run it;
+ *   - a pushed range must be popped before Stop; with GPULAB_FAKE_CUPTI_OUTER=1 it is reported as
+ *     a range of its own (after the launches inside it), as a profiler might;
  *   - GPULAB_FAKE_CUPTI_FAIL=cuptiName:code makes that entry point return code;
  *   - GPULAB_FAKE_LOG gets "cupti <call>" lines for every object created and destroyed, so a test
  *     can check that nothing is left behind.
@@ -45,7 +47,8 @@ typedef struct { unsigned magic; unsigned n; int idx[]; } config_image;
 struct gl_cupti_host_object { int nmetrics; int idx[512]; };
 struct gl_cupti_rp_object { int configured; int started; size_t max_ranges; counter_image *image;
                             config_image *config; unsigned passes; size_t dropped;
-                            fake_range pending[1024]; size_t npending; };
+                            fake_range pending[1024]; size_t npending; int depth;
+                            char pushed[MAX_NAME]; };
 
 static int initialized;
 static struct gl_cupti_rp_object *enabled;
@@ -345,10 +348,32 @@ EXPORT gl_cupti_result cuptiRangeProfilerStart(gl_cupti_rp_object_params *p) {
     return 0;
 }
 
+EXPORT gl_cupti_result cuptiRangeProfilerPushRange(gl_cupti_rp_push_params *p) {
+    ENTER(p, GL_CUPTI_RP_PUSH_SIZE);
+    struct gl_cupti_rp_object *o = p->pRangeProfilerObject;
+    if (o != enabled || !o->started || p->pRangeName == NULL) return GL_CUPTI_ERROR_INVALID_OPERATION;
+    if (o->depth++ == 0) snprintf(o->pushed, sizeof o->pushed, "%s", p->pRangeName);
+    flog("push %s", p->pRangeName);
+    return 0;
+}
+
+EXPORT gl_cupti_result cuptiRangeProfilerPopRange(gl_cupti_rp_object_params *p) {
+    ENTER(p, GL_CUPTI_RP_OBJECT_SIZE);
+    struct gl_cupti_rp_object *o = p->pRangeProfilerObject;
+    if (o != enabled || !o->started || o->depth == 0) return GL_CUPTI_ERROR_INVALID_OPERATION;
+    if (--o->depth == 0 && getenv("GPULAB_FAKE_CUPTI_OUTER") && o->npending < 1024) {
+        fake_range *r = &o->pending[o->npending++];
+        snprintf(r->kernel, sizeof r->kernel, "%s", o->pushed);
+        r->threads = 0;
+    }
+    flog("pop");
+    return 0;
+}
+
 EXPORT gl_cupti_result cuptiRangeProfilerStop(gl_cupti_rp_stop_params *p) {
     ENTER(p, GL_CUPTI_RP_STOP_SIZE);
     struct gl_cupti_rp_object *o = p->pRangeProfilerObject;
-    if (o != enabled || !o->started) return GL_CUPTI_ERROR_INVALID_OPERATION;
+    if (o != enabled || !o->started || o->depth != 0) return GL_CUPTI_ERROR_INVALID_OPERATION;
     o->started = 0;
     set_observer(NULL);
     p->isAllPassSubmitted = 1;
