@@ -146,7 +146,7 @@ typedef struct launch_rec {
 } launch_rec;
 
 /* The range pushed around fn. NVIDIA's range profiling sample pushes one in auto-range mode as
- * well; GPULAB_CUPTI_PUSH_RANGE=0 leaves it out. It is not a row of the result. */
+ * well; {outer_range=false} (or GPULAB_CUPTI_PUSH_RANGE=0) leaves it out. It is not a row. */
 #define OUTER_RANGE "gpulab.profile"
 
 typedef struct session {
@@ -345,6 +345,7 @@ typedef struct profile_opts {
     size_t nmetrics;
     lua_Integer max_launches;
     double timeout;
+    bool outer_range;
 } profile_opts;
 
 static void read_opts(lua_State *L, profile_opts *o) {
@@ -352,11 +353,13 @@ static void read_opts(lua_State *L, profile_opts *o) {
         luaL_error(L, "bad argument #1 to '" FN "' (function expected, got %s)", luaL_typename(L, 1));
     lua_settop(L, 2);
     luaL_checktype(L, 2, LUA_TTABLE);
-    static const char *const known[] = {"metrics", "max_launches", "timeout", NULL};
+    static const char *const known[] = {"metrics", "max_launches", "timeout", "outer_range", NULL};
     gl_check_known_fields(L, 2, known, FN);
     o->max_launches = gl_opt_int_field(L, 2, "max_launches", 256, FN);
     if (o->max_launches < 1 || o->max_launches > 100000)
         luaL_error(L, FN ": option 'max_launches' must be 1..100000, got %I", o->max_launches);
+    const char *env = getenv("GPULAB_CUPTI_PUSH_RANGE");
+    o->outer_range = gl_opt_bool_field(L, 2, "outer_range", !(env && strcmp(env, "0") == 0), FN);
     o->timeout = gl_opt_num_field(L, 2, "timeout", 60, FN);
     if (!(o->timeout > 0) || o->timeout > 1e6)
         luaL_error(L, FN ": option 'timeout' must be 0..1e6 seconds, got %f", o->timeout);
@@ -582,8 +585,7 @@ static int l_profile(lua_State *L) {
     gl_cupti_rp_object_params st = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
     CUPTI_CALL(L, cuptiRangeProfilerStart, &st);
     s->started = true;
-    const char *push = getenv("GPULAB_CUPTI_PUSH_RANGE");
-    if (!(push && strcmp(push, "0") == 0)) {
+    if (o.outer_range) {
         gl_cupti_rp_push_params pr = {.structSize = GL_CUPTI_RP_PUSH_SIZE,
                                        .pRangeProfilerObject = s->rp, .pRangeName = OUTER_RANGE};
         s->pushed = cp.cuptiRangeProfilerPushRange(&pr) == GL_CUPTI_SUCCESS; /* optional: see OUTER_RANGE */

@@ -71,12 +71,24 @@ cuda.sync { timeout = 60 }
 local avail, where = cuda.profile_available()
 print("CUPTI: " .. tostring(where))
 if not avail then os.exit(1) end
-local fine, rows = pcall(cuda.profile, function()
-  for _, l in ipairs(LAUNCHES) do l.run() end
-end, { metrics = METRICS })
+local function profile_all(outer)
+  return pcall(cuda.profile, function()
+    for _, l in ipairs(LAUNCHES) do l.run() end
+  end, { metrics = METRICS, outer_range = outer })
+end
+local fine, rows = profile_all(true)
 if not fine then
   print("cuda.profile FAILED: " .. tostring(rows))
   os.exit(1)
+end
+if #rows ~= #LAUNCHES then
+  -- which range layout this CUPTI wants: say what came back, then try without the outer range
+  print(string.format("cuda.profile with the outer range: %d rows for %d launches (outer_range accepted: %s)",
+    #rows, #LAUNCHES, tostring(rows.outer_range)))
+  for i, r in ipairs(rows) do print(string.format("  range %d: %s", i, r.range)) end
+  local fine2, rows2 = profile_all(false)
+  print(string.format("cuda.profile without the outer range: %s", fine2 and (#rows2 .. " rows") or tostring(rows2)))
+  if fine2 and #rows2 == #LAUNCHES then rows = rows2 end
 end
 print(string.format("cuda.profile: %d rows for %d launches, %d pass(es), chip %s, dropped %d", #rows,
   rows.launches, rows.passes, rows.chip, rows.dropped))

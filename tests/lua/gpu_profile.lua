@@ -38,6 +38,10 @@ T.test("DRAM bytes of a copy and scheduler bounds, one row per launch", function
     copy:launch({ grid = 8 * dev.sm_count, block = 256 }, src, dst, N)
     spin:launch({ grid = 256, block = 256 }, out, 1000)
   end, { metrics = M })
+  local ranges = {}
+  for i, r in ipairs(rows) do ranges[i] = r.range end
+  print(string.format("%d rows (ranges: %s), outer range accepted: %s", #rows, table.concat(ranges, ", "),
+    tostring(rows.outer_range)))
   T.eq(#rows, 2)
   T.eq(rows[1].kernel, "copy_f32")
   T.eq(rows[2].kernel, "spin")

@@ -221,6 +221,12 @@ T.test("bad arguments name the function and the argument", function()
            "option 'max_launches' must be 1..100000")
   T.raises(function() cuda.profile(function() end, {metrics = {"dram__bytes.sum"}, metric = 1}) end,
            "unknown option 'metric'")
+  T.raises(function() cuda.profile(function() end, {metrics = {"dram__bytes.sum"}, outer_range = 1}) end,
+           "option 'outer_range' must be a boolean")
+  local rows = cuda.profile(function() other:launch({grid = 1, block = 1}) end,
+                            {metrics = {"dram__bytes.sum"}, outer_range = false})
+  T.eq(rows.outer_range, false)
+  T.eq(#rows, 1)
   -- a callable table is a function for cuda.profile
   local callable = setmetatable({}, {__call = function() other:launch({grid = 1, block = 1}) end})
   T.eq(#cuda.profile(callable, {metrics = {"dram__bytes.sum"}}), 1)
