@@ -128,12 +128,20 @@ local SCALE = { byte = 1, Kbyte = 1e3, Mbyte = 1e6, Gbyte = 1e9, nsecond = 1, us
 
 local ncu = os.getenv("NCU") or "ncu"
 if not os.execute("command -v " .. ncu .. " >/dev/null 2>&1") then ncu = "/usr/local/cuda/bin/ncu" end
-local cmd = string.format("timeout 600 %s --clock-control none --print-units base --csv --metrics %s "
-  .. "'%s' '%s' --run-only 2>&1", ncu, table.concat(METRICS, ","), exe(), arg[0])
-print("running: " .. cmd)
-local p = io.popen(cmd)
-local text = p:read("a")
-p:close()
+local function run_ncu(units)
+  local cmd = string.format("timeout 600 %s --clock-control none %s --csv --metrics %s '%s' '%s' --run-only 2>&1",
+    ncu, units, table.concat(METRICS, ","), exe(), arg[0])
+  print("running: " .. cmd)
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  p:close()
+  return out
+end
+local text = run_ncu("--print-units base")
+if not text:find('"ID"', 1, true) then
+  print("ncu with --print-units base gave no table; its output ends with:\n" .. text:sub(-800))
+  text = run_ncu("") -- units are then converted from the unit column
+end
 local header, by_id, order = nil, {}, {}
 for line in text:gmatch("[^\n]+") do
   if line:sub(1, 1) == '"' then
