@@ -245,7 +245,11 @@ local function counters_in_process()
 end
 
 local cupti_why
-if P.cupti then
+if P.cupti and os.getenv("GPULAB_SANITIZER") then
+  -- a sanitizer instruments the process through the same tools interface: no counters under it
+  cupti_why = "not read under compute-sanitizer (" .. os.getenv("GPULAB_SANITIZER") .. ")"
+  L:note("in-process counters: " .. cupti_why)
+elseif P.cupti then
   L:section("Measurement: scheduler counters in-process (cuda.profile, CUPTI range profiler)")
   local ok, why = counters_in_process()
   if ok then
