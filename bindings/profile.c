@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SESSION_T "cuda.profile_session"
 #define FN "cuda.profile"
@@ -43,11 +44,12 @@ static struct {
 } lib;
 
 static void *open_in(const char *dir) {
-    char p[1024];
-    /* CUPTI dlopens libnvperf_host by its bare name: have it loaded already. */
-    snprintf(p, sizeof p, "%s/libnvperf_host.so", dir);
-    dlopen(p, RTLD_NOW | RTLD_GLOBAL);
+    char p[1024], nvperf[1024];
     snprintf(p, sizeof p, "%s/libcupti.so.13", dir);
+    if (access(p, R_OK) != 0) return NULL;
+    /* CUPTI dlopens libnvperf_host by its bare name: have the one beside it loaded already. */
+    snprintf(nvperf, sizeof nvperf, "%s/libnvperf_host.so", dir);
+    dlopen(nvperf, RTLD_NOW | RTLD_GLOBAL);
     void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
     if (h) snprintf(lib.path, sizeof lib.path, "%s", p);
     return h;
@@ -72,7 +74,19 @@ static void *find_cupti(void) {
         GPULAB_NVRTC_DIR, GPULAB_NVRTC_DIR "/../extras/CUPTI/lib64",
         GPULAB_NVRTC_DIR "/../../../extras/CUPTI/lib64", "/usr/local/cuda/extras/CUPTI/lib64",
         "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
+        "/usr/local/cuda-13.0/extras/CUPTI/lib64", "/usr/local/cuda-13.0/lib64",
         "/usr/lib/x86_64-linux-gnu", NULL};
+    static const char *const homes[] = {"CUDA_HOME", "CUDA_PATH", NULL};
+    for (int i = 0; homes[i]; i++) { /* a toolkit named by the environment comes first */
+        const char *home = getenv(homes[i]);
+        if (!home || !*home || strlen(home) > 900) continue;
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/extras/CUPTI/lib64", home);
+        void *h = open_in(dir);
+        if (h) return h;
+        snprintf(dir, sizeof dir, "%s/lib64", home);
+        if ((h = open_in(dir))) return h;
+    }
     for (int i = 0; dirs[i]; i++) {
         if (!dirs[i][0]) continue;
         void *h = open_in(dirs[i]);
