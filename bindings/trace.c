@@ -22,7 +22,7 @@
 #include <time.h>
 
 #define FN "cuda.trace"
-#define MAX_EVENTS 2000000       /* spans kept; later ones are counted as dropped */
+#define MAX_EVENTS 1000000       /* spans kept; later ones are counted as dropped */
 #define MAX_DEVICE_TIMED 200000  /* spans with an event pair (each holds two driver events) */
 
 int gl_observers;
@@ -32,7 +32,7 @@ typedef enum { EV_LAUNCH, EV_COPY, EV_SYNC, EV_GRAPH } ev_kind;
 typedef struct trace_event {
     ev_kind kind;
     bool filled; /* the submission succeeded */
-    char name[96];
+    char name[128];
     unsigned grid[3], block[3];
     size_t bytes;
     CUstream stream;
