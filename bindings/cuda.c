@@ -3,6 +3,7 @@
  * helpers they share.
  */
 #include "gpulab.h"
+#include "observe.h"
 
 #include <math.h>
 #include <string.h>
@@ -133,5 +134,6 @@ int luaopen_cuda(lua_State *L) {
     gl_open_stream(L);
     gl_open_tensormap(L);
     gl_open_isolate(L);
+    gl_open_profile(L); gl_open_trace(L);
     return 1;
 }

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "gpulab.h"
+#include "observe.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -353,6 +354,7 @@ static bool ctx_sync_deadline(double timeout_s, CUresult *res) {
 
 void gl_wait(lua_State *L, CUstream stream, double timeout_s, const char *fn) {
     gl_require_gpu(L, fn);
+    long obs = gl_observers ? gl_observe_begin(stream, false) : -1; /* cuda.trace */
     CUresult r;
     if (timeout_s < 0) {
         r = stream ? gl_cu.cuStreamSynchronize(stream) : gl_cu.cuCtxSynchronize();
@@ -371,6 +373,7 @@ void gl_wait(lua_State *L, CUstream stream, double timeout_s, const char *fn) {
         }
     }
     if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, stream ? "stream sync" : "context sync");
+    if (obs >= 0) gl_observe_sync(obs, fn, stream);
     if (stream == NULL) gl_done_seq = gl_work_seq;
     gl_log_sync_ok(stream);
     gl_release_drain();

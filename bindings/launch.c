@@ -10,6 +10,7 @@
 #include "dtype.h"
 #include "module.h"
 #include "objects.h"
+#include "observe.h"
 #include "stream.h"
 
 #include <math.h>
@@ -398,10 +399,12 @@ static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_
     for (int i = 0; i < k->nparams; i++) ptrs[i] = (unsigned char *)buf + k->params[i].offset;
     CUstream h = gl_track_handle(track);
     gl_log_launch(k->name, cfg->grid, cfg->block, h);
+    long obs = gl_observers ? gl_observe_begin(h, true) : -1; /* cuda.trace, cuda.profile */
     GL_CHECK(L, gl_cu.cuLaunchKernel(k->fn, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
                                      cfg->block[1], cfg->block[2], cfg->smem, h,
                                      k->nparams ? ptrs : NULL, NULL),
              fn, "cuLaunchKernel");
+    if (obs >= 0) gl_observe_launch(obs, k->name, cfg->grid, cfg->block, h);
 }
 
 #define INLINE_REFS 32

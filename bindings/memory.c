@@ -23,6 +23,7 @@
 
 #include "dtype.h"
 #include "objects.h"
+#include "observe.h"
 #include "stream.h"
 
 #define HOST_ALIGN 64 /* cache line; also enough for any vector load a test might do */
@@ -349,6 +350,7 @@ static void copy_mem(lua_State *L, mem_ref dst, mem_ref src, int stream_idx, con
     gl_require_gpu(L, fn);
     CUstream s = gl_track_handle(track);
     size_t n = mem_nbytes(dst);
+    long obs = gl_observers ? gl_observe_begin(s, true) : -1; /* cuda.trace */
     if (dst.dev && src.dev) {
         if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyDtoDAsync(dst.dev->ptr, src.dev->ptr, n, s), fn, "cuMemcpyDtoDAsync");
         else GL_CHECK(L, gl_cu.cuMemcpyDtoD(dst.dev->ptr, src.dev->ptr, n), fn, "cuMemcpyDtoD");
@@ -359,6 +361,7 @@ static void copy_mem(lua_State *L, mem_ref dst, mem_ref src, int stream_idx, con
         if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyDtoHAsync(dst.host->data, src.dev->ptr, n, s), fn, "cuMemcpyDtoHAsync");
         else GL_CHECK(L, gl_cu.cuMemcpyDtoH(dst.host->data, src.dev->ptr, n), fn, "cuMemcpyDtoH");
     }
+    if (obs >= 0) gl_observe_copy(obs, dst.dev && src.dev ? "copy DtoD" : dst.dev ? "copy HtoD" : "copy DtoH", n, s);
     mark_copy_uses(dst, src, on_stream ? track : gl_default_track(), on_stream);
     gl_capture_note(L, 1);
     gl_capture_note(L, 2);
@@ -415,6 +418,7 @@ static int array_fill(lua_State *L) {
     uint32_t lo, hi;
     memcpy(&lo, elem, 4);
     memcpy(&hi, elem + 4, 4);
+    long obs = gl_observers ? gl_observe_begin(s, true) : -1; /* cuda.trace */
     if (esize == 1) {
         if (on_stream) GL_CHECK(L, gl_cu.cuMemsetD8Async(a->ptr, elem[0], a->numel, s), fn, "cuMemsetD8Async");
         else GL_CHECK(L, gl_cu.cuMemsetD8(a->ptr, elem[0], a->numel), fn, "cuMemsetD8");
@@ -439,6 +443,7 @@ static int array_fill(lua_State *L) {
         free(stage);
         GL_CHECK(L, r, fn, on_stream ? "cuMemcpyHtoDAsync" : "cuMemcpyHtoD");
     }
+    if (obs >= 0) gl_observe_copy(obs, "memset", a->nbytes, s);
     gl_use_mark(&a->use, on_stream ? track : gl_default_track(), gl_next_seq());
     gl_capture_note(L, 1);
     lua_settop(L, 1);

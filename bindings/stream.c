@@ -15,6 +15,7 @@
 
 #include "module.h"
 #include "objects.h"
+#include "observe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -547,7 +548,9 @@ static int l_graph_launch(lua_State *L) {
     char name[64];
     snprintf(name, sizeof name, "cuda.graph[%zu nodes]", g->nodes);
     gl_log_launch(name, one, one, gl_track_handle(t));
+    long obs = gl_observers ? gl_observe_begin(gl_track_handle(t), true) : -1; /* cuda.trace */
     GL_CHECK(L, gl_cu.cuGraphLaunch(g->exec, gl_track_handle(t)), fn, "cuGraphLaunch");
+    if (obs >= 0) gl_observe_graph(obs, gl_track_handle(t));
     return 0;
 }
 

@@ -29,6 +29,8 @@ static void usage(FILE *out) {
             "  --watch          re-run the script whenever it, a module it required or a kernel\n"
             "                   it compiled changes\n"
             "  --json FILE      write lab results to FILE (read by gpulab.lab)\n"
+            "  --trace FILE     write a Chrome-trace/Perfetto timeline of launches, copies and\n"
+            "                   syncs to FILE (as cuda.trace(FILE) does)\n"
             "  --help           show this help\n"
             "  --               stop handling options\n"
             "  -                stop handling options and execute stdin\n"
@@ -39,7 +41,7 @@ static void usage(FILE *out) {
 
 typedef struct {
     bool interactive, version, has_e, watch, no_env, warnings;
-    const char *sanitize, *json;
+    const char *sanitize, *json, *trace;
     int script;       /* index of the script in argv, 0 if none */
     int first_action; /* index where -e/-l start being processed */
 } cli;
@@ -61,6 +63,14 @@ static bool parse_args(int argc, char **argv, cli *o) {
         if (strcmp(a, "--watch") == 0) { o->watch = true; continue; }
         if (strncmp(a, "--sanitize=", 11) == 0) { o->sanitize = a + 11; continue; }
         if (strcmp(a, "--sanitize") == 0) { o->sanitize = "memcheck"; continue; }
+        if (strcmp(a, "--trace") == 0 || strncmp(a, "--trace=", 8) == 0) {
+            o->trace = a[7] == '=' ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
+            if (o->trace == NULL || *o->trace == '\0') {
+                fprintf(stderr, "%s: '--trace' needs a file name\n", gl_progname);
+                return false;
+            }
+            continue;
+        }
         if (strcmp(a, "--json") == 0 || strncmp(a, "--json=", 7) == 0) {
             if (a[6] == '=') o->json = a + 7;
             else if (i + 1 < argc) o->json = argv[++i];
@@ -130,7 +140,7 @@ static int run_actions(lua_State *L, char **argv, int until) {
     for (int i = 1; i < until; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || (a[1] != 'e' && a[1] != 'l')) {
-            if (strcmp(a, "--json") == 0) i++;
+            if (strcmp(a, "--json") == 0 || strcmp(a, "--trace") == 0) i++;
             continue;
         }
         if (strncmp(a, "--", 2) == 0) continue;
@@ -153,6 +163,15 @@ static int run_script(lua_State *L, int argc, char **argv, int script) {
         status = gl_docall(L, n, LUA_MULTRET);
     }
     return gl_report(L, status);
+}
+
+/* --trace FILE: the script's timeline, started before it runs (cuda.trace in bindings/trace.c). */
+static int run_trace(lua_State *L, const char *path) {
+    lua_getglobal(L, "cuda");
+    lua_getfield(L, -1, "trace");
+    lua_remove(L, -2);
+    lua_pushstring(L, path);
+    return gl_report(L, gl_docall(L, 1, 0));
 }
 
 static void print_version(void) {
@@ -181,6 +200,7 @@ static int pmain(lua_State *L) {
         lua_pushstring(L, o->json);
         lua_setfield(L, LUA_REGISTRYINDEX, "gpulab.json");
     }
+    if (o->trace && run_trace(L, o->trace) != LUA_OK) return 0;
     create_arg_table(L, m->argc, m->argv, o->script);
     if (o->version) print_version();
     int until = o->script ? o->script : m->argc;

@@ -99,7 +99,8 @@ static int find_script(int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) return i + 1 < argc ? i + 1 : 0;
         if (a[0] != '-' || strcmp(a, "-") == 0) return i;
-        bool takes_value = strcmp(a, "-e") == 0 || strcmp(a, "-l") == 0 || strcmp(a, "--json") == 0;
+        bool takes_value = strcmp(a, "-e") == 0 || strcmp(a, "-l") == 0 || strcmp(a, "--json") == 0 ||
+                           strcmp(a, "--trace") == 0;
         if (takes_value) i++;
     }
     return 0;

@@ -5,8 +5,9 @@
 -- Setup: kernels whose threads run dependent chains (FMA: ~4 cycles per link; loads through
 -- a permutation held in L2: hundreds of cycles per link). Occupancy is set with dynamic shared
 -- memory (the kernel does not use it); ILP = independent chains per thread at equal work per
--- thread. With --ncu each configuration is re-run in a child under Nsight Compute, which counts
--- active, eligible and issued warps per scheduler per cycle.
+-- thread. Active, eligible and issued warps per scheduler per cycle come from the GPU's counters
+-- read in-process (cuda.profile, CUPTI's range profiler: one profiled launch per configuration);
+-- --ncu re-runs each configuration in a child under Nsight Compute as a cross-check.
 local lab = require("gpulab.lab")
 
 local L = lab.new {
@@ -15,7 +16,8 @@ local L = lab.new {
   claims = "seed §2",
   params = {
     { name = "block", default = 128, min = 32, max = 1024, help = "threads per block (a multiple of 32)" },
-    { name = "ncu", default = false, help = "re-run each configuration under ncu for active/eligible/issued" },
+    { name = "ncu", default = false, help = "also re-run each configuration under ncu (cross-check of the counters)" },
+    { name = "cupti", default = true, help = "read active/eligible/issued in-process through cuda.profile (CUPTI)" },
     { name = "config", default = "", help = "run one configuration KIND:ILP:BLOCKS_PER_SM once (used under ncu)" },
     { name = "reps", default = 15, min = 1, max = 1000, help = "timed repetitions per configuration" },
   },
@@ -209,13 +211,58 @@ local function find(kind, ilp, warps)
 end
 
 -- ---------------------------------------------------------------------------------------------
--- Under ncu: one child gpulab per configuration, profiled once, counters read from CSV.
+-- Scheduler counters, per scheduler (SMSP) per cycle it was active: warps resident, warps ready
+-- to issue, instructions issued (one issue slot per cycle, so `issued` is the slot utilisation).
 local METRICS = {
   active = "smsp__warps_active.avg.per_cycle_active",
   eligible = "smsp__warps_eligible.avg.per_cycle_active",
   issued = "smsp__issue_active.avg.per_cycle_active",
 }
+local METRIC_LIST = { METRICS.active, METRICS.eligible, METRICS.issued }
 
+-- In-process: each configuration launched once inside cuda.profile (CUPTI kernel replay gives
+-- that launch its own range). Returns true, or nil and CUPTI's own message.
+local function counters_in_process()
+  local ok, why = cuda.profile_available()
+  if not ok then return nil, why end
+  local outer = true -- an outer range around the launch, unless this CUPTI makes it a row
+  for i, r in ipairs(results) do
+    L:progress(i, #results, "CUPTI")
+    local c = assert(setup(r.kind, r.ilp, r.per_sm))
+    local fine, prof = pcall(cuda.profile, c.run, { metrics = METRIC_LIST, outer_range = outer })
+    if fine and #prof ~= 1 and outer then
+      outer = false
+      fine, prof = pcall(cuda.profile, c.run, { metrics = METRIC_LIST, outer_range = false })
+    end
+    c.out:free()
+    if not fine then return nil, tostring(prof) end
+    if #prof ~= 1 then return nil, string.format("%s: %d counter ranges for one launch", r.config, #prof) end
+    local m = prof[1].metrics
+    r.active, r.eligible, r.issued = m[METRICS.active], m[METRICS.eligible], m[METRICS.issued]
+    r.passes, r.source = prof[1].passes, "CUPTI"
+  end
+  return true
+end
+
+local cupti_why
+if P.cupti and os.getenv("GPULAB_SANITIZER") then
+  -- a sanitizer instruments the process through the same tools interface: no counters under it
+  cupti_why = "not read under compute-sanitizer (" .. os.getenv("GPULAB_SANITIZER") .. ")"
+  L:note("in-process counters: " .. cupti_why)
+elseif P.cupti then
+  L:section("Measurement: scheduler counters in-process (cuda.profile, CUPTI range profiler)")
+  local ok, why = counters_in_process()
+  if ok then
+    L:note(string.format("one profiled launch per configuration; %d replay pass(es) each; clocks as they run "
+      .. "(no clock control)", results[1] and results[1].passes or 0))
+  else
+    cupti_why = why
+    for _, r in ipairs(results) do r.active, r.eligible, r.issued, r.source = nil, nil, nil, nil end
+    L:note("in-process counters unavailable: " .. tostring(why))
+  end
+end
+
+-- Under ncu: one child gpulab per configuration, profiled once, counters read from CSV.
 local function find_ncu()
   for _, p in ipairs { "ncu", "/usr/local/cuda/bin/ncu" } do
     if os.execute("command -v " .. p .. " >/dev/null 2>&1") then return p end
@@ -262,7 +309,8 @@ if ncu_path then
     L:progress(i, #results, "ncu")
     local got, why = profile(ncu_path, r)
     if got then
-      r.active, r.eligible, r.issued = got.active, got.eligible, got.issued
+      r.ncu = got
+      if not r.source then r.active, r.eligible, r.issued, r.source = got.active, got.eligible, got.issued, "ncu" end
     else
       L:note("ncu " .. r.config .. ": " .. tostring(why))
     end
@@ -270,13 +318,23 @@ if ncu_path then
 end
 
 local function opt(v, fmt) return v and string.format(fmt, v) or "-" end
+-- the cross-check: ncu's eligible and issued beside the in-process ones, when both were read
+local cross = false
+for _, r in ipairs(results) do if r.ncu and r.source == "CUPTI" then cross = true end end
 for _, r in ipairs(results) do
-  rows[#rows + 1] = { r.kind, r.ilp, r.per_sm, r.warps, r.smem, string.format("%.3f", r.ms),
+  local row = { r.kind, r.ilp, r.per_sm, r.warps, r.smem, string.format("%.3f", r.ms),
     string.format("%.1f", r.glinks), string.format("%.0f%%", r.spread * 100),
-    opt(r.active, "%.2f"), opt(r.eligible, "%.2f"), opt(r.issued, "%.2f") }
+    opt(r.active, "%.2f"), opt(r.eligible, "%.2f"), opt(r.issued, "%.2f"),
+    opt(r.issued and r.issued * 100, "%.0f%%"), r.source or "-" }
+  if cross then
+    row[#row + 1] = r.ncu and string.format("%.2f / %.2f / %.2f", r.ncu.active, r.ncu.eligible, r.ncu.issued) or "-"
+  end
+  rows[#rows + 1] = row
 end
-L:table({ "chain", "ILP", "blocks/SM", "warps/SM", "dyn smem (B)", "median ms", "G links/s", "spread",
-  "active/sched", "eligible/sched", "issued/sched" }, rows)
+local header = { "chain", "ILP", "blocks/SM", "warps/SM", "dyn smem (B)", "median ms", "G links/s", "spread",
+  "active/sched", "eligible/sched", "issued/sched", "issue slots used", "counters" }
+if cross then header[#header + 1] = "ncu active / eligible / issued" end
+L:table(header, rows)
 L:record("configurations", results)
 
 -- ---------------------------------------------------------------------------------------------
@@ -296,14 +354,31 @@ if ld1_hi and ld4_hi then
   -- things up (the warps were not eligible often enough), or the counters show few eligible
   -- warps among many active ones. Neither seen is no evidence against it (memory may be the
   -- limit), so that case stays unclear.
+  -- With counters the claim is decided from them: at high occupancy (at least half the warps a
+  -- scheduler can hold are active) the issue slot is idle more than half the cycles, i.e. on
+  -- most cycles no warp was eligible. Without counters only the throughput evidence is left.
   local faster = ld4_hi.glinks > 1.5 * ld1_hi.glinks
-  local counted = ld1_hi.eligible ~= nil and ld1_hi.active > 4 * ld1_hi.eligible
-  L:verdict("high occupancy does not guarantee enough eligible warps",
+  local holds, counters
+  if ld1_hi.eligible then
+    local high = ld1_hi.active >= 0.5 * (max_warps / 4)
+    if high then holds = ld1_hi.issued < 0.5 end
+    counters = string.format("; %s: %.2f active, %.2f eligible, %.2f issued per scheduler per cycle "
+      .. "(issue slots %.0f%% used)%s", ld1_hi.source, ld1_hi.active, ld1_hi.eligible, ld1_hi.issued,
+      ld1_hi.issued * 100, high and "" or "; occupancy was not high, so the claim was not tested")
+  else
+    holds = faster or nil
+    counters = "; no counters: " .. (cupti_why and ("CUPTI: " .. cupti_why) or "in-process counters off")
+      .. (P.ncu and (ncu_path and "; ncu gave none" or "; ncu not found") or "; ncu not asked for (--ncu)")
+  end
+  local claim = "high occupancy does not guarantee enough eligible warps"
+  if L.claim then
+    L:claim { id = "eligible", seed = "§2", text = claim }
+    claim = "eligible"
+  end
+  L:verdict(claim,
     string.format("load chain at %d warps/SM (full): ILP 1 %.1f G links/s, ILP 4 %.1f G links/s (%.1fx)%s",
-      max_warps, ld1_hi.glinks, ld4_hi.glinks, ld4_hi.glinks / ld1_hi.glinks,
-      ld1_hi.eligible and string.format("; ncu: %.2f active, %.2f eligible, %.2f issued per scheduler",
-        ld1_hi.active, ld1_hi.eligible, ld1_hi.issued) or "; no counters (run with --ncu)"),
-    (faster or counted) or nil)
+      max_warps, ld1_hi.glinks, ld4_hi.glinks, ld4_hi.glinks / ld1_hi.glinks, counters),
+    holds)
 end
 -- the same work with independent instructions at a quarter of the warps
 for _, kind in ipairs(KINDS) do
@@ -337,7 +412,9 @@ if counted then
       worst.eligible < 0.5 * worst.active)
   end
 else
-  L:note("active/eligible/issued counts need --ncu (and ncu); the throughput verdicts above stand without them")
+  L:note("no active/eligible/issued counts: neither CUPTI (" .. tostring(cupti_why or "turned off with --cupti=false")
+    .. ") nor ncu (" .. (P.ncu and "not found or failed" or "not asked for; --ncu") .. ") gave them; "
+    .. "the throughput verdicts above stand without them")
 end
 
 -- ---------------------------------------------------------------------------------------------
@@ -352,6 +429,29 @@ for _, kind in ipairs(KINDS) do
 end
 L:svg_lines { file = "warp_states.svg", title = "Dependent chains: throughput against resident warps",
   x_label = "warps per SM", y_label = "G links/s", series = series }
+local eligible_series, issued_series = {}, {}
+for _, kind in ipairs(KINDS) do
+  for _, ilp in ipairs(ILPS) do
+    local e, i = {}, {}
+    for _, r in ipairs(results) do
+      if r.kind == kind and r.ilp == ilp and r.eligible then
+        e[#e + 1] = { r.warps, r.eligible }
+        i[#i + 1] = { r.warps, r.issued * 100 }
+      end
+    end
+    local name = string.format("%s ILP %d", kind, ilp)
+    if #e > 0 then
+      eligible_series[#eligible_series + 1] = { name = name, points = e }
+      issued_series[#issued_series + 1] = { name = name, points = i }
+    end
+  end
+end
+if #eligible_series > 0 then
+  L:svg_lines { file = "warp_states_eligible.svg", title = "Eligible warps per scheduler against resident warps",
+    x_label = "warps per SM", y_label = "eligible warps per scheduler per cycle", series = eligible_series }
+  L:svg_lines { file = "warp_states_issue.svg", title = "Issue-slot utilisation against resident warps",
+    x_label = "warps per SM", y_label = "issue slots used (%)", series = issued_series }
+end
 
 chain:free()
 os.exit(L:finish())

@@ -31,6 +31,9 @@ bool fake_hang(void);
 /* printf-style line into GPULAB_FAKE_LOG (no-op without it). */
 void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Tells the CUPTI stand-in about an accepted launch (fake_observer.c). */
+void fake_observe_launch(const char *kernel, const unsigned grid[3], const unsigned block[3]);
+
 #define FAKE_ENTER(name)                                                                        \
     do {                                                                                        \
         CUresult fr_ = fake_enter(name);                                                        \

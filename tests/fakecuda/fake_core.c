@@ -817,6 +817,7 @@ CUresult fake_cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned g
         }
     }
     fake_capture_add(stream);
+    fake_observe_launch(f->name, g, b);
     fake_log("launch %s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=%#lx args=%s", f->name, gx, gy,
              gz, bx, by, bz, smem, (unsigned long)(uintptr_t)stream, hex);
     return CUDA_SUCCESS;

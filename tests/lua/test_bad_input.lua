@@ -74,7 +74,8 @@ end
 T.test("every cuda.* function with bad arguments", function()
   local names = {}
   for name, fn in pairs(cuda) do
-    if type(fn) == "function" and name ~= "run_isolated" then names[#names + 1] = name end
+    -- trace writes the file it is given (test_trace_fake probes it)
+    if type(fn) == "function" and name ~= "run_isolated" and name ~= "trace" then names[#names + 1] = name end
   end
   table.sort(names)
   T.ok(#names >= 20, "the API has its functions")

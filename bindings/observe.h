@@ -1,0 +1,40 @@
+/*
+ * observe.h — watching submissions: the timeline (trace.c) and the per-kernel profiler
+ * (profile.c) see each launch, copy, memset, sync and graph launch through these calls.
+ *
+ * A submission site does
+ *     long obs = gl_observers ? gl_observe_begin(stream, true) : -1;
+ *     ... submit ...
+ *     if (obs >= 0) gl_observe_launch(obs, ...);
+ * so nothing but one load and compare is paid while nobody watches.
+ */
+#ifndef GPULAB_OBSERVE_H
+#define GPULAB_OBSERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cuda.h>
+
+extern int gl_observers; /* number of active watchers (trace, profile) */
+
+/* Before a submission on `stream` (NULL: the default stream). Returns a token (>= 0) for the
+ * matching call below; never raises. A submission that fails leaves the token unused.
+ * device_times: bracket the submission with events to time it on the GPU (not for syncs). */
+long gl_observe_begin(CUstream stream, bool device_times);
+void gl_observe_launch(long token, const char *kernel, const unsigned grid[3],
+                       const unsigned block[3], CUstream stream);
+/* what: "HtoD", "DtoH", "DtoD", "memset" ... */
+void gl_observe_copy(long token, const char *what, size_t bytes, CUstream stream);
+void gl_observe_sync(long token, const char *what, CUstream stream);
+void gl_observe_graph(long token, CUstream stream);
+
+/* Registration into the `cuda` table (cuda.c). */
+struct lua_State;
+void gl_open_profile(struct lua_State *L); /* profile, profile_available (profile.c) */
+void gl_open_trace(struct lua_State *L);   /* trace                         (trace.c)   */
+
+/* profile.c: a launch seen while cuda.profile runs its function. */
+void gl_profile_note_launch(const char *kernel, const unsigned grid[3], const unsigned block[3]);
+
+#endif

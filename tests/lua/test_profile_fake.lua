@@ -1,0 +1,245 @@
+-- cuda.profile through the CUPTI stand-in (GPULAB_CUPTI=libfakecupti.so) and the driver stand-in.
+-- The stand-in measures nothing: each metric of a launch evaluates to
+-- 1000 * (its index in the stand-in's list + 1) + the launch's thread count, and n metrics need
+-- ceil(n / 4) passes (tests/fakecupti/fake_cupti.c). These tests check the plumbing: one row per
+-- launch, values passed through by name, near matches, passes, bad input and that every path
+-- (errors inside fn included) ends the CUPTI session.
+local T = dofile("tests/lua/t.lua")
+
+if os.getenv("GPULAB_PROFILE_EXPECT") == "absent" then
+  T.test("no CUPTI: one clear error naming the library and what to install", function()
+    local ok, why = cuda.profile_available()
+    T.eq(ok, false)
+    T.ok(why:find("libcupti.so.13", 1, true) and why:find("GPULAB_CUPTI", 1, true), why)
+    local err = T.raises(function()
+      cuda.profile(function() end, {metrics = {"dram__bytes.sum"}})
+    end, "cuda.profile: CUPTI not found")
+    T.ok(err:find("install", 1, true), err)
+  end)
+  T.done()
+end
+
+if os.getenv("GPULAB_PROFILE_EXPECT") == "fail" then
+  -- run with GPULAB_FAKE_CUPTI_FAIL=cuptiRangeProfilerSetConfig:35
+  T.test("a CUPTI failure names the call, the status and CUPTI's message, and cleans up", function()
+    local log = assert(os.getenv("GPULAB_FAKE_LOG"))
+    T.write(log, "")
+    local err = T.raises(function()
+      cuda.profile(function() end, {metrics = {"dram__bytes.sum"}})
+    end, "cuda.profile: cuptiRangeProfilerSetConfig: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (35): " ..
+         "the stand-in was told to refuse access to the counters")
+    T.ok(err)
+    local text = T.read(log)
+    T.ok(text:find("cupti disable", 1, true) and text:find("cupti host deinitialize", 1, true) and
+         text:find("cupti deinitialize", 1, true), text)
+    local again = T.raises(function()
+      cuda.profile(function() end, {metrics = {"dram__bytes.sum"}})
+    end, "cuptiRangeProfilerSetConfig")
+    T.ok(not again:find("cuptiRangeProfilerEnable", 1, true), "no range profiler was left enabled: " .. again)
+  end)
+  T.done()
+end
+
+local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
+local function log_count(what)
+  local n = 0
+  for line in io.lines(LOG) do if line == "cupti " .. what then n = n + 1 end end
+  return n
+end
+local function log_lines(prefix)
+  local out = {}
+  for line in io.lines(LOG) do
+    if line:sub(1, #prefix) == prefix then out[#out + 1] = line end
+  end
+  return out
+end
+local function balanced(what)
+  T.eq(log_count("initialize"), log_count("deinitialize"), what .. ": profiler initialize/deinitialize")
+  T.eq(log_count("host initialize"), log_count("host deinitialize"), what .. ": host objects")
+  T.eq(log_count("enable"), log_count("disable"), what .. ": range profiler enable/disable")
+  T.eq(log_count("start"), log_count("stop"), what .. ": start/stop")
+  T.eq(log_count("push gpulab.profile"), log_count("pop"), what .. ": push/pop")
+end
+T.write(LOG, "")
+
+local PTX = [[
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry copy_kernel(.param .u64 dst, .param .u64 src, .param .u32 n)
+{
+	ret;
+}
+.visible .entry other_kernel()
+{
+	ret;
+}
+]]
+local mod = cuda.load(PTX)
+local copy, other = mod:kernel("copy_kernel"), mod:kernel("other_kernel")
+local d, s = cuda.array("f32", 1024), cuda.array("f32", 1024)
+
+-- index in the stand-in's metric list (fake_cupti.c), for the expected values
+local INDEX = {
+  ["smsp__warps_active.avg.per_cycle_active"] = 0,
+  ["smsp__warps_eligible.avg.per_cycle_active"] = 2,
+  ["smsp__issue_active.avg.per_cycle_active"] = 4,
+  ["dram__bytes.sum"] = 10,
+  ["gpu__time_duration.sum"] = 14,
+}
+local function expect(metric, threads) return 1000 * (INDEX[metric] + 1) + threads end
+
+T.test("one row per launch with kernel, grid, block and each metric's value", function()
+  local names = {"smsp__warps_active.avg.per_cycle_active", "dram__bytes.sum"}
+  local rows = cuda.profile(function()
+    copy:launch({grid = 4, block = 256}, d, s, 1024)
+    other:launch({grid = {2, 3}, block = {32, 2}})
+    copy:launch({grid = 1, block = 32}, d, s, 32)
+  end, {metrics = names})
+  T.eq(#rows, 3)
+  T.eq(rows.launches, 3)
+  T.eq(rows.dropped, 0)
+  T.eq(rows.chip, "FAKE100")
+  T.eq(rows.outer_range, os.getenv("GPULAB_CUPTI_PUSH_RANGE") ~= "0")
+  T.eq(rows[1].kernel, "copy_kernel")
+  T.eq(rows[1].range, "copy_kernel")
+  T.eq(table.concat(rows[1].grid, ","), "4,1,1")
+  T.eq(table.concat(rows[1].block, ","), "256,1,1")
+  T.eq(rows[2].kernel, "other_kernel")
+  T.eq(table.concat(rows[2].grid, ","), "2,3,1")
+  T.eq(table.concat(rows[2].block, ","), "32,2,1")
+  T.eq(rows[1].metrics["smsp__warps_active.avg.per_cycle_active"], expect(names[1], 1024))
+  T.eq(rows[1].metrics["dram__bytes.sum"], expect(names[2], 1024))
+  T.eq(rows[2].metrics["dram__bytes.sum"], expect(names[2], 6 * 64))
+  T.eq(rows[3].metrics["dram__bytes.sum"], expect(names[2], 32))
+  T.eq(rows[1].passes, 1)
+  T.eq(rows.passes, 1)
+  balanced("after a profile")
+end)
+
+T.test("a metric set needing several passes is replayed per launch and says so", function()
+  T.write(LOG, "")
+  local names = {}
+  for m in pairs(INDEX) do names[#names + 1] = m end
+  table.sort(names)
+  local rows = cuda.profile(function() copy:launch({grid = 2, block = 64}, d, s, 128) end,
+                           {metrics = names})
+  T.eq(#rows, 1)
+  T.eq(rows[1].passes, 2, "5 metrics at 4 per pass")
+  T.eq(#log_lines("cupti replay copy_kernel pass"), 2)
+  for _, m in ipairs(names) do T.eq(rows[1].metrics[m], expect(m, 128), m) end
+  balanced("after a multi-pass profile")
+end)
+
+T.test("unknown metric names raise with near matches from the chip's list", function()
+  T.write(LOG, "")
+  local err = T.raises(function()
+    cuda.profile(function() end, {metrics = {"dram__bytes.sum", "smsp__warps_eligble.avg.per_cycle_active"}})
+  end, "cuda.profile: unknown metric 'smsp__warps_eligble.avg.per_cycle_active'")
+  T.ok(err:find("did you mean: smsp__warps_eligible.avg.per_cycle_active", 1, true), err)
+  T.raises(function() cuda.profile(function() end, {metrics = {"dram__byte.sum"}}) end,
+           "did you mean: dram__bytes.sum")
+  balanced("after an unknown metric")
+end)
+
+T.test("an error inside fn ends the session and is raised unchanged", function()
+  T.write(LOG, "")
+  T.raises(function()
+    cuda.profile(function()
+      copy:launch({grid = 1, block = 32}, d, s, 32)
+      error("boom in fn")
+    end, {metrics = {"dram__bytes.sum"}})
+  end, "boom in fn")
+  balanced("after an error in fn")
+  T.eq(log_count("start"), 1)
+  -- and the next profile works: nothing was left enabled
+  local rows = cuda.profile(function() other:launch({grid = 1, block = 1}) end, {metrics = {"dram__bytes.sum"}})
+  T.eq(#rows, 1)
+  T.eq(rows[1].metrics["dram__bytes.sum"], expect("dram__bytes.sum", 1))
+  balanced("after the next profile")
+end)
+
+T.test("a CUDA error inside fn ends the session too", function()
+  T.write(LOG, "")
+  T.raises(function()
+    cuda.profile(function() copy:launch({grid = 1, block = 32}, d, s) end, {metrics = {"dram__bytes.sum"}})
+  end, "takes 3 arguments")
+  balanced("after a bad launch in fn")
+end)
+
+T.test("repeated profiles in one process (as in the REPL)", function()
+  T.write(LOG, "")
+  for i = 1, 20 do
+    local rows = cuda.profile(function()
+      for _ = 1, i % 3 + 1 do other:launch({grid = i, block = 1}) end
+    end, {metrics = {"gpu__time_duration.sum"}})
+    T.eq(#rows, i % 3 + 1)
+    T.eq(rows[1].metrics["gpu__time_duration.sum"], expect("gpu__time_duration.sum", i))
+  end
+  balanced("after 20 profiles")
+  T.eq(log_count("enable"), 20)
+end)
+
+T.test("no launches: no rows; launches past max_launches are dropped and counted", function()
+  local rows = cuda.profile(function() end, {metrics = {"dram__bytes.sum"}})
+  T.eq(#rows, 0)
+  rows = cuda.profile(function()
+    for _ = 1, 5 do other:launch({grid = 1, block = 1}) end
+  end, {metrics = {"dram__bytes.sum"}, max_launches = 3})
+  -- room is kept for max_launches launches and the outer range: 3 or 4 rows, the rest dropped
+  T.ok(#rows == 3 or #rows == 4, #rows .. " rows")
+  T.ok(rows.dropped >= 1, "dropped " .. rows.dropped)
+  T.eq(rows.truncated, true)
+  T.eq(rows[1].grid, nil, "rows cannot be matched to launches once some were dropped")
+  T.eq(rows[1].kernel, "other_kernel", "the range's own name")
+end)
+
+T.test("nested profile and profile inside a capture are refused", function()
+  T.write(LOG, "")
+  T.raises(function()
+    cuda.profile(function()
+      cuda.profile(function() end, {metrics = {"dram__bytes.sum"}})
+    end, {metrics = {"dram__bytes.sum"}})
+  end, "cuda.profile: already profiling (cuda.profile cannot be nested)")
+  balanced("after a nested profile")
+  local st = cuda.stream()
+  T.raises(function()
+    st:capture(function() cuda.profile(function() end, {metrics = {"dram__bytes.sum"}}) end)
+  end, "cannot profile during a stream capture")
+  balanced("after a profile in a capture")
+end)
+
+T.test("bad arguments name the function and the argument", function()
+  T.raises(function() cuda.profile(nil, {metrics = {"dram__bytes.sum"}}) end,
+           "bad argument #1 to 'cuda.profile' (function expected, got nil)")
+  T.raises(function() cuda.profile(function() end) end, "bad argument #2")
+  T.raises(function() cuda.profile(function() end, {}) end, "option 'metrics' must be a list")
+  T.raises(function() cuda.profile(function() end, {metrics = {}}) end, "option 'metrics' is empty")
+  T.raises(function() cuda.profile(function() end, {metrics = {42}}) end, "metrics[1] must be a string")
+  T.raises(function() cuda.profile(function() end, {metrics = {""}}) end, "metrics[1] must be a metric name")
+  T.raises(function() cuda.profile(function() end, {metrics = {"dram__bytes.sum"}, max_launches = 0}) end,
+           "option 'max_launches' must be 1..100000")
+  T.raises(function() cuda.profile(function() end, {metrics = {"dram__bytes.sum"}, metric = 1}) end,
+           "unknown option 'metric'")
+  T.raises(function() cuda.profile(function() end, {metrics = {"dram__bytes.sum"}, outer_range = 1}) end,
+           "option 'outer_range' must be a boolean")
+  local rows = cuda.profile(function() other:launch({grid = 1, block = 1}) end,
+                            {metrics = {"dram__bytes.sum"}, outer_range = false})
+  T.eq(rows.outer_range, false)
+  T.eq(#rows, 1)
+  -- a callable table is a function for cuda.profile
+  local callable = setmetatable({}, {__call = function() other:launch({grid = 1, block = 1}) end})
+  T.eq(#cuda.profile(callable, {metrics = {"dram__bytes.sum"}}), 1)
+end)
+
+T.test("fn changing the metric list while it runs changes nothing", function()
+  local names = {"dram__bytes.sum"}
+  local rows = cuda.profile(function()
+    names[1] = "something else"
+    collectgarbage()
+    other:launch({grid = 1, block = 1})
+  end, {metrics = names})
+  T.eq(rows[1].metrics["dram__bytes.sum"], expect("dram__bytes.sum", 1))
+end)
+
+T.done()
