@@ -195,7 +195,9 @@ T.test("binary chunks are refused everywhere", function()
   local f, msg = load(bytecode)
   T.eq(f, nil)
   has(msg, "binary chunks are refused")
-  T.raises(function() load(bytecode, "x", "b") end, "text chunks only")
+  f, msg = load(bytecode, "x", "b")
+  T.eq(f, nil)
+  has(msg, "binary chunks are refused")
   f, msg = loadfile(binfile)
   T.eq(f, nil)
   has(msg, "binary")
@@ -211,15 +213,16 @@ T.test("binary chunks are refused everywhere", function()
   T.eq(loadfile(H.tmp .. "/text.lua", "t", {})(), 8)
 end)
 
-T.test("cuda global, require('cuda'), lua/ on package.path", function()
+T.test("cuda global, require('cuda'); gpulab's lua/ is searched after package.path", function()
   T.eq(type(cuda), "table")
   T.ok(require("cuda") == cuda, "require returns the global")
   local home = cuda.home
   T.ok(type(home) == "string" and #home > 0, "cuda.home")
-  has(package.path, home .. "/lua/?.lua", "package.path")
-  local probe = "print(package.path:find(cuda.home .. '/lua/?.lua', 1, true) ~= nil, require('cuda') == cuda)"
-  local out = run({ "-e", probe })
-  T.eq(out, "true\ttrue\n")
+  T.ok(not package.path:find(home, 1, true), "package.path stays lua's: " .. package.path)
+  local probe = "print(package.path:find(cuda.home, 1, true) == nil, require('cuda') == cuda, " ..
+    "type(require('gpulab.lab')))"
+  local out, err = run({ "-e", probe }, { env = "LUA_PATH='/only/here/?.lua'" })
+  T.eq(out, "true\ttrue\ttable\n", err)
 end)
 
 T.test("modules found by require load from package.path in the build tree", function()
