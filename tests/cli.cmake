@@ -13,3 +13,6 @@ add_test(NAME cli_install
   COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cli/install_test.sh ${CMAKE_BINARY_DIR} ${CMAKE_BINARY_DIR}/install-test)
 set_tests_properties(cli_install PROPERTIES LABELS cpu TIMEOUT 120
   ENVIRONMENT "GPULAB_LIBCUDA=/nonexistent/libcuda.so")
+# cuda.run_isolated refuses arguments it cannot pass on, before any child runs.
+gl_add_lua_test(cli_isolate_limits tests/cli/test_isolate_limits.lua
+  ENV GPULAB_BIN=$<TARGET_FILE:gpulab> GPULAB_LIBCUDA=/nonexistent/libcuda.so)
