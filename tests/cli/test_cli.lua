@@ -256,14 +256,16 @@ T.test("GPULAB_REPLAY never deletes a file :restart did not write", function()
   os.execute("ln -sf " .. H.q(victims[1]) .. " " .. H.q(H.tmp .. "/gpulab-replay-link"))
   victims[3] = H.tmp .. "/gpulab-replay-link"                     -- a link to another file
   for _, path in ipairs(victims) do
-    local _, err, code = run({ "-i" }, { stdin = "print('session ran')\n", env = "GPULAB_REPLAY=" .. H.q(path) })
+    local _, err, code = run({ "-i" },
+      { stdin = "print('session ran')\n", env = "GPULAB_REPLAY=" .. H.q(path) })
     T.eq(code, 0, err)
     has(err, "is not a replay file written by :restart", path)
     T.ok(H.read(path) ~= nil, path .. " still exists")
   end
   T.eq(H.read(victims[1]), "keep = 1\n", "content untouched")
   -- the variable is not handed on to programs the session starts
-  local out = run({ "-i" }, { stdin = "print(os.getenv('GPULAB_REPLAY'))\n", env = "GPULAB_REPLAY=" .. H.q(victims[1]) })
+  local out = run({ "-i" },
+    { stdin = "print(os.getenv('GPULAB_REPLAY'))\n", env = "GPULAB_REPLAY=" .. H.q(victims[1]) })
   has(out, "nil\n")
 end)
 

@@ -8,7 +8,8 @@ os.remove(dir)
 assert(os.execute("mkdir -p " .. dir))
 local marker = dir .. "/ran"
 local script = dir .. "/child.lua"
-T.write(script, "local f = assert(io.open(" .. string.format("%q", marker) .. ", 'w')) f:write(select('#', ...)) f:close()\n")
+T.write(script, "local f = assert(io.open(" .. string.format("%q", marker) .. ", 'w'))\n" ..
+  "f:write(select('#', ...)) f:close()\n")
 
 local function child_ran() return T.read(marker) ~= nil end
 
@@ -23,7 +24,8 @@ T.test("the limit itself runs; one more is refused and no child runs", function(
   T.eq(r.status, "ok", r.stderr)
   T.eq(T.read(marker), "3")
   os.remove(marker)
-  local err = T.raises(function() cuda.run_isolated(script, { args = list(100001) }) end, "bad argument #2 to 'cuda.run_isolated'")
+  local err = T.raises(function() cuda.run_isolated(script, { args = list(100001) }) end,
+    "bad argument #2 to 'cuda.run_isolated'")
   T.ok(err:find("100001 entries; the limit is 100000", 1, true), err)
   T.ok(not child_ran(), "no child ran")
   T.raises(function() cuda.run_isolated(script, { args = list(2000000) }) end, "the limit is 100000")

@@ -176,8 +176,8 @@ end)
 T.test("binary chunks are refused everywhere", function()
   local bin = string.dump(function() return 1 end)
   T.eq(load(bin), nil)
-  local f, msg = load(bin, "b", "b") -- refused like any failed load: nil and a message
-  T.ok(f == nil and msg:find("binary chunks are refused", 1, true), msg)
+  local g, msg = load(bin, "b", "b") -- refused like any failed load: nil and a message
+  T.ok(g == nil and msg:find("binary chunks are refused", 1, true), msg)
   local path = os.tmpname()
   local f = assert(io.open(path, "wb")); f:write(bin); f:close()
   T.eq(loadfile(path), nil)
