@@ -7,7 +7,7 @@ bin=$1
 work=$2
 rm -rf "$work"
 mkdir -p "$work"
-sock="gl-restore-$$"
+sock=none
 trap 'tmux -L "$sock" kill-server 2>/dev/null || true' EXIT
 wait_for() { # file, text: up to 20 s
   i=0
@@ -18,6 +18,7 @@ wait_for() { # file, text: up to 20 s
   done
 }
 for sig in TERM HUP; do
+  sock="gl-restore-$$-$sig" # one server each: a new session right after kill-server can race it
   rm -f "$work/stty.txt" "$work/pid"
   # the pane runs gpulab, then records the terminal settings gpulab left behind
   tmux -L "$sock" new-session -d -x 100 -y 30 \
