@@ -449,7 +449,7 @@ static void load_pretty_printer(lua_State *L) {
 
 /* Prints the n values on top of the stack (and pops them) as lua(1) does, through the global
  * `print`; while that is still Lua's own print, through the pretty printer. Runs protected
- * (inside repl_step): reading the global may run a metamethod. */
+ * (print_step): reading the global may run a metamethod. */
 static void print_values(lua_State *L, int n) {
     if (n <= 0) return;
     if (!lua_checkstack(L, LUA_MINSTACK)) { /* thousands of results filled the stack */
@@ -548,10 +548,10 @@ static void print_poison_hint(lua_State *L, const char *msg) {
     }
 }
 
-/* Runs the compiled chunk on top and prints what it returns (lua(1) prints the results of any
- * chunk, `return 42` too). Returns the status (an error has been reported); *nresults: how many
- * values it returned. */
-static int run_chunk(lua_State *L, bool print_results, int *nresults) {
+/* Runs the compiled chunk on top, leaving what it returns (lua(1) prints the results of any
+ * chunk, `return 42` too). Returns the status (an error has been reported and nothing is left);
+ * *nresults: how many values it returned. */
+static int run_chunk(lua_State *L, int *nresults) {
     int base = lua_gettop(L) - 1;
     *nresults = 0;
     int st = gl_docall(L, 0, LUA_MULTRET);
@@ -563,62 +563,73 @@ static int run_chunk(lua_State *L, bool print_results, int *nresults) {
         free(copy);
         return st;
     }
-    int n = lua_gettop(L) - base;
-    *nresults = n;
-    if (print_results) print_values(L, n); else lua_pop(L, n);
+    *nresults = lua_gettop(L) - base;
     return LUA_OK;
 }
 
-/* ---- one input, protected --------------------------------------------------------------------
- * Everything the loop does with Lua runs inside lua_pcall, so no error (not even a memory error)
- * can leave the loop with the terminal or the history in a bad state. */
+/* ---- one input ---------------------------------------------------------------------------------
+ * Compiling and printing run inside lua_pcall, so no error (not even a memory error) can leave the
+ * loop with the terminal or the history in a bad state. The chunk itself runs from the loop's own
+ * level (gl_docall protects it), so its traceback ends as lua(1)'s does. */
 typedef struct {
     const char *chunk, *code; /* code: for a replayed input, the statement to run */
-    bool first;
+    bool first, is_expr;
     chunk_state state;        /* out */
 } step_request;
 
-static int repl_step(lua_State *L) {
+/* Protected: leaves the compiled function as its result, or reports the syntax error. */
+static int compile_step(lua_State *L) {
     step_request *rq = lua_touserdata(L, 1);
     lua_settop(L, 0);
-    int n;
-    if (rq->code) { /* replaying: no output, the inputs ran before */
-        rq->state = CHUNK_ERROR;
+    if (rq->code) { /* replaying: the statement saved for the input */
         int st = gl_loadbuffer_text(L, rq->code, strlen(rq->code), "=replay");
-        if (st != LUA_OK) return gl_report(L, st), 0;
-        if (run_chunk(L, false, &n) == LUA_OK) {
-            session_add(rq->chunk, rq->code);
-            rq->state = CHUNK_READY;
-        }
-        return 0;
-    }
-    bool is_expr;
-    rq->state = compile_input(L, rq->chunk, rq->first, &is_expr);
-    if (rq->state == CHUNK_INCOMPLETE) return 0;
-    if (rq->state == CHUNK_ERROR) {
-        gl_report(L, LUA_ERRSYNTAX);
-        return 0;
-    }
-    if (run_chunk(L, true, &n) == LUA_OK) {
-        char *code = replay_code(L, rq->chunk, is_expr, n > 0);
-        if (code) session_add(rq->chunk, code);
-        free(code);
+        rq->state = st == LUA_OK ? CHUNK_READY : CHUNK_ERROR;
     } else {
-        rq->state = CHUNK_ERROR;
+        rq->state = compile_input(L, rq->chunk, rq->first, &rq->is_expr);
     }
+    if (rq->state == CHUNK_READY) return 1;
+    if (rq->state == CHUNK_ERROR) gl_report(L, LUA_ERRSYNTAX);
+    return 0;
+}
+
+/* Protected: prints its arguments as the REPL does. */
+static int print_step(lua_State *L) {
+    print_values(L, lua_gettop(L));
     return 0;
 }
 
 static chunk_state run_step(lua_State *L, step_request *rq) {
     int top = lua_gettop(L);
     rq->state = CHUNK_ERROR;
+    rq->is_expr = false;
     if (!lua_checkstack(L, 4)) return CHUNK_ERROR;
-    lua_pushcfunction(L, repl_step);
+    lua_pushcfunction(L, compile_step);
     lua_pushlightuserdata(L, rq);
-    int st = lua_pcall(L, 1, 0, 0);
-    if (st != LUA_OK) gl_report(L, st);
+    int st = lua_pcall(L, 1, 1, 0);
+    if (st != LUA_OK || rq->state != CHUNK_READY) {
+        if (st != LUA_OK) gl_report(L, st), rq->state = CHUNK_ERROR;
+        lua_settop(L, top);
+        return rq->state;
+    }
+    int n;
+    if (run_chunk(L, &n) != LUA_OK) {
+        lua_settop(L, top);
+        return rq->state = CHUNK_ERROR;
+    }
+    if (rq->code) { /* replayed: its output was shown the first time */
+        session_add(rq->chunk, rq->code);
+    } else {
+        if (n > 0) {
+            lua_pushcfunction(L, print_step);
+            lua_insert(L, -n - 1);
+            if (lua_pcall(L, n, 0, 0) != LUA_OK) gl_report(L, LUA_ERRRUN);
+        }
+        char *code = replay_code(L, rq->chunk, rq->is_expr, n > 0);
+        if (code) session_add(rq->chunk, code);
+        free(code);
+    }
     lua_settop(L, top);
-    return rq->state;
+    return CHUNK_READY;
 }
 
 /* ---- replay (after :restart) ------------------------------------------------------------------
@@ -698,7 +709,7 @@ static void replay_inputs(lua_State *L, const char *path) {
         char *typed = read_exact(f, tlen), *code = read_exact(f, clen);
         fgetc(f);
         if (typed && code) {
-            step_request rq = {typed, code, false, CHUNK_ERROR};
+            step_request rq = {typed, code, false, false, CHUNK_ERROR};
             if (run_step(L, &rq) == CHUNK_READY) done++; else failed++;
         }
         free(typed);
@@ -1012,7 +1023,7 @@ int gl_repl(lua_State *L, const char *replay) {
             chunk = NULL;
             continue;
         }
-        step_request rq = {chunk, NULL, first, CHUNK_ERROR};
+        step_request rq = {chunk, NULL, first, false, CHUNK_ERROR};
         if (run_step(L, &rq) == CHUNK_INCOMPLETE) continue;
         free(chunk);
         chunk = NULL;

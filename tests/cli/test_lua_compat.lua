@@ -194,6 +194,28 @@ T.test("-i with piped input: results printed, print's errors, no history written
   has(out, "one> 2one> ")
 end)
 
+T.test("-i with piped input: the same errors as lua -i, word for word", function()
+  local input = table.concat({
+    "error('repl error')",
+    "x = = 1",
+    "for i = 1, 2 do",
+    "  nosuch.field = i",
+    "end",
+    "return 1, 2",
+    "error(setmetatable({}, {__tostring = function() return 'object' end}))",
+    "error({})",
+    "local t = setmetatable({}, {__tostring = function() error('in tostring') end}) return t",
+    "print = function(...) error('print failed') end",
+    "42",
+    "print = nil",
+    "'value'",
+    "os.exit(3)",
+  }, "\n") .. "\n"
+  local l, g = both({ "-i" }, { stdin = input })
+  T.eq(g.err, l.err, "stderr")
+  T.eq(g.code, l.code, "exit status")
+end)
+
 T.test("C modules from Debian load: lua-cjson, lua-lpeg", function()
   for _, m in ipairs({ "cjson", "lpeg" }) do
     T.ok(package.searchpath(m, package.cpath), m .. " is not installed (apt-get install lua-cjson lua-lpeg)")
