@@ -356,25 +356,31 @@ static void tracked_push(lua_State *co) {
 
 static void tracked_pop(void) { n_resumed = n_resumed - 1; }
 
-/* Calls the function in upvalue 1 with this call's arguments while `co` is tracked. Errors pass
- * through unchanged (the resumed function's own errors are results, not errors). */
-static int call_tracked(lua_State *L, lua_State *co) {
+/* Calls the function in upvalue 1 with this call's arguments while `co` is tracked, and passes
+ * its errors on. Lua's wrap function puts the position of its caller in front of a string error;
+ * called from here its caller is this C function (no position), so `add_where` adds ours. */
+static int call_tracked(lua_State *L, lua_State *co, bool add_where) {
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_insert(L, 1);
     tracked_push(co);
     int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
     tracked_pop();
-    if (status != LUA_OK) return lua_error(L);
-    return lua_gettop(L);
+    if (status == LUA_OK) return lua_gettop(L);
+    if (add_where && status != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+    }
+    return lua_error(L);
 }
 
 static int l_resume_tracked(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTHREAD); /* Lua's own message for a bad argument */
     lua_State *co = lua_tothread(L, 1);
-    luaL_argexpected(L, co, 1, "coroutine");
-    return call_tracked(L, co);
+    return call_tracked(L, co, false);
 }
 
-static int l_wrapped_call(lua_State *L) { return call_tracked(L, lua_tothread(L, lua_upvalueindex(2))); }
+static int l_wrapped_call(lua_State *L) { return call_tracked(L, lua_tothread(L, lua_upvalueindex(2)), true); }
 
 /* coroutine.wrap(f): Lua's wrapper function around a tracked call. */
 static int l_wrap_tracked(lua_State *L) {

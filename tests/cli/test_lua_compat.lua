@@ -156,6 +156,18 @@ T.test("the collector starts generational", function()
   same({ "-e", "print(collectgarbage('incremental'), collectgarbage('generational'))" })
 end)
 
+T.test("coroutines: resume and wrap give Lua's results and errors", function()
+  same({ "-e", "print(coroutine.resume(coroutine.create(function(a) return a, coroutine.yield(a + 1) end), 1))" })
+  same({ "-e", "local co = coroutine.wrap(function(a) local b = coroutine.yield(a) return a + b end) " ..
+    "print(co(2), co(3), pcall(co))" })
+  same({ "-e", "coroutine.wrap(function() error('inside wrap') end)()" })
+  same({ "-e", "print(coroutine.resume(coroutine.create(function() error('inside resume') end)))" })
+  same({ "-e", "coroutine.resume(42)" }, nil, "resume of a number")
+  same({ "-e", "coroutine.wrap(42)" }, nil, "wrap of a number")
+  same({ "-e", "local co = coroutine.running() print(coroutine.resume(co))" }, nil, "resume of the running one")
+  same({ "-e", "for v in coroutine.wrap(function() for i = 1, 3 do coroutine.yield(i) end end) do io.write(v) end" })
+end)
+
 T.test("script and command-line errors read as lua(1)'s", function()
   local bad = write("bad.lua", "local x = 1\nerror('script failed')\n")
   local syntax = write("badsyntax.lua", "print(\n")
