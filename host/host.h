@@ -19,11 +19,22 @@ int gl_msghandler(lua_State *L);
 /* Calls the function below `narg` arguments with gl_msghandler and SIGINT handling.
  * Returns the lua_pcall status. */
 int gl_docall(lua_State *L, int narg, int nres);
+/* The same without the traceback (the error value as raised). */
+int gl_pcall_interruptible(lua_State *L, int narg, int nres);
+/* Registry field: a table of the library functions (print, tostring, string.format as format,
+ * ...) saved before any user code ran. */
+#define GL_PRISTINE_KEY "gpulab.pristine"
 /* Prints the error message on top of the stack (if status != OK) to stderr, prefixed by the
- * program name; pops it. Returns status. */
+ * program name unless gl_report_progname is false (lua(1)'s REPL has no prefix); pops it.
+ * Returns status. */
 int gl_report(lua_State *L, int status);
-/* Loads a chunk as text only: binary chunks are refused with a clear message. */
-int gl_loadfile_text(lua_State *L, const char *path);   /* NULL: stdin */
+extern bool gl_report_progname;
+/* Load chunks as Lua's luaL_loadfilex/luaL_loadbufferx do, but text only: a precompiled chunk is
+ * refused with a clear message. mode as Lua's (NULL: "bt"). */
+int gl_loadfilex(lua_State *L, const char *path, const char *mode); /* NULL path: stdin */
+int gl_loadfile_text(lua_State *L, const char *path);
+/* lua(1)'s LUA_INIT_5_4 / LUA_INIT: code, or @file; runs it and reports an error. */
+int gl_run_lua_init(lua_State *L);
 int gl_loadbuffer_text(lua_State *L, const char *s, size_t len, const char *chunkname);
 extern const char *gl_progname;
 /* The command line gpulab was started with (set by main); :restart re-executes it. */

@@ -61,6 +61,15 @@ static const char *plain_string(lua_State *L, int idx, size_t *len) {
     return lua_tolstring(L, idx, len);
 }
 
+/* More arguments than a child is given: refused before anything runs (never a child run with
+ * fewer arguments than asked for). */
+#define MAX_CHILD_ARGS 100000
+
+static void too_many_args(lua_State *L, lua_Integer n) {
+    luaL_error(L, "bad argument #2 to '" FN "' (option 'args' has %I entries; the limit is %d)", (LUAI_UACINT)n,
+               MAX_CHILD_ARGS);
+}
+
 /* Reads opts.args into req->argv (strings kept alive by the opts table / the stack). */
 static void read_args(lua_State *L, int opts, request *req, const char *script) {
     lua_getfield(L, opts, "args");
@@ -69,7 +78,7 @@ static void read_args(lua_State *L, int opts, request *req, const char *script) 
     if (!lua_isnil(L, t)) {
         if (!lua_istable(L, t)) bad_arg(L, 2, "option 'args' must be a table of strings, got %s", luaL_typename(L, t));
         n = (lua_Integer)lua_rawlen(L, t);
-        if (n > 100000) bad_arg(L, 2, "option 'args' has too many entries%s", "");
+        if (n > MAX_CHILD_ARGS) too_many_args(L, n);
         /* a table with holes or extra keys is a mistake the child would hide */
         lua_pushnil(L);
         while (lua_next(L, t)) {
@@ -168,6 +177,26 @@ static void read_env(lua_State *L, int opts, request *req) {
     lua_pop(L, 2);
 }
 
+/* What execve would refuse with E2BIG is refused here, with the reason, so the caller never gets
+ * a child that did not run. Linux limits one string to 32 pages and the whole to ARG_MAX. */
+#define MAX_ONE_ARG (32 * 4096)
+
+static void check_exec_size(lua_State *L, const request *req) {
+    size_t total = 0;
+    for (const char **v = req->argv; *v; v++) {
+        size_t n = strlen(*v) + 1;
+        if (n > MAX_ONE_ARG)
+            luaL_error(L, "bad argument #2 to '" FN "' (an argument of %d bytes is longer than the system allows, %d)",
+                       (int)n - 1, MAX_ONE_ARG - 1);
+        total += n + sizeof(char *);
+    }
+    for (const char **v = req->envp; *v; v++) total += strlen(*v) + 1 + sizeof(char *);
+    long limit = sysconf(_SC_ARG_MAX);
+    if (limit > 0 && total > (size_t)limit)
+        luaL_error(L, "bad argument #2 to '" FN "' (the arguments and the environment take %d bytes; the system allows %d)",
+                   (int)(total > INT_MAX ? INT_MAX : total), (int)(limit > INT_MAX ? INT_MAX : limit));
+}
+
 static const char *const known_opts[] = {"args", "timeout", "env", NULL};
 
 /* Copies the options into a private table (index returned) so anchors never touch the caller's. */
@@ -198,9 +227,10 @@ static int read_request(lua_State *L, request *req) {
         }
         /* args are converted in place: work on a copy of the caller's list */
         if (lua_getfield(L, opts, "args") == LUA_TTABLE) {
+            lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+            if (n > MAX_CHILD_ARGS) too_many_args(L, n);
             lua_newtable(L);
-            lua_Integer n = (lua_Integer)lua_rawlen(L, -2);
-            for (lua_Integer i = 1; i <= n && n <= 100000; i++) {
+            for (lua_Integer i = 1; i <= n; i++) {
                 lua_rawgeti(L, -2, i);
                 lua_rawseti(L, -2, i);
             }
@@ -229,6 +259,7 @@ static int read_request(lua_State *L, request *req) {
     lua_pop(L, 1);
     read_args(L, opts, req, script);
     read_env(L, opts, req);
+    check_exec_size(L, req);
     return opts;
 }
 

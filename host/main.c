@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ static void usage(FILE *out) {
             "  -l mod           require library 'mod' into global 'mod'\n"
             "  -l g=mod         require library 'mod' into global 'g'\n"
             "  -v               show version information\n"
-            "  -E               ignore environment variables (LUA_PATH, LUA_CPATH)\n"
+            "  -E               ignore environment variables (LUA_INIT, LUA_PATH, LUA_CPATH)\n"
             "  -W               turn warnings on\n"
             "  --sanitize=TOOL  re-run under compute-sanitizer (memcheck, racecheck, synccheck,\n"
             "                   initcheck); kernels are compiled with line info\n"
@@ -40,7 +41,7 @@ static void usage(FILE *out) {
 }
 
 typedef struct {
-    bool interactive, version, has_e, watch, no_env, warnings;
+    bool interactive, version, has_e, watch, no_env;
     const char *sanitize, *json, *trace;
     int script;       /* index of the script in argv, 0 if none */
     int first_action; /* index where -e/-l start being processed */
@@ -58,7 +59,7 @@ static bool parse_args(int argc, char **argv, cli *o) {
         if (strcmp(a, "-i") == 0) { o->interactive = o->version = true; continue; }
         if (strcmp(a, "-v") == 0) { o->version = true; continue; }
         if (strcmp(a, "-E") == 0) { o->no_env = true; continue; }
-        if (strcmp(a, "-W") == 0) { o->warnings = true; continue; }
+        if (strcmp(a, "-W") == 0) continue; /* run in order with -e and -l */
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); exit(EXIT_SUCCESS); }
         if (strcmp(a, "--watch") == 0) { o->watch = true; continue; }
         if (strncmp(a, "--sanitize=", 11) == 0) { o->sanitize = a + 11; continue; }
@@ -139,6 +140,10 @@ static int run_require(lua_State *L, const char *spec) {
 static int run_actions(lua_State *L, char **argv, int until) {
     for (int i = 1; i < until; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "-W") == 0) {
+            lua_warning(L, "@on", 0);
+            continue;
+        }
         if (a[0] != '-' || (a[1] != 'e' && a[1] != 'l')) {
             if (strcmp(a, "--json") == 0 || strcmp(a, "--trace") == 0) i++;
             continue;
@@ -151,15 +156,25 @@ static int run_actions(lua_State *L, char **argv, int until) {
     return LUA_OK;
 }
 
-static int run_script(lua_State *L, int argc, char **argv, int script) {
+/* The script's `...`: arg[1..#arg] as the `arg` table stands when the script starts (-e may
+ * have changed it), as lua(1) does. */
+static int push_script_args(lua_State *L) {
+    if (lua_getglobal(L, "arg") != LUA_TTABLE) luaL_error(L, "'arg' is not a table");
+    lua_Integer n = luaL_len(L, -1);
+    if (n < 0 || n > INT_MAX - 8) luaL_error(L, "too many arguments to script");
+    luaL_checkstack(L, (int)n + 3, "too many arguments to script");
+    for (lua_Integer i = 1; i <= n; i++) lua_rawgeti(L, -(int)i, i);
+    lua_remove(L, -(int)n - 1);
+    return (int)n;
+}
+
+static int run_script(lua_State *L, char **argv, int script) {
     const char *path = argv[script];
     if (strcmp(path, "-") == 0 && (script == 0 || strcmp(argv[script - 1], "--") != 0)) path = NULL;
     if (path) gl_watch_record(path);
     int status = gl_loadfile_text(L, path);
     if (status == LUA_OK) {
-        int n = argc - script - 1;
-        luaL_checkstack(L, n + 3, "too many arguments to script");
-        for (int i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);
+        int n = push_script_args(L);
         status = gl_docall(L, n, LUA_MULTRET);
     }
     return gl_report(L, status);
@@ -175,6 +190,7 @@ static int run_trace(lua_State *L, const char *path) {
 }
 
 static void print_version(void) {
+    printf("%s\n", LUA_COPYRIGHT);
     printf("gpulab %s  (%s, NVRTC and the CUDA driver API)\n", GPULAB_VERSION, LUA_RELEASE);
     fflush(stdout);
 }
@@ -190,23 +206,26 @@ static int pmain(lua_State *L) {
     main_args *m = lua_touserdata(L, 1);
     cli *o = m->o;
     luaL_checkversion(L);
+    if (o->version) print_version();
     if (o->no_env) { /* read by the package library when it opens, as in lua(1) */
         lua_pushboolean(L, 1);
         lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
     }
+    lua_gc(L, LUA_GCSTOP); /* no collections while the libraries open, as lua(1) */
     gl_setup_state(L, m->argv[0]);
-    if (o->warnings) lua_warning(L, "@on", 0);
     if (o->json) {
         lua_pushstring(L, o->json);
         lua_setfield(L, LUA_REGISTRYINDEX, "gpulab.json");
     }
     if (o->trace && run_trace(L, o->trace) != LUA_OK) return 0;
     create_arg_table(L, m->argc, m->argv, o->script);
-    if (o->version) print_version();
+    lua_gc(L, LUA_GCRESTART);
+    lua_gc(L, LUA_GCGEN, 0, 0); /* lua(1)'s default collector */
+    if (!o->no_env && gl_run_lua_init(L) != LUA_OK) return 0;
     int until = o->script ? o->script : m->argc;
     if (run_actions(L, m->argv, until) != LUA_OK) return 0;
     if (o->script) {
-        if (run_script(L, m->argc, m->argv, o->script) != LUA_OK) return 0;
+        if (run_script(L, m->argv, o->script) != LUA_OK) return 0;
     }
     if (o->interactive) {
         m->exit_status = gl_repl(L, getenv("GPULAB_REPLAY"));
@@ -217,7 +236,7 @@ static int pmain(lua_State *L) {
         if (isatty(STDIN_FILENO)) {
             print_version();
             m->exit_status = gl_repl(L, getenv("GPULAB_REPLAY"));
-        } else if (run_script(L, 1, (char *[]){"-", NULL}, 0) != LUA_OK) {
+        } else if (run_script(L, (char *[]){"-", NULL}, 0) != LUA_OK) {
             return 0;
         }
     }

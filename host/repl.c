@@ -7,6 +7,7 @@
 #include "host.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <histedit.h>
 #include <lauxlib.h>
 #include <limits.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 #include <wchar.h>
@@ -164,8 +166,10 @@ static void history_save(History *h) {
 }
 
 /* ---- completion ---------------------------------------------------------------------------------
- * Completion only reads (raw access, no metamethods run): "a.b:c<Tab>" looks up a, then b in a
- * (following __index tables of metatables, which is where userdata keep their methods). */
+ * Completion never runs user code: every read is raw (no __index, no __pairs), the collector is
+ * held so no finalizer runs, and the lookup is protected, so even a memory error only beeps.
+ * "a.b:c<Tab>" looks up a, then b in a (following __index tables of metatables, which is where
+ * userdata keep their methods). */
 static lua_State *completion_state;
 
 static bool is_ident_char(char c) {
@@ -175,14 +179,20 @@ static bool is_ident_char(char c) {
 /* Pushes the table where the value at idx finds its methods, or returns false: the __index
  * table of its metatable or, when __index is a function, a `__methods` table in the metatable
  * or the function's first upvalue if that is a table (classes that also index by number). */
+static int raw_field(lua_State *L, int idx, const char *key) {
+    idx = lua_absindex(L, idx);
+    lua_pushstring(L, key);
+    return lua_rawget(L, idx);
+}
+
 static bool push_index_table(lua_State *L, int idx) {
     if (!lua_getmetatable(L, idx)) return false;
-    int t = lua_getfield(L, -1, "__index");
+    int t = raw_field(L, -1, "__index");
     if (t == LUA_TFUNCTION) {
         lua_pop(L, 1);
-        if (lua_getfield(L, -1, "__methods") != LUA_TTABLE) {
+        if (raw_field(L, -1, "__methods") != LUA_TTABLE) {
             lua_pop(L, 1);
-            lua_getfield(L, -1, "__index");
+            raw_field(L, -1, "__index");
             /* a Lua function's first upvalue may be _ENV: only C closures are trusted */
             const char *up = lua_iscfunction(L, -1) ? lua_getupvalue(L, -1, 1) : NULL;
             if (up == NULL) lua_pushnil(L);
@@ -278,6 +288,25 @@ static void print_candidates(const name_list *nl) {
     fflush(stdout);
 }
 
+typedef struct {
+    const char *start, *last, *partial;
+    name_list *out;
+} completion_request;
+
+/* Runs protected: walks "a.b:" from the globals and collects the candidates for the partial. */
+static int collect_candidates(lua_State *L) {
+    const completion_request *rq = lua_touserdata(L, 1);
+    lua_pushglobaltable(L);
+    for (const char *p = rq->start; p < rq->last;) { /* walk "a.b:" */
+        const char *q = p;
+        while (q < rq->last && *q != '.' && *q != ':') q++;
+        step_into(L, p, (size_t)(q - p));
+        p = q + 1;
+    }
+    collect_fields(L, rq->partial, rq->out);
+    return 0;
+}
+
 static unsigned char complete(EditLine *el, int ch) {
     (void)ch;
     lua_State *L = completion_state;
@@ -293,16 +322,16 @@ static unsigned char complete(EditLine *el, int ch) {
     partial[plen] = '\0';
 
     int top = lua_gettop(L);
-    lua_pushglobaltable(L);
-    for (const char *p = start; p < last;) { /* walk "a.b:" */
-        const char *q = p;
-        while (q < last && *q != '.' && *q != ':') q++;
-        step_into(L, p, (size_t)(q - p));
-        p = q + 1;
-    }
     name_list nl = {0};
-    collect_fields(L, partial, &nl);
-    if (last == start) { /* a bare word: keywords complete too */
+    completion_request rq = {start, last, partial, &nl};
+    bool collector_was_running = lua_gc(L, LUA_GCISRUNNING);
+    if (collector_was_running) lua_gc(L, LUA_GCSTOP); /* no finalizer runs while we look */
+    lua_pushcfunction(L, collect_candidates);
+    lua_pushlightuserdata(L, &rq);
+    bool ok = lua_pcall(L, 1, 0, 0) == LUA_OK;
+    if (collector_was_running) lua_gc(L, LUA_GCRESTART);
+    lua_settop(L, top);
+    if (ok && last == start) { /* a bare word: keywords complete too */
         static const char *const keywords[] = {"and", "break", "do", "else", "elseif", "end", "false",
                                                "for", "function", "goto", "if", "in", "local", "nil",
                                                "not", "or", "repeat", "return", "then", "true", "until",
@@ -310,7 +339,6 @@ static unsigned char complete(EditLine *el, int ch) {
         for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
             if (strncmp(keywords[i], partial, plen) == 0) names_add(&nl, keywords[i]);
     }
-    lua_settop(L, top);
 
     qsort(nl.names, (size_t)nl.n, sizeof *nl.names, cmp_names);
     int uniq = 0;
@@ -351,7 +379,12 @@ static unsigned char complete(EditLine *el, int ch) {
  * Tables are printed with sorted keys, nested up to a depth, cycles marked; everything else
  * (userdata included) through tostring, so __tostring decides. */
 static const char pretty_source[] =
-    "local max_depth, width = ...\n"
+    "local max_depth, width, lib = ...\n"
+    /* the library as it was at start-up: a script replacing a global does not change printing */
+    "local print, tostring, type, next, rawget, select, ipairs = lib.print, lib.tostring, lib.type,\n"
+    "  lib.next, lib.rawget, lib.select, lib.ipairs\n"
+    "local format, match, find, gsub = lib.format, lib.match, lib.find, lib.gsub\n"
+    "local sort, concat, mathtype = lib.sort, lib.concat, lib.mathtype\n"
     "local function key_less(a, b)\n"
     "  local ta, tb = type(a), type(b)\n"
     "  if ta ~= tb then\n"
@@ -361,34 +394,34 @@ static const char pretty_source[] =
     "  if ta == 'number' or ta == 'string' then return a < b end\n"
     "  return tostring(a) < tostring(b)\n"
     "end\n"
-    "local function quote(s) return (string.format('%q', s):gsub('\\\\\\n', '\\\\n')) end\n"
+    "local function quote(s) return (gsub(format('%q', s), '\\\\\\n', '\\\\n')) end\n"
     "local function show_key(k)\n"
-    "  if type(k) == 'string' and k:match('^[%a_][%w_]*$') then return k end\n"
+    "  if type(k) == 'string' and match(k, '^[%a_][%w_]*$') then return k end\n"
     "  return '[' .. (type(k) == 'string' and quote(k) or tostring(k)) .. ']'\n"
     "end\n"
     "local function show(v, indent, depth, open)\n"
     "  if type(v) == 'string' then return quote(v) end\n"
     "  if type(v) ~= 'table' then return tostring(v) end\n"
     "  local own = tostring(v)\n" /* __tostring or __name (also behind __metatable) decide */
-    "  if own ~= 'table: ' .. string.format('%p', v) then return own end\n"
+    "  if own ~= 'table: ' .. format('%p', v) then return own end\n"
     "  if open[v] then return '<cycle: ' .. tostring(v) .. '>' end\n"
     "  if next(v) == nil then return '{}' end\n"
     "  if depth >= max_depth then return '{...}' end\n"
     "  open[v] = true\n"
     "  local n, keys = #v, {}\n"
     "  for k in next, v do\n"
-    "    if not (math.type(k) == 'integer' and k >= 1 and k <= n) then keys[#keys + 1] = k end\n"
+    "    if not (mathtype(k) == 'integer' and k >= 1 and k <= n) then keys[#keys + 1] = k end\n"
     "  end\n"
-    "  table.sort(keys, key_less)\n"
+    "  sort(keys, key_less)\n"
     "  local parts, inner = {}, indent .. '  '\n"
     "  for i = 1, n do parts[#parts + 1] = show(rawget(v, i), inner, depth + 1, open) end\n"
     "  for _, k in ipairs(keys) do\n"
     "    parts[#parts + 1] = show_key(k) .. ' = ' .. show(rawget(v, k), inner, depth + 1, open)\n"
     "  end\n"
     "  open[v] = nil\n"
-    "  local flat = '{' .. table.concat(parts, ', ') .. '}'\n"
-    "  if #flat + #indent <= width and not flat:find('\\n') then return flat end\n"
-    "  return '{\\n' .. inner .. table.concat(parts, ',\\n' .. inner) .. '\\n' .. indent .. '}'\n"
+    "  local flat = '{' .. concat(parts, ', ') .. '}'\n"
+    "  if #flat + #indent <= width and not find(flat, '\\n') then return flat end\n"
+    "  return '{\\n' .. inner .. concat(parts, ',\\n' .. inner) .. '\\n' .. indent .. '}'\n"
     "end\n"
     "return function(...)\n"
     "  local out = {}\n"
@@ -396,7 +429,7 @@ static const char pretty_source[] =
     "    local v = select(i, ...)\n"
     "    out[i] = type(v) == 'string' and v or show(v, '', 0, {})\n"
     "  end\n"
-    "  print(table.concat(out, '\\t'))\n"
+    "  print(concat(out, '\\t'))\n"
     "end\n";
 
 #define PRETTY_KEY "gpulab.repl.pretty"
@@ -408,22 +441,39 @@ static void load_pretty_printer(lua_State *L) {
     } else {
         lua_pushinteger(L, 4);
         lua_pushinteger(L, 78);
-        lua_call(L, 2, 1);
+        lua_getfield(L, LUA_REGISTRYINDEX, GL_PRISTINE_KEY);
+        lua_call(L, 3, 1);
     }
     lua_setfield(L, LUA_REGISTRYINDEX, PRETTY_KEY);
 }
 
-/* Prints the n values on top of the stack (and pops them). */
+/* Prints the n values on top of the stack (and pops them) as lua(1) does, through the global
+ * `print`; while that is still Lua's own print, through the pretty printer. Runs protected
+ * (print_step): reading the global may run a metamethod. */
 static void print_values(lua_State *L, int n) {
     if (n <= 0) return;
     if (!lua_checkstack(L, LUA_MINSTACK)) { /* thousands of results filled the stack */
         lua_pop(L, n);
-        fprintf(stderr, "%s: too many results to print\n", gl_progname);
+        fprintf(stderr, "too many results to print\n");
         return;
     }
-    lua_getfield(L, LUA_REGISTRYINDEX, PRETTY_KEY);
+    lua_getglobal(L, "print");
+    lua_getfield(L, LUA_REGISTRYINDEX, GL_PRISTINE_KEY);
+    lua_getfield(L, -1, "print");
+    bool stock = lua_rawequal(L, -1, -3);
+    lua_pop(L, 2);
+    if (stock) {
+        lua_pop(L, 1);
+        lua_getfield(L, LUA_REGISTRYINDEX, PRETTY_KEY);
+    }
     lua_insert(L, -n - 1);
-    gl_report(L, gl_docall(L, n, 0));
+    int st = gl_pcall_interruptible(L, n, 0);
+    if (st != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        lua_pushfstring(L, "error calling 'print' (%s)", msg ? msg : "error object is not a string");
+        lua_remove(L, -2);
+        gl_report(L, st);
+    }
 }
 
 /* ---- compiling input ------------------------------------------------------------------------------ */
@@ -466,19 +516,24 @@ static chunk_state compile_input(lua_State *L, const char *src, bool first_line,
     return CHUNK_ERROR;
 }
 
-/* The statement that redoes an input: itself when it is one, print(...) for an expression. */
-static char *replay_code(lua_State *L, const char *typed, bool is_expr) {
+/* The statement that redoes an input: itself when it is one, print(...) for an expression, and
+ * for a statement that returned values (`return 42`) a call that prints them. */
+static char *replay_code(lua_State *L, const char *typed, bool is_expr, bool returned_values) {
     const char *body = typed[0] == '=' ? typed + 1 : typed;
+    size_t n = strlen(body) + 48;
     char *code = NULL;
     if (is_expr) {
         int st = luaL_loadbufferx(L, body, strlen(body), "=stdin", "t");
         lua_pop(L, 1);
         if (st != LUA_OK) {
-            size_t n = strlen(body) + 16;
             code = malloc(n);
             if (code) snprintf(code, n, "print(%s\n)", body);
             return code;
         }
+    } else if (returned_values) {
+        code = malloc(n);
+        if (code) snprintf(code, n, "print((function(...)\n%s\nend)())", body);
+        return code;
     }
     return strdup(body);
 }
@@ -493,10 +548,12 @@ static void print_poison_hint(lua_State *L, const char *msg) {
     }
 }
 
-/* Runs the compiled chunk on top; prints its values when `print_results`. Returns the status
- * (an error has been reported). */
-static int run_chunk(lua_State *L, bool print_results) {
+/* Runs the compiled chunk on top, leaving what it returns (lua(1) prints the results of any
+ * chunk, `return 42` too). Returns the status (an error has been reported and nothing is left);
+ * *nresults: how many values it returned. */
+static int run_chunk(lua_State *L, int *nresults) {
     int base = lua_gettop(L) - 1;
+    *nresults = 0;
     int st = gl_docall(L, 0, LUA_MULTRET);
     if (st != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
@@ -506,14 +563,84 @@ static int run_chunk(lua_State *L, bool print_results) {
         free(copy);
         return st;
     }
-    int n = lua_gettop(L) - base;
-    if (print_results) print_values(L, n); else lua_pop(L, n);
+    *nresults = lua_gettop(L) - base;
     return LUA_OK;
 }
 
+/* ---- one input ---------------------------------------------------------------------------------
+ * Compiling and printing run inside lua_pcall, so no error (not even a memory error) can leave the
+ * loop with the terminal or the history in a bad state. The chunk itself runs from the loop's own
+ * level (gl_docall protects it), so its traceback ends as lua(1)'s does. */
+typedef struct {
+    const char *chunk, *code; /* code: for a replayed input, the statement to run */
+    bool first, is_expr;
+    chunk_state state;        /* out */
+} step_request;
+
+/* Protected: leaves the compiled function as its result, or reports the syntax error. */
+static int compile_step(lua_State *L) {
+    step_request *rq = lua_touserdata(L, 1);
+    lua_settop(L, 0);
+    if (rq->code) { /* replaying: the statement saved for the input */
+        int st = gl_loadbuffer_text(L, rq->code, strlen(rq->code), "=replay");
+        rq->state = st == LUA_OK ? CHUNK_READY : CHUNK_ERROR;
+    } else {
+        rq->state = compile_input(L, rq->chunk, rq->first, &rq->is_expr);
+    }
+    if (rq->state == CHUNK_READY) return 1;
+    if (rq->state == CHUNK_ERROR) gl_report(L, LUA_ERRSYNTAX);
+    return 0;
+}
+
+/* Protected: prints its arguments as the REPL does. */
+static int print_step(lua_State *L) {
+    print_values(L, lua_gettop(L));
+    return 0;
+}
+
+static chunk_state run_step(lua_State *L, step_request *rq) {
+    int top = lua_gettop(L);
+    rq->state = CHUNK_ERROR;
+    rq->is_expr = false;
+    if (!lua_checkstack(L, 4)) return CHUNK_ERROR;
+    lua_pushcfunction(L, compile_step);
+    lua_pushlightuserdata(L, rq);
+    int st = lua_pcall(L, 1, 1, 0);
+    if (st != LUA_OK || rq->state != CHUNK_READY) {
+        if (st != LUA_OK) gl_report(L, st), rq->state = CHUNK_ERROR;
+        lua_settop(L, top);
+        return rq->state;
+    }
+    int n;
+    if (run_chunk(L, &n) != LUA_OK) {
+        lua_settop(L, top);
+        return rq->state = CHUNK_ERROR;
+    }
+    if (rq->code) { /* replayed: its output was shown the first time */
+        session_add(rq->chunk, rq->code);
+    } else {
+        if (n > 0) {
+            lua_pushcfunction(L, print_step);
+            lua_insert(L, -n - 1);
+            if (lua_pcall(L, n, 0, 0) != LUA_OK) gl_report(L, LUA_ERRRUN);
+        }
+        char *code = replay_code(L, rq->chunk, rq->is_expr, n > 0);
+        if (code) session_add(rq->chunk, code);
+        free(code);
+    }
+    lua_settop(L, top);
+    return CHUNK_READY;
+}
+
 /* ---- replay (after :restart) ------------------------------------------------------------------
- * The file holds, per input: "<typed length> <code length>\n<typed><code>\n". */
+ * The file starts with REPLAY_MAGIC, then holds per input: "<typed length> <code length>\n<typed>
+ * <code>\n". GPULAB_REPLAY is only an environment variable: a file that does not look like one
+ * :restart wrote (name, owner, single link, first line) is neither replayed nor deleted. */
+#define REPLAY_MAGIC "gpulab replay file 1\n"
+#define REPLAY_PREFIX "gpulab-replay-"
+
 static bool write_replay(FILE *f) {
+    fputs(REPLAY_MAGIC, f);
     for (int i = 0; i < session.n; i++) {
         const input *in = &session.items[i];
         fprintf(f, "%zu %zu\n%s%s\n", strlen(in->typed), strlen(in->code), in->typed, in->code);
@@ -533,10 +660,42 @@ static char *read_exact(FILE *f, size_t n) {
     return s;
 }
 
-static void replay_inputs(lua_State *L, const char *path) {
-    FILE *f = fopen(path, "rb");
+/* Opens the replay file if it is one :restart wrote; *st gets its identity. */
+static FILE *open_replay_file(const char *path, struct stat *st) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (strncmp(base, REPLAY_PREFIX, strlen(REPLAY_PREFIX)) != 0) return NULL;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_uid != getuid() || st->st_nlink != 1) {
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (f == NULL) {
-        fprintf(stderr, "%s: cannot read the inputs to replay from %s: %s\n", gl_progname, path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    char magic[sizeof REPLAY_MAGIC];
+    if (fread(magic, 1, sizeof magic - 1, f) != sizeof magic - 1 || memcmp(magic, REPLAY_MAGIC, sizeof magic - 1) != 0) {
+        fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* Deletes the replay file, only if the name still refers to the file we read. */
+static void remove_replay_file(const char *path, const struct stat *read) {
+    struct stat now;
+    if (lstat(path, &now) == 0 && now.st_dev == read->st_dev && now.st_ino == read->st_ino) unlink(path);
+}
+
+static void replay_inputs(lua_State *L, const char *path) {
+    struct stat id;
+    FILE *f = open_replay_file(path, &id);
+    if (f == NULL) {
+        fprintf(stderr, "%s: GPULAB_REPLAY=%s is not a replay file written by :restart; nothing replayed, "
+                        "the file is left as it is\n", gl_progname, path);
         return;
     }
     /* the replayed inputs ran before: their output is not shown again */
@@ -550,9 +709,8 @@ static void replay_inputs(lua_State *L, const char *path) {
         char *typed = read_exact(f, tlen), *code = read_exact(f, clen);
         fgetc(f);
         if (typed && code) {
-            int st = gl_loadbuffer_text(L, code, clen, "=replay");
-            if (st == LUA_OK) st = run_chunk(L, false); else gl_report(L, st);
-            if (st == LUA_OK) session_add(typed, code), done++; else failed++;
+            step_request rq = {typed, code, false, false, CHUNK_ERROR};
+            if (run_step(L, &rq) == CHUNK_READY) done++; else failed++;
         }
         free(typed);
         free(code);
@@ -564,8 +722,7 @@ static void replay_inputs(lua_State *L, const char *path) {
         close(saved_stdout);
     }
     if (null) fclose(null);
-    unlink(path);
-    unsetenv("GPULAB_REPLAY");
+    remove_replay_file(path, &id);
     printf("replayed %d input%s", done, done == 1 ? "" : "s");
     if (failed) printf(" (%d failed again)", failed);
     printf("\n");
@@ -576,7 +733,8 @@ static void replay_inputs(lua_State *L, const char *path) {
 
 static void cmd_help(void) {
     printf("Type Lua statements or expressions; expressions (also \"=expr\") print their values.\n"
-           "An unfinished chunk continues on the next line (prompt \"" PROMPT_MORE "\").\n"
+           "An unfinished chunk continues on the next line (prompt \"" PROMPT_MORE "\"; _PROMPT and _PROMPT2 set\n"
+           "the prompts as in lua(1)).\n"
            "Tab completes globals, fields and methods; Ctrl-C interrupts running code or clears the line;\n"
            "Ctrl-D exits. The `cuda` module is loaded as a global.\n"
            "Commands:\n"
@@ -625,7 +783,7 @@ static void cmd_save(const char *file) {
 static void cmd_restart(EditLine *el, History *h) {
     const char *tmp = getenv("TMPDIR");
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/gpulab-replay-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    snprintf(path, sizeof path, "%s/" REPLAY_PREFIX "XXXXXX", tmp && *tmp ? tmp : "/tmp");
     int fd = mkstemp(path);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (f == NULL || !write_replay(f) || fclose(f) != 0) {
@@ -633,10 +791,10 @@ static void cmd_restart(EditLine *el, History *h) {
         if (fd >= 0) unlink(path);
         return;
     }
-    history_save(h);
+    if (h) history_save(h);
     printf("restarting gpulab (%d input%s to replay)\n", session.n, session.n == 1 ? "" : "s");
     fflush(stdout);
-    el_end(el); /* gives the terminal its settings back */
+    if (el) el_end(el); /* gives the terminal its settings back */
     setenv("GPULAB_REPLAY", path, 1);
     sigset_t none;
     sigemptyset(&none);
@@ -660,12 +818,71 @@ static bool run_command(const char *line, EditLine *el, History *h) {
     return true;
 }
 
+/* ---- the terminal on every way out ------------------------------------------------------------
+ * libedit puts the terminal in raw mode only inside el_gets. A signal that ends gpulab there
+ * (SIGTERM, SIGHUP, SIGQUIT) and exit() get the settings from before the REPL back. */
+static struct termios saved_termios;
+static bool termios_saved;
+static const int fatal_signals[] = {SIGTERM, SIGHUP, SIGQUIT};
+static struct sigaction old_fatal[3];
+
+static void restore_terminal(void) {
+    if (termios_saved) tcsetattr(STDIN_FILENO, TCSANOW, &saved_termios);
+}
+
+static void on_fatal_signal(int sig) {
+    restore_terminal();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void guard_terminal(void) {
+    static bool registered;
+    if (tcgetattr(STDIN_FILENO, &saved_termios) != 0) return;
+    termios_saved = true;
+    if (!registered) registered = atexit(restore_terminal) == 0;
+    struct sigaction sa = {.sa_handler = on_fatal_signal};
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; i++) sigaction(fatal_signals[i], &sa, &old_fatal[i]);
+}
+
+static void unguard_terminal(void) {
+    if (!termios_saved) return;
+    for (int i = 0; i < 3; i++) sigaction(fatal_signals[i], &old_fatal[i], NULL);
+    termios_saved = false;
+}
+
 /* ---- the loop ------------------------------------------------------------------------------------ */
 
-static const char *current_prompt = PROMPT;
+static char *prompt_text; /* _PROMPT / _PROMPT2 as a string, or NULL for the default */
+static bool prompt_first = true;
+
 static char *prompt_fn(EditLine *el) {
     (void)el;
-    return (char *)current_prompt;
+    if (prompt_text) return prompt_text;
+    return (char *)(prompt_first ? PROMPT : PROMPT_MORE);
+}
+
+static int fetch_prompt(lua_State *L) {
+    lua_getglobal(L, lua_toboolean(L, 1) ? "_PROMPT" : "_PROMPT2");
+    return 1;
+}
+
+/* lua(1)'s prompts: the global _PROMPT (first line) or _PROMPT2 (more lines) when it is a string
+ * or a number. Read protected: an __index on _G that fails gives the default prompt. */
+static void update_prompt(lua_State *L, bool first) {
+    free(prompt_text);
+    prompt_text = NULL;
+    prompt_first = first;
+    int top = lua_gettop(L);
+    if (!lua_checkstack(L, 3)) return;
+    lua_pushcfunction(L, fetch_prompt);
+    lua_pushboolean(L, first);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+        const char *p = lua_tostring(L, -1);
+        if (p) prompt_text = strdup(p);
+    }
+    lua_settop(L, top);
 }
 
 static unsigned char interrupt_key(EditLine *el, int ch) {
@@ -699,7 +916,7 @@ static EditLine *open_editor(History **hp) {
 }
 
 /* Reads one line (without its newline) into a malloc'd string; NULL at end of input. */
-static char *read_line(EditLine *el) {
+static char *read_tty_line(EditLine *el) {
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
@@ -719,6 +936,28 @@ static char *read_line(EditLine *el) {
     return copy;
 }
 
+/* Input that is not a terminal (-i with a pipe): lua(1)'s plain reader, the prompt on stdout and
+ * no history. Ctrl-C (from the terminal gpulab runs in) drops the line. */
+static char *read_plain_line(void) {
+    install_prompt_handler(); /* no SA_RESTART: the read returns at Ctrl-C */
+    sigint_seen = 0;
+    line_interrupted = false;
+    fputs(prompt_fn(NULL), stdout);
+    fflush(stdout);
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&buf, &cap, stdin);
+    if (n < 0) {
+        free(buf);
+        if (!sigint_seen) return NULL;
+        clearerr(stdin);
+        line_interrupted = true;
+        return strdup("");
+    }
+    if (n > 0 && buf[n - 1] == '\n') buf[n - 1] = '\0';
+    return buf;
+}
+
 static char *append_line(char *chunk, const char *line) {
     size_t a = chunk ? strlen(chunk) : 0, b = strlen(line);
     char *s = realloc(chunk, a + b + 2);
@@ -729,33 +968,46 @@ static char *append_line(char *chunk, const char *line) {
 }
 
 int gl_repl(lua_State *L, const char *replay) {
+    bool tty = isatty(STDIN_FILENO);
+    char *replay_path = replay && *replay ? strdup(replay) : NULL;
+    unsetenv("GPULAB_REPLAY"); /* for this process only, never for its children */
     setlocale(LC_CTYPE, ""); /* libedit edits in the terminal's character set */
     completion_state = L;
     load_pretty_printer(L);
     History *h = NULL;
-    EditLine *el = open_editor(&h);
-    if (el == NULL) {
-        fprintf(stderr, "%s: cannot start the line editor\n", gl_progname);
-        return EXIT_FAILURE;
+    EditLine *el = NULL;
+    if (tty) {
+        guard_terminal();
+        el = open_editor(&h);
+        if (el == NULL) {
+            unguard_terminal();
+            free(replay_path);
+            fprintf(stderr, "%s: cannot start the line editor\n", gl_progname);
+            return EXIT_FAILURE;
+        }
     }
-    if (replay && *replay) replay_inputs(L, replay);
+    bool outer_prefix = gl_report_progname;
+    gl_report_progname = false; /* lua(1)'s REPL reports errors without the program name */
+    if (replay_path) replay_inputs(L, replay_path);
+    free(replay_path);
 
     char *chunk = NULL;
     for (;;) {
-        current_prompt = chunk ? PROMPT_MORE : PROMPT;
-        char *line = read_line(el);
+        update_prompt(L, chunk == NULL);
+        char *line = tty ? read_tty_line(el) : read_plain_line();
         if (line == NULL) {
             putchar('\n');
             break; /* Ctrl-D */
         }
         if (line_interrupted) { /* Ctrl-C: forget the line and any unfinished chunk */
+            if (!tty) putchar('\n');
             free(line);
             free(chunk);
             chunk = NULL;
             continue;
         }
-        HistEvent ev;
-        if (line[strspn(line, " \t")] != '\0') {
+        if (h && line[strspn(line, " \t")] != '\0') {
+            HistEvent ev;
             history(h, &ev, H_ENTER, line);
             history_save(h);
         }
@@ -771,23 +1023,21 @@ int gl_repl(lua_State *L, const char *replay) {
             chunk = NULL;
             continue;
         }
-        bool is_expr;
-        chunk_state cs = compile_input(L, chunk, first, &is_expr);
-        if (cs == CHUNK_INCOMPLETE) continue;
-        if (cs == CHUNK_ERROR) {
-            gl_report(L, LUA_ERRSYNTAX);
-        } else if (run_chunk(L, is_expr) == LUA_OK) {
-            char *code = replay_code(L, chunk, is_expr);
-            if (code) session_add(chunk, code);
-            free(code);
-        }
+        step_request rq = {chunk, NULL, first, false, CHUNK_ERROR};
+        if (run_step(L, &rq) == CHUNK_INCOMPLETE) continue;
         free(chunk);
         chunk = NULL;
     }
     free(chunk);
-    history_save(h);
-    el_end(el);
-    history_end(h);
+    free(prompt_text);
+    prompt_text = NULL;
+    gl_report_progname = outer_prefix;
+    if (el) {
+        history_save(h);
+        el_end(el);
+        history_end(h);
+    }
+    unguard_terminal();
     session_free();
     return EXIT_SUCCESS;
 }

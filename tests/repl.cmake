@@ -40,6 +40,9 @@ gl_add_repl_test(errors)
 gl_add_repl_test(interrupt)
 gl_add_repl_test(completion)
 gl_add_repl_test(commands)
+gl_add_repl_test(lua_compat)
+gl_add_repl_test(hostile_completion)
+gl_add_repl_test(interrupt_coroutine)
 gl_add_repl_test(restart)
 gl_add_repl_test(poisoned)
 gl_add_repl_test(interactive_script ARGS $<TARGET_FILE:gpulab> -i tests/repl/defs.lua one two)
@@ -57,3 +60,11 @@ gl_add_repl_test(gpu_restart GPU)
 # Without XDG_STATE_HOME the history goes to ~/.local/state/gpulab/history (folders created).
 gl_add_repl_test(history_home ARGS env -u XDG_STATE_HOME HOME=${CMAKE_BINARY_DIR}/repl-state/history_home/home
   sh -c "rm -rf \"$HOME\" && exec \"$0\"" $<TARGET_FILE:gpulab>)
+# SIGTERM / SIGHUP at the prompt (terminal in raw mode): settings restored, history kept (tmux).
+find_program(GPULAB_TMUX tmux)
+if(GPULAB_TMUX)
+  add_test(NAME repl_terminal_restore
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/repl/terminal_restore.sh $<TARGET_FILE:gpulab>
+            ${CMAKE_BINARY_DIR}/repl-state/terminal_restore)
+  set_tests_properties(repl_terminal_restore PROPERTIES LABELS cpu TIMEOUT 120)
+endif()

@@ -195,7 +195,9 @@ T.test("binary chunks are refused everywhere", function()
   local f, msg = load(bytecode)
   T.eq(f, nil)
   has(msg, "binary chunks are refused")
-  T.raises(function() load(bytecode, "x", "b") end, "text chunks only")
+  f, msg = load(bytecode, "x", "b")
+  T.eq(f, nil)
+  has(msg, "binary chunks are refused")
   f, msg = loadfile(binfile)
   T.eq(f, nil)
   has(msg, "binary")
@@ -211,15 +213,16 @@ T.test("binary chunks are refused everywhere", function()
   T.eq(loadfile(H.tmp .. "/text.lua", "t", {})(), 8)
 end)
 
-T.test("cuda global, require('cuda'), lua/ on package.path", function()
+T.test("cuda global, require('cuda'); gpulab's lua/ is searched after package.path", function()
   T.eq(type(cuda), "table")
   T.ok(require("cuda") == cuda, "require returns the global")
   local home = cuda.home
   T.ok(type(home) == "string" and #home > 0, "cuda.home")
-  has(package.path, home .. "/lua/?.lua", "package.path")
-  local probe = "print(package.path:find(cuda.home .. '/lua/?.lua', 1, true) ~= nil, require('cuda') == cuda)"
-  local out = run({ "-e", probe })
-  T.eq(out, "true\ttrue\n")
+  T.ok(not package.path:find(home, 1, true), "package.path stays lua's: " .. package.path)
+  local probe = "print(package.path:find(cuda.home, 1, true) == nil, require('cuda') == cuda, " ..
+    "type(require('gpulab.lab')))"
+  local out, err = run({ "-e", probe }, { env = "LUA_PATH='/only/here/?.lua'" })
+  T.eq(out, "true\ttrue\ttable\n", err)
 end)
 
 T.test("modules found by require load from package.path in the build tree", function()
@@ -243,6 +246,27 @@ T.test("GPULAB_DEPFILE lists the script, required modules and dofile'd files", f
   os.remove(depfile)
   run({ "depmain.lua" })
   T.eq(H.read(depfile), nil)
+end)
+
+T.test("GPULAB_REPLAY never deletes a file :restart did not write", function()
+  local victims = {
+    write("important.txt", "keep = 1\n"),                          -- any file
+    write("gpulab-replay-fake", "1 1\nxx\n"),                     -- the name, not the content
+  }
+  os.execute("ln -sf " .. H.q(victims[1]) .. " " .. H.q(H.tmp .. "/gpulab-replay-link"))
+  victims[3] = H.tmp .. "/gpulab-replay-link"                     -- a link to another file
+  for _, path in ipairs(victims) do
+    local _, err, code = run({ "-i" },
+      { stdin = "print('session ran')\n", env = "GPULAB_REPLAY=" .. H.q(path) })
+    T.eq(code, 0, err)
+    has(err, "is not a replay file written by :restart", path)
+    T.ok(H.read(path) ~= nil, path .. " still exists")
+  end
+  T.eq(H.read(victims[1]), "keep = 1\n", "content untouched")
+  -- the variable is not handed on to programs the session starts
+  local out = run({ "-i" },
+    { stdin = "print(os.getenv('GPULAB_REPLAY'))\n", env = "GPULAB_REPLAY=" .. H.q(victims[1]) })
+  has(out, "nil\n")
 end)
 
 H.cleanup()
