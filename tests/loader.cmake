@@ -1,9 +1,0 @@
-# NVRTC without the CUDA folder on the loader path: a mount namespace whose loader cache lists no
-# folder with libnvrtc, LD_LIBRARY_PATH unset, an empty compile cache (tests/loader/). Needs root
-# for the namespace; reported skipped (77) otherwise.
-add_test(NAME nvrtc_no_loader_path
-  COMMAND sh ${CMAKE_SOURCE_DIR}/tests/loader/no_loader_path.sh $<TARGET_FILE:gpulab> tests/lua/test_nvrtc_loader.lua
-  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-list(GET CUDAToolkit_INCLUDE_DIRS 0 GL_CUDA_INCLUDE)
-set_tests_properties(nvrtc_no_loader_path PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300
-  ENVIRONMENT "GL_NVRTC_DIR=${GPULAB_NVRTC_DIR};GL_CUDA_INCLUDE=${GL_CUDA_INCLUDE};GPULAB_LIBCUDA=/nonexistent/libcuda.so")
