@@ -12,3 +12,6 @@ set_tests_properties(nvrtc_no_loader_path PROPERTIES LABELS cpu SKIP_RETURN_CODE
 gl_add_lua_test(test_deadlines tests/lua/test_deadlines.lua)
 set_tests_properties(test_deadlines PROPERTIES
   ENVIRONMENT "GPULAB_LIBCUDA=/nonexistent/libcuda.so;GL_BUILD_DIR=${CMAKE_BINARY_DIR}")
+# A libcuda given by path gets its JIT compiler library from its own folder (bindings/driver.c).
+gl_add_lua_test(driver_siblings tests/lua/test_driver_siblings.lua)
+set_tests_properties(driver_siblings PROPERTIES ENVIRONMENT "GL_FAKECUDA=$<TARGET_FILE:fakecuda>")
