@@ -15,3 +15,7 @@ set_tests_properties(test_deadlines PROPERTIES
 # A libcuda given by path gets its JIT compiler library from its own folder (bindings/driver.c).
 gl_add_lua_test(driver_siblings tests/lua/test_driver_siblings.lua)
 set_tests_properties(driver_siblings PROPERTIES ENVIRONMENT "GL_FAKECUDA=$<TARGET_FILE:fakecuda>")
+# README's commands and .ci/run install the same packages and run the same tests.
+gl_deadline(deadline 120)
+add_test(NAME readme_ci_agree COMMAND ${deadline} sh ${CMAKE_SOURCE_DIR}/tests/readme_ci.sh)
+set_tests_properties(readme_ci_agree PROPERTIES LABELS cpu TIMEOUT 120)
