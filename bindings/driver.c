@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 gl_driver gl_cu;
 
@@ -61,11 +62,28 @@ static bool fetch_entry_points(get_proc_fn get_proc) {
     return true;
 }
 
+/* libcuda opens its JIT compilers (PTX, NVVM) by soname when it first needs them. Found by the
+ * loader's search, libcuda and they sit in the same system folder. A libcuda given by path
+ * outside it (GPULAB_LIBCUDA=/usr/local/cuda/compat/libcuda.so.1, the forward-compatibility
+ * package) would get the system driver's copies, another version, or none: those beside it
+ * are loaded first, by full path, so the soname lookups find them. */
+static void preload_driver_siblings(const char *libcuda_path) {
+    static const char *const siblings[] = {"libnvidia-ptxjitcompiler.so.1", "libnvidia-nvvm.so.4"};
+    const char *slash = strrchr(libcuda_path, '/');
+    if (slash == NULL) return;
+    for (size_t i = 0; i < sizeof siblings / sizeof siblings[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%.*s/%s", (int)(slash - libcuda_path), libcuda_path, siblings[i]);
+        if (access(path, F_OK) == 0 && dlopen(path, RTLD_NOW | RTLD_LOCAL) == NULL) (void)dlerror();
+    }
+}
+
 bool gl_driver_open(const char **reason) {
     if (!drv.tried) {
         drv.tried = true;
         const char *path = getenv("GPULAB_LIBCUDA");
         if (path == NULL || *path == '\0') path = "libcuda.so.1";
+        preload_driver_siblings(path);
         void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (lib == NULL) {
             const char *why = dlerror();

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,39 +39,86 @@
 static struct { NVRTC_FUNCS(NVRTC_FIELD) } nv;
 #undef NVRTC_FIELD
 static bool nv_tried, nv_ok;
-static char nv_why[512];
+static char nv_why[16384];
 
 /* Directory of the libnvrtc this build was linked against, tried before the loader's search. */
 #define GL_NVRTC_MAJOR (CUDA_VERSION / 1000)
 #ifndef GPULAB_NVRTC_DIR
 #define GPULAB_NVRTC_DIR ""
 #endif
+#define NVRTC_HINT "set GPULAB_LIBNVRTC=/path/to/libnvrtc.so.%d (a folder that holds its builtins library too)"
 
-static void *open_nvrtc_library(void) {
+/* Opens libnvrtc: GPULAB_LIBNVRTC, else the build's folder, the loader's search, the default
+ * toolkit folder. On failure `tried` lists every place looked at, for the error message. */
+static void *open_nvrtc_library(char *tried, size_t len) {
     const char *env = getenv("GPULAB_LIBNVRTC");
-    if (env && *env) return dlopen(env, RTLD_NOW | RTLD_LOCAL);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/libnvrtc.so.%d", GPULAB_NVRTC_DIR, GL_NVRTC_MAJOR);
-    void *lib = GPULAB_NVRTC_DIR[0] ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    if (lib == NULL) {
-        snprintf(path, sizeof path, "libnvrtc.so.%d", GL_NVRTC_MAJOR);
-        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (env && *env) {
+        void *lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+        if (lib == NULL) snprintf(tried, len, "GPULAB_LIBNVRTC=%s: %s", env, dlerror());
+        return lib;
     }
-    if (lib == NULL) {
-        snprintf(path, sizeof path, "/usr/local/cuda/lib64/libnvrtc.so.%d", GL_NVRTC_MAJOR);
-        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    char paths[3][4096];
+    int n = 0;
+    if (GPULAB_NVRTC_DIR[0]) snprintf(paths[n++], sizeof paths[0], "%s/libnvrtc.so.%d", GPULAB_NVRTC_DIR, GL_NVRTC_MAJOR);
+    snprintf(paths[n++], sizeof paths[0], "libnvrtc.so.%d", GL_NVRTC_MAJOR);
+    snprintf(paths[n++], sizeof paths[0], "/usr/local/cuda/lib64/libnvrtc.so.%d", GL_NVRTC_MAJOR);
+    size_t used = 0;
+    tried[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        void *lib = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
+        if (lib) return lib;
+        const char *e = dlerror();
+        int w = snprintf(tried + used, len - used, "%s%s (%s)", i ? "; " : "",
+                         strchr(paths[i], '/') ? paths[i] : "the loader's search path", e ? e : "not found");
+        if (w > 0) used = (size_t)w < len - used ? used + (size_t)w : len - 1;
     }
-    return lib;
+    return NULL;
+}
+
+/* The folder a loaded library came from (its path as the loader recorded it). */
+static void library_folder(void *lib, char *dir, size_t len, char *file, size_t file_len) {
+    struct link_map *map = NULL;
+    const char *path = dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name ? map->l_name : "";
+    const char *slash = strrchr(path, '/');
+    snprintf(file, file_len, "%s", slash ? slash + 1 : path);
+    if (slash == NULL) snprintf(dir, len, ".");
+    else if (slash == path) snprintf(dir, len, "/");
+    else snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+/* libnvrtc dlopens its builtins library (libnvrtc-builtins.so.13.0) by soname at the first
+ * compile and carries no RUNPATH, so where the CUDA folder is not on the loader path (runfile,
+ * tarball and pip installs add none) that lookup fails although the file sits beside libnvrtc.
+ * Loading it first by full path from libnvrtc's own folder makes the soname lookup find the
+ * already loaded copy. The loader's search is the fallback. */
+static bool load_nvrtc_builtins(void *lib) {
+    int major = 0, minor = 0;
+    if (nv.nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) {
+        snprintf(nv_why, sizeof nv_why, "NVRTC: nvrtcVersion failed");
+        return false;
+    }
+    char dir[4096], file[1024], name[128], path[8192], first_error[1024];
+    library_folder(lib, dir, sizeof dir, file, sizeof file);
+    snprintf(name, sizeof name, "libnvrtc-builtins%s.so.%d.%d", strstr(file, ".alt.") ? ".alt" : "", major, minor);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (dlopen(path, RTLD_NOW | RTLD_LOCAL)) return true;
+    const char *e = dlerror();
+    snprintf(first_error, sizeof first_error, "%s", e ? e : "cannot open it");
+    if (dlopen(name, RTLD_NOW | RTLD_LOCAL)) return true;
+    snprintf(nv_why, sizeof nv_why,
+             "NVRTC %d.%d needs %s, found neither in %s (the folder of %s) nor on the loader's search path "
+             "(%s); " NVRTC_HINT, major, minor, name, dir, file, first_error, GL_NVRTC_MAJOR);
+    return false;
 }
 
 static bool nvrtc_open(void) {
     if (nv_tried) return nv_ok;
     nv_tried = true;
-    void *lib = open_nvrtc_library();
+    char tried[3 * 4096 + 512];
+    void *lib = open_nvrtc_library(tried, sizeof tried);
     if (lib == NULL) {
-        const char *e = dlerror();
-        snprintf(nv_why, sizeof nv_why, "cannot open NVRTC (libnvrtc.so.%d): %s", GL_NVRTC_MAJOR,
-                 e ? e : "unknown reason");
+        snprintf(nv_why, sizeof nv_why, "cannot open NVRTC (libnvrtc.so.%d); looked at: %s; " NVRTC_HINT,
+                 GL_NVRTC_MAJOR, tried, GL_NVRTC_MAJOR);
         return false;
     }
 #define NVRTC_FETCH(name)                                                                       \
@@ -84,6 +132,7 @@ static bool nvrtc_open(void) {
     }
     NVRTC_FUNCS(NVRTC_FETCH)
 #undef NVRTC_FETCH
+    if (!load_nvrtc_builtins(lib)) return false;
     nv_ok = true;
     return true;
 }

@@ -9,8 +9,9 @@ gl_add_lua_test(cli_lua_compat tests/cli/test_lua_compat.lua
 gl_add_lua_test(cli_watch tests/cli/test_watch.lua
   ENV GPULAB_BIN=$<TARGET_FILE:gpulab> GPULAB_LIBCUDA=/nonexistent/libcuda.so)
 # Installs into a temporary prefix and runs the installed binary from elsewhere.
+gl_deadline(deadline 120)
 add_test(NAME cli_install
-  COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cli/install_test.sh ${CMAKE_BINARY_DIR} ${CMAKE_BINARY_DIR}/install-test)
+  COMMAND ${deadline} sh ${CMAKE_SOURCE_DIR}/tests/cli/install_test.sh ${CMAKE_BINARY_DIR} ${CMAKE_BINARY_DIR}/install-test)
 set_tests_properties(cli_install PROPERTIES LABELS cpu TIMEOUT 120
   ENVIRONMENT "GPULAB_LIBCUDA=/nonexistent/libcuda.so")
 # cuda.run_isolated refuses arguments it cannot pass on, before any child runs.

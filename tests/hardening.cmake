@@ -2,9 +2,10 @@
 gl_add_lua_test(api_sequences_incremental tests/lua/test_api_sequences.lua FAKE)
 set_tests_properties(api_sequences_incremental PROPERTIES
   ENVIRONMENT "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_CACHE=0")
-add_test(NAME api_sequences_generational COMMAND gpulab tests/lua/test_api_sequences.lua generational
+gl_deadline(deadline 600)
+add_test(NAME api_sequences_generational COMMAND ${deadline} $<TARGET_FILE:gpulab> tests/lua/test_api_sequences.lua generational
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-add_test(NAME api_sequences_gc_every_call COMMAND gpulab tests/lua/test_api_sequences.lua gc-every-call 60
+add_test(NAME api_sequences_gc_every_call COMMAND ${deadline} $<TARGET_FILE:gpulab> tests/lua/test_api_sequences.lua gc-every-call 60
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(api_sequences_generational api_sequences_gc_every_call PROPERTIES
   ENVIRONMENT "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_CACHE=0" LABELS cpu TIMEOUT 600)
@@ -12,7 +13,7 @@ gl_add_lua_test(stress_streams tests/lua/stress_streams.lua GPU)
 
 # The bad-input suite through the stand-in, in three collector modes.
 foreach(mode incremental generational gc-every-call)
-  add_test(NAME bad_input_${mode} COMMAND gpulab tests/lua/test_bad_input.lua ${mode}
+  add_test(NAME bad_input_${mode} COMMAND ${deadline} $<TARGET_FILE:gpulab> tests/lua/test_bad_input.lua ${mode}
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(bad_input_${mode} PROPERTIES
     ENVIRONMENT "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_CACHE=0" LABELS cpu TIMEOUT 600)

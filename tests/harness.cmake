@@ -7,7 +7,8 @@ gl_add_lua_test(lab_svg tests/lua/test_lab_svg.lua ENV ${GL_NO_DRIVER})
 gl_add_lua_test(lab_json tests/lua/test_lab_json.lua ENV ${GL_NO_DRIVER})
 gl_add_lua_test(lab_sanitize tests/lua/test_lab_sanitize.lua ENV ${GL_NO_DRIVER} GPULAB_BIN=$<TARGET_FILE:gpulab>)
 # The pictures open in a browser: headless Chromium (skipped, exit 77, where it is not installed).
-add_test(NAME lab_svg_browser COMMAND sh ${CMAKE_SOURCE_DIR}/tests/svg_check.sh $<TARGET_FILE:gpulab>
+gl_deadline(deadline 300)
+add_test(NAME lab_svg_browser COMMAND ${deadline} sh ${CMAKE_SOURCE_DIR}/tests/svg_check.sh $<TARGET_FILE:gpulab>
   ${CMAKE_BINARY_DIR}/svg-check WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(lab_svg_browser PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)
 # On a GPU: faulting and hanging children of cuda.run_isolated; the demo lab's GPU path.

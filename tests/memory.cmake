@@ -2,8 +2,9 @@
 # device arrays through the driver stand-in, and the GPU round trips (label gpu).
 add_executable(test_dtype tests/c/test_dtype.c)
 target_link_libraries(test_dtype PRIVATE gpulab_core)
-add_test(NAME dtype_unit COMMAND test_dtype)
-set_tests_properties(dtype_unit PROPERTIES LABELS cpu)
+gl_deadline(deadline 120)
+add_test(NAME dtype_unit COMMAND ${deadline} $<TARGET_FILE:test_dtype>)
+set_tests_properties(dtype_unit PROPERTIES LABELS cpu TIMEOUT 120)
 
 gl_add_lua_test(memory_host tests/lua/test_memory.lua ENV GPULAB_LIBCUDA=/nonexistent/libcuda.so)
 gl_add_lua_test(memory_fake tests/lua/test_memory_fake.lua FAKE

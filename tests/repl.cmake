@@ -13,11 +13,12 @@ function(gl_add_repl_test name)
     set(R_ARGS $<TARGET_FILE:gpulab>)
   endif()
   set(state ${CMAKE_BINARY_DIR}/repl-state/${name})
-  set(run pty_expect ${CMAKE_SOURCE_DIR}/tests/repl/${name}.pty ${R_ARGS})
+  gl_deadline(deadline 120)
+  set(run ${deadline} $<TARGET_FILE:pty_expect> ${CMAKE_SOURCE_DIR}/tests/repl/${name}.pty ${R_ARGS})
   set(env "TERM=xterm;XDG_STATE_HOME=${state};TESTTMP=${state};GPULAB=$<TARGET_FILE:gpulab>;GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;${R_ENV}")
   if(R_GPU)
     set(check "\"$GPULAB\" -e 'os.exit(cuda.available() and 0 or 77)' || exit 77; exec \"$@\"")
-    add_test(NAME repl_${name} COMMAND sh -c "${check}" sh $<TARGET_FILE:pty_expect>
+    add_test(NAME repl_${name} COMMAND ${deadline} sh -c "${check}" sh $<TARGET_FILE:pty_expect>
              ${CMAKE_SOURCE_DIR}/tests/repl/${name}.pty ${R_ARGS}
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(repl_${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)

@@ -13,18 +13,20 @@ gl_add_lua_test(tma_lab_runner tests/lua/test_tma_lab_runner.lua FAKE)
 # The lab needs the lab harness (lua/gpulab/lab.lua).
 if(EXISTS ${CMAKE_SOURCE_DIR}/lua/gpulab/lab.lua)
   # Without a device the lab compiles its kernels for sm_90a, validates its tensor maps, exits 0.
-  add_test(NAME lab_tma_nodevice COMMAND gpulab labs/tma_double_buffer.lua --quick
+  gl_deadline(deadline 300)
+  add_test(NAME lab_tma_nodevice COMMAND ${deadline} $<TARGET_FILE:gpulab> labs/tma_double_buffer.lua --quick
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(lab_tma_nodevice PROPERTIES LABELS cpu TIMEOUT 300
     ENVIRONMENT "GPULAB_LIBCUDA=/nonexistent/libcuda.so;GPULAB_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
   # Device (skipped without one): the quick lab, its correctness checks must hold (pictures go to
   # lab_tma_quick-<name>.svg); and a small size under each compute-sanitizer tool,
   # which must report no errors (skipped where compute-sanitizer is not installed).
-  add_test(NAME lab_tma_quick COMMAND gpulab tests/lua/tma_lab_runner.lua labs/tma_double_buffer.lua --quick
+  gl_deadline(deadline 600)
+  add_test(NAME lab_tma_quick COMMAND ${deadline} $<TARGET_FILE:gpulab> tests/lua/tma_lab_runner.lua labs/tma_double_buffer.lua --quick
            --json ${CMAKE_BINARY_DIR}/lab_tma_quick.json --svg ${CMAKE_BINARY_DIR}/lab_tma_quick
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   foreach(tool memcheck synccheck racecheck initcheck)
-    add_test(NAME lab_tma_${tool} COMMAND gpulab tests/lua/tma_lab_runner.lua --sanitize=${tool}
+    add_test(NAME lab_tma_${tool} COMMAND ${deadline} $<TARGET_FILE:gpulab> tests/lua/tma_lab_runner.lua --sanitize=${tool}
              labs/tma_double_buffer.lua --quick --rows=256 --cols=2048 --reps=3
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   endforeach()

@@ -11,12 +11,26 @@
 #   cache      a lab run with an empty compile cache, then again with it warm
 #   leaks      each lab in its own scope: device free memory back to its start once collected
 #   stress     10,000 launches interleaved with frees and collections on several streams
-# Usage: tools/device_run.sh OUTDIR [part...]
+# Usage: tools/device_run.sh OUTDIR [part...]   (after tools/device_build.sh made .device-build)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:?usage: tools/device_run.sh OUTDIR [tests|labs|bench|sanitize|stress ...]}
+all_parts="tests labs bench cache leaks stress sanitize"
+usage() {
+  echo "usage: tools/device_run.sh OUTDIR [part...]"
+  echo "  runs the build in .device-build (made by tools/device_build.sh) and writes logs and"
+  echo "  OUTDIR/summary.md; parts (default: all, in this order): $all_parts"
+}
+case ${1:-} in -h | --help) usage; exit 0 ;; "") usage >&2; exit 2 ;; esac
+out=$1
 shift
-parts=${*:-tests labs bench cache leaks stress sanitize}
+parts=${*:-$all_parts}
+for part in $parts; do
+  case " $all_parts " in *" $part "*) ;; *) echo "tools/device_run.sh: unknown part '$part'" >&2; usage >&2; exit 2 ;; esac
+done
+if [ ! -x "$root/.device-build/gpulab" ]; then
+  echo "tools/device_run.sh: no $root/.device-build/gpulab: run tools/device_build.sh first" >&2
+  exit 2
+fi
 mkdir -p "$out"
 # The build was configured at /work/main; make that path resolve to this checkout.
 if [ "$root" != /work/main ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi

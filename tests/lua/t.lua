@@ -61,6 +61,11 @@ function T.test(name, fn)
   else
     T.failed = T.failed + 1
     io.stderr:write("FAIL ", name, ": ", tostring(err), "\n")
+    -- SIGINT (tests/deadline.sh at the test's deadline): the traceback above says where it was
+    if tostring(err):find("interrupted!", 1, true) then
+      io.stderr:write("stopped at test '", name, "': interrupted\n")
+      os.exit(1)
+    end
   end
 end
 

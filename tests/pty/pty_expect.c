@@ -13,6 +13,8 @@
  *   exit CODE        wait for the program to end and compare its exit status
  *   timeout SECONDS  time limit for each later expect/exit (default 10)
  *   # ...            comment
+ * SIGINT or SIGTERM (tests/deadline.sh at the test's own deadline) ends the run like a failed
+ * step: the step it was at and the output so far are printed.
  * The output is compared with terminal controls removed: carriage returns, bells, backspaces and
  * escape sequences, so "\n3\n" matches the line printed after an input.
  */
@@ -40,6 +42,8 @@ static char *out;        /* normalized output so far */
 static size_t out_len, out_cap, matched_to;
 static size_t sent_at; /* output length when the last text was sent */
 static int esc_state;    /* 0 text, 1 after ESC, 2 inside CSI */
+static volatile sig_atomic_t stop_signal; /* SIGINT/SIGTERM received */
+static const char *cur_step = "start", *cur_arg = ""; /* the script step being run */
 
 static void out_add(char c) {
     if (out_len + 2 > out_cap) {
@@ -94,10 +98,18 @@ static void reap(void) {
     if (!child_done && waitpid(child, &child_status, WNOHANG) == child) child_done = true;
 }
 
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
 /* Collects output for up to `ms` milliseconds; returns false once the terminal closed. */
 static bool pump(int ms) {
     struct pollfd p = {.fd = master_fd, .events = POLLIN};
     int r = poll(&p, 1, ms);
+    if (stop_signal) {
+        char why[8400];
+        snprintf(why, sizeof why, "%s (interrupted by %s: the test ran past its deadline here)", cur_arg,
+                 stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        fail(cur_step, why);
+    }
     if (r <= 0) {
         reap();
         return true;
@@ -208,6 +220,9 @@ int main(int argc, char **argv) {
         perror(argv[2]);
         _exit(127);
     }
+    struct sigaction stop = {.sa_handler = on_stop_signal}; /* no SA_RESTART: poll returns EINTR */
+    sigaction(SIGINT, &stop, NULL);
+    sigaction(SIGTERM, &stop, NULL);
     double timeout = 10;
     char line[8192], arg[8200];
     while (fgets(line, sizeof line, script)) {
@@ -217,6 +232,8 @@ int main(int argc, char **argv) {
         const char *raw = sp ? sp + 1 : "";
         if (sp) *sp = '\0';
         size_t len = expand(raw, arg, sizeof arg - 1);
+        cur_step = line;
+        cur_arg = raw;
         bool is_input = strcmp(line, "input") == 0, is_key = strcmp(line, "key") == 0;
         if (is_input || is_key) /* typing before the editor is ready races with its terminal setup */
             wait_for_prompt(timeout, line, raw);
