@@ -3,6 +3,7 @@
  * helpers they share.
  */
 #include "gpulab.h"
+#include "measure.h"
 
 #include <math.h>
 #include <string.h>
@@ -131,6 +132,7 @@ int luaopen_cuda(lua_State *L) {
     gl_open_module(L);
     gl_open_launch(L);
     gl_open_stream(L);
+    gl_open_measure(L);
     gl_open_tensormap(L);
     gl_open_isolate(L);
     return 1;
