@@ -31,6 +31,11 @@ bool fake_hang(void);
 /* printf-style line into GPULAB_FAKE_LOG (no-op without it). */
 void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* fake_measure.c: scripted elapsed times (true when scripted) and the measurement kernels'
+ * effects, applied when cuLaunchKernel accepts one. */
+bool fake_scripted_elapsed(float *ms);
+void fake_measure_launch(const char *name, void **params);
+
 #define FAKE_ENTER(name)                                                                        \
     do {                                                                                        \
         CUresult fr_ = fake_enter(name);                                                        \
