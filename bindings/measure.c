@@ -19,8 +19,10 @@
  * stdrel) is reported beside it as `stdrel`.
  *
  * Stopping: after at least min_samples accepted samples and min_time seconds of sampling, stop
- * when noise <= max_noise ("converged"), or when doubling the samples improved the noise by
- * less than 5% ("plateau": independent samples give 29%, so the samples drift), or at
+ * when noise <= max_noise ("converged"), or when the noise stopped improving because the
+ * samples drift ("plateau": doubling the samples gained less than 5% of noise, where
+ * independent samples gain 29%, and the two halves' means are apart by more than twice their
+ * intervals; see plateaued()), or at
  * max_samples, or when the timeout has passed ("timeout"; a sample in flight then gets 1 s of
  * grace before the wait raises).
  *
@@ -327,6 +329,7 @@ typedef struct measure_run {
     double t_begin, t_sampling;
     /* accepted samples, per call (ms), their SM clock, NVML's clock and the noise after each */
     double *times, *clocks, *nvml_clocks, *noise;
+    double *p1, *p2;              /* prefix sums of (t - times[0]) and its square: n + 1 entries */
     size_t n, cap;
     double wsum, wmean, wm2;      /* Welford over accepted times */
     lua_Integer taken, rejected, block_timeouts;
@@ -487,9 +490,9 @@ static void run_pass(lua_State *L, measure_run *r, lua_Integer k, pass_result *o
 static void grow(lua_State *L, measure_run *r) {
     if (r->n < r->cap) return;
     size_t cap = r->cap ? r->cap * 2 : 64;
-    double **arrays[] = {&r->times, &r->clocks, &r->nvml_clocks, &r->noise};
-    for (int i = 0; i < 4; i++) {
-        double *p = realloc(*arrays[i], cap * sizeof *p);
+    double **arrays[] = {&r->times, &r->clocks, &r->nvml_clocks, &r->noise, &r->p1, &r->p2};
+    for (int i = 0; i < 6; i++) {
+        double *p = realloc(*arrays[i], (cap + 1) * sizeof *p);
         if (p == NULL) luaL_error(L, "%s: out of host memory", r->o->fn);
         *arrays[i] = p;
     }
@@ -511,6 +514,10 @@ static void accept(lua_State *L, measure_run *r, const pass_result *p) {
         noise = relative_noise(t975((double)(r->n - 1)) * sd / sqrt((double)r->n), r->wmean);
     }
     r->noise[i] = noise;
+    if (i == 0) r->p1[0] = r->p2[0] = 0;
+    double x = p->ms - r->times[0];
+    r->p1[i + 1] = r->p1[i] + x;
+    r->p2[i + 1] = r->p2[i] + x * x;
 }
 
 static bool throttled(const measure_run *r, const pass_result *p) {
@@ -518,13 +525,29 @@ static bool throttled(const measure_run *r, const pass_result *p) {
            p->mhz < r->o->throttle * r->ref_mhz;
 }
 
-/* Doubling the samples gained less than PLATEAU_MIN_GAIN of noise. */
+/* Mean and 95% half-width of accepted samples [a, b), from the prefix sums (b - a >= 2). */
+static void range_interval(const measure_run *r, size_t a, size_t b, double *mean, double *half) {
+    double m = (double)(b - a);
+    double s1 = r->p1[b] - r->p1[a], s2 = r->p2[b] - r->p2[a];
+    double var = (s2 - s1 * s1 / m) / (m - 1);
+    *mean = r->times[0] + s1 / m;
+    *half = t975(m - 1) * sqrt(var > 0 ? var : 0) / sqrt(m);
+}
+
+/* The noise stopped improving because the samples drift: doubling the samples gained less
+ * than PLATEAU_MIN_GAIN of noise (independent samples gain 29%), and the means of the two
+ * halves lie further apart than twice their intervals. A lone outlier widens its half's
+ * interval as much as it moves its mean, so it does not stop the measurement. */
 static bool plateaued(const measure_run *r) {
     size_t n = r->n, window = (size_t)(r->o->min_samples > 10 ? r->o->min_samples : 10);
     if (n < 2 * window) return false;
     double now = r->noise[n - 1], then = r->noise[n / 2 - 1];
-    if (!isfinite(now) || !isfinite(then) || !(then > 0)) return false;
-    return now > (1 - PLATEAU_MIN_GAIN) * then;
+    if (!isfinite(now) || !isfinite(then) || !(then > 0) || now <= (1 - PLATEAU_MIN_GAIN) * then)
+        return false;
+    double m1, h1, m2, h2;
+    range_interval(r, 0, n / 2, &m1, &h1);
+    range_interval(r, n / 2, n, &m2, &h2);
+    return fabs(m1 - m2) > 2 * (h1 + h2);
 }
 
 static const char *stop_reason(const measure_run *r) {
@@ -695,6 +718,8 @@ static void cleanup(lua_State *L, measure_run *r, int holder) {
     free(r->clocks);
     free(r->nvml_clocks);
     free(r->noise);
+    free(r->p1);
+    free(r->p2);
 }
 
 static void push_list(lua_State *L, const double *v, size_t n, const char *key) {

@@ -100,12 +100,24 @@ test("stopping rule: drifting samples stop on a plateau", function()
   local drift = {}
   for i = 1, 2000 do drift[i] = 1 + i * 0.01 end
   script(ELAPSED, drift)
-  local r = cuda.measure(launcher(), { regime = "hot", batch = 1, min_time = 0, max_noise = 1e-6, max_samples = 100000 })
+  local r = cuda.measure(launcher(),
+    { regime = "hot", batch = 1, min_time = 0, max_noise = 1e-6, max_samples = 100000 })
   T.eq(r.stop, "plateau")
   local n = r.samples
   T.ok(n >= 20, "at least 2 windows: " .. n)
   local half = cuda.stats_of({ table.unpack(r.times, 1, n // 2) }).noise
   T.ok(r.noise > 0.95 * half, "doubling the samples did not improve the noise by 5%")
+  local m1 = cuda.stats_of({ table.unpack(r.times, 1, n // 2) })
+  local m2 = cuda.stats_of({ table.unpack(r.times, n // 2 + 1, n) })
+  T.ok(m2.ci95[1] > m1.ci95[2], "the halves' intervals are apart")
+  -- one outlier does not stop it: its half's interval widens as much as its mean moves
+  local spike = {}
+  for i = 1, 4000 do spike[i] = (i % 2 == 0) and 1.01 or 1.0 end
+  spike[17] = 1.5 -- sample 15, after the two warmup passes
+  script(ELAPSED, spike)
+  r = cuda.measure(launcher(), { regime = "hot", batch = 1, min_time = 0, max_noise = 0.001 })
+  T.eq(r.stop, "converged")
+  T.ok(r.samples > 500, "the outlier costs samples: " .. r.samples)
   -- independent-looking samples do not plateau: they run to the timeout
   script(ELAPSED, { 1.0, 1.2, 1.1, 0.9 })
   r = cuda.measure(launcher(), { regime = "hot", batch = 1, min_time = 0, max_noise = 1e-9,
@@ -209,44 +221,50 @@ test("a prepared launch is a callable", function()
   local P = work:prepare({ grid = 1, block = 1, stream = s }, a)
   local r = cuda.measure(P, { regime = "hot", batch = 2, stream = s, min_time = 0 })
   T.eq(r.samples, 10)
-  local callable = setmetatable({}, { __call = function(_, st) work:launch({ grid = 1, block = 1, stream = st }, a) end })
+  local callable = setmetatable({},
+    { __call = function(_, st) work:launch({ grid = 1, block = 1, stream = st }, a) end })
   T.eq(cuda.measure(callable, { regime = "hot", stream = s, min_time = 0 }).samples, 10)
   s:free()
 end)
 
 test("bad input: clear errors naming the argument", function()
   local f = launcher()
-  T.raises(function() cuda.measure() end, "bad argument #1 to 'cuda.measure' (function or callable expected, got no value)")
-  T.raises(function() cuda.measure(5) end, "bad argument #1 to 'cuda.measure' (function or callable expected, got number)")
+  local function bad(opts, msg) T.raises(function() cuda.measure(f, opts) end, msg) end
+  T.raises(function() cuda.measure() end,
+    "bad argument #1 to 'cuda.measure' (function or callable expected, got no value)")
+  T.raises(function() cuda.measure(5) end,
+    "bad argument #1 to 'cuda.measure' (function or callable expected, got number)")
   T.raises(function() cuda.measure({}) end, "(function or callable expected, got table)")
   T.raises(function() cuda.measure(f, 5) end, "bad argument #2 to 'cuda.measure' (options table")
-  T.raises(function() cuda.measure(f, { reps = 3 }) end, "cuda.measure: unknown option 'reps'")
-  T.raises(function() cuda.measure(f, { regime = "warm" }) end, "option 'regime' must be \"cold\", \"hot\" or \"graph\", got \"warm\"")
-  T.raises(function() cuda.measure(f, { min_samples = 1 }) end, "option 'min_samples' must be 2..1000000, got 1")
-  T.raises(function() cuda.measure(f, { min_samples = -3 }) end, "option 'min_samples' must be 2..1000000, got -3")
-  T.raises(function() cuda.measure(f, { min_samples = 2.5 }) end, "option 'min_samples' must be an integer")
-  T.raises(function() cuda.measure(f, { min_samples = 20, max_samples = 10 }) end, "option 'max_samples' must be 20..")
-  T.raises(function() cuda.measure(f, { max_noise = 0 }) end, "option 'max_noise' must be a finite number > 0, got 0")
-  T.raises(function() cuda.measure(f, { max_noise = -0.01 }) end, "option 'max_noise' must be a finite number > 0")
-  T.raises(function() cuda.measure(f, { max_noise = 0 / 0 }) end, "option 'max_noise' must be a number, got NaN")
-  T.raises(function() cuda.measure(f, { timeout = math.huge }) end, "option 'timeout' must be a finite number > 0, got inf")
-  T.raises(function() cuda.measure(f, { timeout = 0 }) end, "option 'timeout' must be a finite number > 0, got 0")
-  T.raises(function() cuda.measure(f, { min_time = -1 }) end, "option 'min_time' must be a finite number >= 0, got -1")
-  T.raises(function() cuda.measure(f, { min_time = 20 }) end, "option 'min_time' (20.0 s) is longer than 'timeout' (15.0 s)")
-  T.raises(function() cuda.measure(f, { throttle = 1.5 }) end, "option 'throttle' must be a finite number in [0, 1], got 1.5")
-  T.raises(function() cuda.measure(f, { throttle = "high" }) end, "option 'throttle' must be a number, got string")
-  T.raises(function() cuda.measure(f, { blocking = 1 }) end, "option 'blocking' must be a boolean")
-  T.raises(function() cuda.measure(f, { batch = 0, regime = "hot" }) end, "option 'batch' must be 1..1000, got 0")
-  T.raises(function() cuda.measure(f, { batch = 4 }) end, "option 'batch' applies to the hot and graph regimes")
-  T.raises(function() cuda.measure(f, { stream = 5 }) end, "cuda.measure: option 'stream' must be a cuda.stream, got number")
+  bad({ reps = 3 }, "cuda.measure: unknown option 'reps'")
+  bad({ regime = "warm" }, "option 'regime' must be \"cold\", \"hot\" or \"graph\", got \"warm\"")
+  bad({ min_samples = 1 }, "option 'min_samples' must be 2..1000000, got 1")
+  bad({ min_samples = -3 }, "option 'min_samples' must be 2..1000000, got -3")
+  bad({ min_samples = 2.5 }, "option 'min_samples' must be an integer")
+  bad({ min_samples = 20, max_samples = 10 }, "option 'max_samples' must be 20..")
+  bad({ max_noise = 0 }, "option 'max_noise' must be a finite number > 0, got 0")
+  bad({ max_noise = -0.01 }, "option 'max_noise' must be a finite number > 0")
+  bad({ max_noise = 0 / 0 }, "option 'max_noise' must be a number, got NaN")
+  bad({ timeout = math.huge }, "option 'timeout' must be a finite number > 0, got inf")
+  bad({ timeout = 0 }, "option 'timeout' must be a finite number > 0, got 0")
+  bad({ min_time = -1 }, "option 'min_time' must be a finite number >= 0, got -1")
+  bad({ min_time = 20 }, "option 'min_time' (20.0 s) is longer than 'timeout' (15.0 s)")
+  bad({ throttle = 1.5 }, "option 'throttle' must be a finite number in [0, 1], got 1.5")
+  bad({ throttle = "high" }, "option 'throttle' must be a number, got string")
+  bad({ blocking = 1 }, "option 'blocking' must be a boolean")
+  bad({ batch = 0, regime = "hot" }, "option 'batch' must be 1..1000, got 0")
+  bad({ batch = 4 }, "option 'batch' applies to the hot and graph regimes")
+  bad({ stream = 5 }, "cuda.measure: option 'stream' must be a cuda.stream, got number")
   local dead = cuda.stream()
   dead:free()
-  T.raises(function() cuda.measure(f, { stream = dead }) end, "cuda.measure: option 'stream': the cuda.stream was freed")
+  bad({ stream = dead }, "cuda.measure: option 'stream': the cuda.stream was freed")
   T.raises(function() cuda.measure(function() end, { min_time = 0 }) end, "cuda.measure: fn enqueued no GPU work")
   local s = cuda.stream()
-  T.raises(function() cuda.measure(function() s:free() end, { stream = s }) end, "cuda.measure: the cuda.stream was freed")
+  T.raises(function() cuda.measure(function() s:free() end, { stream = s }) end,
+    "cuda.measure: the cuda.stream was freed")
   s = cuda.stream()
-  T.raises(function() s:capture(function() cuda.measure(f) end) end, "cuda.measure: not available while a stream capture is under way")
+  T.raises(function() s:capture(function() cuda.measure(f) end) end,
+    "cuda.measure: not available while a stream capture is under way")
   local boom = {}
   local ok, err = pcall(cuda.measure, function() error(boom) end, { stream = s })
   T.eq(ok, false); T.eq(err, boom, "fn's own error propagates")
@@ -282,7 +300,8 @@ test("a stream of another context, a spin that gives up, an event that cannot be
                 "(cuEventRecord: CUDA_ERROR_INVALID_HANDLE (400))", 1, true), out)
   T.ok(out:find("STATS\t0", 1, true), out)
   out = child("GPULAB_FAKE_BLOCK_GIVEUP=1", PRELUDE .. [[
-    print("GIVEUP", select(2, pcall(cuda.measure, f, { regime = "hot", stream = s, min_time = 0, blocking = true, timeout = 0.2 })))
+    print("GIVEUP", select(2, pcall(cuda.measure, f,
+      { regime = "hot", stream = s, min_time = 0, blocking = true, timeout = 0.2 })))
   ]])
   T.ok(out:find("GIVEUP\tcuda.measure: no sample accepted within 0.2", 1, true), out)
   T.ok(out:find("a spin that gave up", 1, true), out)
