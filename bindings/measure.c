@@ -475,6 +475,7 @@ static void run_pass(lua_State *L, measure_run *r, lua_Integer k, pass_result *o
     }
     release_block(r);
     wait_for(L, r, o->sample_clock ? r->done : r->end);
+    gl_log_sync_ok(run_stream(L, r)); /* what it queued there is complete */
     float ms = 0;
     GL_CHECK(L, gl_cu.cuEventElapsedTime(&ms, r->start, r->end), o->fn, "cuEventElapsedTime");
     if (!(ms >= 0) || !isfinite(ms))
@@ -675,7 +676,6 @@ static int measure_body(lua_State *L) {
             accept(L, r, &p);
         }
     }
-    gl_log_sync_ok(run_stream(L, r)); /* the last wait covered everything queued there */
     gl_release_drain();
     if (r->n == 0)
         luaL_error(L, "%s: no sample accepted within %f s (%I taken, %I rejected: SM clock below "
