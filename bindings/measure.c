@@ -609,6 +609,8 @@ static void setup(lua_State *L, measure_run *r) {
                  "cuMemAlloc (the L2 flush buffer, 2x L2)");
     }
     if (o->sample_clock) reference_clock(L, r);
+    /* A stream of another context fails its first use: make that use one that says so. */
+    if (r->stream && o->pass_stream) record(L, r, r->start);
 }
 
 /* The graph regime: fn(s) captured once on the measurement stream. */

@@ -176,7 +176,8 @@ test("cold: the L2 flush (2x L2) precedes each sample's start event", function()
     elseif l:find("^launch gl_measure_clock") then order[#order + 1] = "clock" end
   end
   local seq = table.concat(order, " ")
-  T.ok(seq:find("^flush record work record clock record flush record work record clock record"), seq)
+  -- the first record probes the stream (one of another context fails there, with a clear message)
+  T.ok(seq:find("^record flush record work record clock record flush record work record clock record"), seq)
   s:free()
   check_no_leaks()
   T.eq(count("^free 0x"), 1, "the flush buffer is freed")
