@@ -51,16 +51,17 @@ local big = copier(2048 * MiB)
 local c1 = measure("copy 2 GiB", big, { regime = "cold" })
 local h1 = measure("copy 2 GiB", big, { regime = "hot" })
 
--- 2. below and above L2
+-- 2. below and above L2; blocking, so that neither regime's samples hold launch overhead (a single
+-- cold call would otherwise include the host's launch latency, a batch of hot calls would not)
 local below_bytes = math.min(8 * MiB, dev.l2_bytes // 6) -- working set 16 MB (2 x 8 MiB) on an H200
 local below = copier(below_bytes)
 local cb = measure(string.format("copy %d MiB (ws %d MiB)", below_bytes // MiB, 2 * below_bytes // MiB),
-  below, { regime = "cold" })
+  below, { regime = "cold", blocking = true })
 local hb = measure(string.format("copy %d MiB (ws %d MiB)", below_bytes // MiB, 2 * below_bytes // MiB),
-  below, { regime = "hot" })
+  below, { regime = "hot", blocking = true })
 local above = copier(512 * MiB)
-local ca = measure("copy 512 MiB (ws 1 GiB)", above, { regime = "cold" })
-local ha = measure("copy 512 MiB (ws 1 GiB)", above, { regime = "hot" })
+local ca = measure("copy 512 MiB (ws 1 GiB)", above, { regime = "cold", blocking = true })
+local ha = measure("copy 512 MiB (ws 1 GiB)", above, { regime = "hot", blocking = true })
 
 -- 3. rejection at work: throttle = 1.0 rejects every sample below the maximum clock
 local okr, rt = pcall(cuda.measure, big, { regime = "hot", stream = s, throttle = 1.0, timeout = 10 })
