@@ -331,7 +331,7 @@ typedef struct measure_run {
     double *times, *clocks, *nvml_clocks, *noise;
     double *p1, *p2;              /* prefix sums of (t - times[0]) and its square: n + 1 entries */
     size_t n, cap;
-    double wsum, wmean, wm2;      /* Welford over accepted times */
+    double wmean, wm2;            /* Welford over accepted times */
     lua_Integer taken, rejected, block_timeouts;
     const char *stop;
 } measure_run;
