@@ -68,7 +68,7 @@ local okr, rt = pcall(cuda.measure, big, { regime = "hot", stream = s, throttle 
 if okr then row("copy 2 GiB, throttle=1.0", rt) end
 
 -- 4. cuda.bench, the same copy
-local b = cuda.bench(big, { stream = s, reps = 20, warmup = 3 })
+local b = cuda.bench(function() big(s) end, { stream = s, reps = 20, warmup = 3 })
 
 -- 5. tiny kernels: launch-bound without blocking; the graph regime
 local x = cuda.array("u32", 1)
