@@ -4,6 +4,7 @@
  */
 #include "gpulab.h"
 #include "observe.h"
+#include "measure.h"
 
 #include <math.h>
 #include <string.h>
@@ -132,6 +133,7 @@ int luaopen_cuda(lua_State *L) {
     gl_open_module(L);
     gl_open_launch(L);
     gl_open_stream(L);
+    gl_open_measure(L);
     gl_open_tensormap(L);
     gl_open_isolate(L);
     gl_open_profile(L); gl_open_trace(L);

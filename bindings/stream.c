@@ -13,6 +13,7 @@
  */
 #include "stream.h"
 
+#include "measure.h"
 #include "module.h"
 #include "objects.h"
 #include "observe.h"
@@ -577,43 +578,13 @@ static int graph_tostring(lua_State *L) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * cuda.bench(fn, {warmup=3, reps=20, stream=s, timeout=}): device time of the work fn enqueues,
- * one event pair per call and a sync on the end event, so each sample starts on an idle
- * stream (it includes the host's time to enqueue the work: for tiny kernels, launch overhead).
+ * cuda.bench(fn, {warmup=3, reps=20, stream=s, timeout=}): the plain form of cuda.measure
+ * (measure.c): device time of the work fn enqueues, one event pair per call and a wait on the
+ * end event, so each sample starts on an idle stream (it includes the host's time to enqueue
+ * the work: for tiny kernels, launch overhead). Exactly `reps` samples, none rejected, no L2
+ * flush, no clock kernel; the timeout bounds each wait. The result is cuda.measure's, with
+ * `samples` the list of times (ms) and `reps`, `warmup` beside it.
  * ------------------------------------------------------------------------------------------ */
-typedef struct bench_run {
-    lua_Integer warmup, reps;
-    double timeout;
-    gl_stream *stream; /* NULL: the default stream; re-checked each rep (fn may free it) */
-    CUevent start, end;
-} bench_run;
-
-static CUstream bench_stream(lua_State *L, const bench_run *b, const char *fn) {
-    if (b->stream == NULL) return NULL;
-    if (b->stream->track == NULL) luaL_error(L, "%s: the cuda.stream was freed", fn);
-    return b->stream->handle;
-}
-
-/* Runs under lua_pcall with (run, fn, samples): the caller destroys the events either way. */
-static int bench_body(lua_State *L) {
-    const char *fn = "cuda.bench";
-    bench_run *b = lua_touserdata(L, 1);
-    for (lua_Integer i = 0; i < b->warmup + b->reps; i++) {
-        GL_CHECK(L, gl_cu.cuEventRecord(b->start, bench_stream(L, b, fn)), fn, "cuEventRecord");
-        lua_pushvalue(L, 2);
-        lua_call(L, 0, 0);
-        GL_CHECK(L, gl_cu.cuEventRecord(b->end, bench_stream(L, b, fn)), fn, "cuEventRecord");
-        wait_event(L, b->end, b->timeout, fn);
-        float ms = 0;
-        GL_CHECK(L, gl_cu.cuEventElapsedTime(&ms, b->start, b->end), fn, "cuEventElapsedTime");
-        if (i >= b->warmup) {
-            lua_pushnumber(L, ms);
-            lua_rawseti(L, 3, i - b->warmup + 1);
-        }
-    }
-    return 0;
-}
-
 static lua_Integer count_field(lua_State *L, int t, const char *name, lua_Integer def,
                                lua_Integer lo, const char *fn) {
     lua_Integer v = gl_opt_int_field(L, t, name, def, fn);
@@ -622,79 +593,31 @@ static lua_Integer count_field(lua_State *L, int t, const char *name, lua_Intege
     return v;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void push_bench_result(lua_State *L, int samples, const bench_run *b) {
-    int n = (int)b->reps;
-    double *v = lua_newuserdatauv(L, (size_t)n * sizeof *v, 0); /* scratch, collected later */
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, samples, i + 1);
-        v[i] = lua_tonumber(L, -1);
-        lua_pop(L, 1);
-        sum += v[i];
-    }
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    lua_createtable(L, 0, 7);
-    lua_pushnumber(L, n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
-    lua_setfield(L, -2, "median");
-    lua_pushnumber(L, v[0]);
-    lua_setfield(L, -2, "min");
-    lua_pushnumber(L, v[n - 1]);
-    lua_setfield(L, -2, "max");
-    lua_pushnumber(L, sum / n);
-    lua_setfield(L, -2, "mean");
-    lua_pushvalue(L, samples);
-    lua_setfield(L, -2, "samples");
-    lua_pushinteger(L, b->reps);
-    lua_setfield(L, -2, "reps");
-    lua_pushinteger(L, b->warmup);
-    lua_setfield(L, -2, "warmup");
-}
-
 static int l_bench(lua_State *L) {
     const char *fn = "cuda.bench";
     static const char *const known[] = {"warmup", "reps", "stream", "timeout", NULL};
     if (lua_type(L, 1) != LUA_TFUNCTION)
         luaL_error(L, "bad argument #1 to '%s' (function expected, got %s)", fn, gl_type_name(L, 1));
-    bench_run b = {3, 20, -1, NULL, NULL, NULL};
+    gl_measure_opts o = {.fn = fn, .regime = GL_REGIME_HOT, .warmup = 3, .min_samples = 20,
+                         .batch = 1, .max_noise = -1, .timeout = -1, .timeout_per_wait = true};
     lua_settop(L, 2);
     if (opt_table(L, 2, known, fn, "{warmup=, reps=, stream=, timeout=}")) {
-        b.warmup = count_field(L, 2, "warmup", 3, 0, fn);
-        b.reps = count_field(L, 2, "reps", 20, 1, fn);
-        b.timeout = timeout_field(L, 2, fn);
+        o.warmup = count_field(L, 2, "warmup", 3, 0, fn);
+        o.min_samples = count_field(L, 2, "reps", 20, 1, fn);
+        o.timeout = timeout_field(L, 2, fn);
         lua_getfield(L, 2, "stream"); /* 3: kept on the stack while fn runs */
         if (!lua_isnil(L, 3) && gl_test_stream(L, 3) == NULL)
             luaL_error(L, "%s: option 'stream' must be a cuda.stream, got %s", fn, gl_type_name(L, 3));
-        if (!lua_isnil(L, 3)) b.stream = check_stream(L, 3, fn);
+        if (!lua_isnil(L, 3)) check_stream(L, 3, fn);
     }
     lua_settop(L, 3);
-    if (cap.active) luaL_error(L, "%s: not available while a stream capture is under way", fn);
-    gl_require_gpu(L, fn);
-    lua_createtable(L, (int)b.reps, 0); /* 4: samples */
-    GL_CHECK(L, gl_cu.cuEventCreate(&b.start, CU_EVENT_DEFAULT), fn, "cuEventCreate");
-    CUresult r = gl_cu.cuEventCreate(&b.end, CU_EVENT_DEFAULT);
-    if (r != CUDA_SUCCESS) {
-        gl_cu.cuEventDestroy(b.start);
-        gl_raise_cuda(L, r, fn, "cuEventCreate");
-    }
-    lua_pushcfunction(L, bench_body);
-    lua_pushlightuserdata(L, &b);
-    lua_pushvalue(L, 1);
-    lua_pushvalue(L, 4);
-    int status = lua_pcall(L, 3, 0, 0);
-    if (gl_context_usable()) {
-        gl_cu.cuEventDestroy(b.start);
-        gl_cu.cuEventDestroy(b.end);
-    }
-    if (status != LUA_OK) lua_error(L);
-    CUstream h = b.stream && b.stream->track ? b.stream->handle : NULL;
-    gl_log_sync_ok(h); /* the last end event completed: so did everything before it there */
-    gl_release_drain();
-    push_bench_result(L, 4, &b);
+    o.max_samples = o.min_samples;
+    gl_measure_run(L, 1, 3, &o);
+    int result = lua_gettop(L);
+    lua_getfield(L, result, "times");
+    lua_setfield(L, result, "samples");
+    lua_pushinteger(L, o.min_samples);
+    lua_setfield(L, result, "reps");
     return 1;
 }
 

@@ -23,8 +23,9 @@ find_path(GPULAB_CUPTI_INCLUDE cupti_range_profiler.h
 if(GPULAB_CUPTI_INCLUDE)
   add_executable(cupti_abi_check ${CMAKE_SOURCE_DIR}/tests/c/cupti_abi_check.cpp)
   target_include_directories(cupti_abi_check PRIVATE ${CMAKE_SOURCE_DIR}/bindings ${GPULAB_CUPTI_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
-  add_test(NAME cupti_abi_check COMMAND cupti_abi_check)
-  set_tests_properties(cupti_abi_check PROPERTIES LABELS cpu)
+  gl_deadline(deadline 60)
+  add_test(NAME cupti_abi_check COMMAND ${deadline} $<TARGET_FILE:cupti_abi_check>)
+  set_tests_properties(cupti_abi_check PROPERTIES LABELS cpu TIMEOUT 60)
 endif()
 gl_add_lua_test(profile_fake_fail tests/lua/test_profile_fake.lua FAKE
   ENV GPULAB_CUPTI=$<TARGET_FILE:fakecupti> GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/profile_fake_fail.log

@@ -64,8 +64,9 @@ gl_add_repl_test(history_home ARGS env -u XDG_STATE_HOME HOME=${CMAKE_BINARY_DIR
 # SIGTERM / SIGHUP at the prompt (terminal in raw mode): settings restored, history kept (tmux).
 find_program(GPULAB_TMUX tmux)
 if(GPULAB_TMUX)
+  gl_deadline(deadline 120)
   add_test(NAME repl_terminal_restore
-    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/repl/terminal_restore.sh $<TARGET_FILE:gpulab>
+    COMMAND ${deadline} sh ${CMAKE_SOURCE_DIR}/tests/repl/terminal_restore.sh $<TARGET_FILE:gpulab>
             ${CMAKE_BINARY_DIR}/repl-state/terminal_restore)
   set_tests_properties(repl_terminal_restore PROPERTIES LABELS cpu TIMEOUT 120)
 endif()

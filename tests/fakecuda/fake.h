@@ -33,6 +33,10 @@ void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Tells the CUPTI stand-in about an accepted launch (fake_observer.c). */
 void fake_observe_launch(const char *kernel, const unsigned grid[3], const unsigned block[3]);
+/* fake_measure.c: scripted elapsed times (true when scripted) and the measurement kernels'
+ * effects, applied when cuLaunchKernel accepts one. */
+bool fake_scripted_elapsed(float *ms);
+void fake_measure_launch(const char *name, void **params);
 
 #define FAKE_ENTER(name)                                                                        \
     do {                                                                                        \

@@ -816,7 +816,7 @@ CUresult fake_cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned g
             hex_append(hex, sizeof hex, &pos, params[i], f->params[i].size);
         }
     }
-    fake_capture_add(stream);
+    if (!fake_capture_add(stream)) fake_measure_launch(f->name, params);
     fake_observe_launch(f->name, g, b);
     fake_log("launch %s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=%#lx args=%s", f->name, gx, gy,
              gz, bx, by, bz, smem, (unsigned long)(uintptr_t)stream, hex);

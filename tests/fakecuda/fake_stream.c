@@ -6,8 +6,9 @@
  * fake_stream.h). Handles are checked against the live objects so that a use after destroy
  * answers CUDA_ERROR_INVALID_HANDLE instead of touching freed memory.
  *
- * cuEventElapsedTime answers the host time between the two cuEventRecord calls: a plausible
- * shape for tests of the API, never a GPU measurement.
+ * cuEventElapsedTime answers the host time between the two cuEventRecord calls (or the times
+ * scripted in GPULAB_FAKE_ELAPSED_FILE, fake_measure.c): a plausible shape for tests of the
+ * API, never a GPU measurement.
  */
 #define _GNU_SOURCE
 #include "fake.h"
@@ -255,6 +256,7 @@ CUresult fake_cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
     if (a == NULL || b == NULL || !a->recorded || !b->recorded) return CUDA_ERROR_INVALID_HANDLE;
     if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
     if (fake_work_blocked()) return CUDA_ERROR_NOT_READY;
+    if (fake_scripted_elapsed(ms)) return CUDA_SUCCESS;
     *ms = (float)((b->recorded_at - a->recorded_at) * 1e3);
     return CUDA_SUCCESS;
 }
