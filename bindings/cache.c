@@ -189,6 +189,24 @@ static bool join_path(char *out, size_t cap, const char *dir, const char *name) 
 
 static void scan_text(scan *s, const char *text, size_t len, const char *dir, int depth);
 
+static bool under_system_dir(const scan *s, const char *path) {
+    for (int i = 0; i < s->in->nsystem_dirs; i++) {
+        size_t n = strlen(s->in->system_dirs[i]);
+        if (n && strncmp(path, s->in->system_dirs[i], n) == 0 && path[n] == '/') return true;
+    }
+    return false;
+}
+
+/* An installed header's identity: what changes when it is edited or replaced. */
+static void hash_identity(scan *s, const char *path) {
+    struct stat st;
+    char id[96];
+    if (stat(path, &st) != 0) memset(&st, 0, sizeof st);
+    snprintf(id, sizeof id, "%lld %lld.%09ld %llu", (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+             (long)st.st_mtim.tv_nsec, (unsigned long long)st.st_ino);
+    hash_str(s->sha, 'I', id);
+}
+
 static void scan_disk_file(scan *s, const char *path, int depth) {
     if (seen_before(s, path)) return;
     size_t len = 0;
@@ -198,7 +216,8 @@ static void scan_disk_file(scan *s, const char *path, int depth) {
         return;
     }
     hash_str(s->sha, 'F', path);
-    hash_item(s->sha, 'C', text, len);
+    if (under_system_dir(s, path)) hash_identity(s, path);
+    else hash_item(s->sha, 'C', text, len);
     char abs[PATH_MAX];
     if (s->on_file && realpath(path, abs)) s->on_file(abs, s->ctx);
     char dir[PATH_MAX];

@@ -25,7 +25,8 @@
     X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute)               \
     X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                \
     X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuCtxGetStreamPriorityRange)    \
-    X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute)        \
+    X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal)    \
+    X(cuFuncGetAttribute)                                                                       \
     X(cuFuncSetAttribute) X(cuFuncGetParamInfo) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)  \
     X(cuLaunchKernel)                                                                           \
     X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemGetInfo)               \

@@ -339,7 +339,7 @@ static void test_key(void) {
     const char *dirs[] = {inc};
     const char *names[] = {"k"};
     gl_cache_header mem[] = {{"mem.h", "#define M 3\n", 12}, {"unused.h", "x", 1}};
-    gl_cache_key_input base = {"0.1.0", "13.0", "sm_90a", opts, 3, src, strlen(src), ".", names, 1, mem, 2, dirs, 1};
+    gl_cache_key_input base = {"0.1.0", "13.0", "sm_90a", opts, 3, src, strlen(src), ".", names, 1, mem, 2, dirs, 1, NULL, 0};
     unsigned char k0[32], k1[32];
     key_of(base, k0);
     CHECK(seen_files == 2, "a.h and b.h reported (%d)", seen_files);

@@ -37,4 +37,9 @@ void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
         if (fr_ != CUDA_SUCCESS) return fr_;                                                    \
     } while (0)
 
+/* Registers host memory standing in for a module variable as device memory (copies to and from
+ * it are range-checked like any allocation), without logging an allocation. fake_memory.c */
+bool fake_track_device(void *p, size_t size);
+void fake_untrack_device(void *p);
+
 #endif
