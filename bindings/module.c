@@ -378,7 +378,11 @@ static void add_variable_names(luaL_Buffer *b, const char *ptx, size_t len) {
             while (stop > q && (stop[-1] == ' ' || stop[-1] == '\t')) stop--;
             const char *start = stop;
             while (start > q && start[-1] != ' ' && start[-1] != '\t') start--;
-            if (stop > start && *start != '.') {
+            /* the toolkit headers' own constants (cuda::std, cooperative_groups) are noise */
+            size_t wlen = (size_t)(stop - start);
+            bool toolkit = has_prefix(start, wlen, "_ZN4cuda", 8) || memmem(start, wlen, "_INTERNAL_", 10) ||
+                           memmem(start, wlen, "cooperative_groups", 18);
+            if (stop > start && *start != '.' && !toolkit) {
                 luaL_addstring(b, n++ ? ", " : "");
                 luaL_addlstring(b, start, (size_t)(stop - start));
             }

@@ -284,15 +284,19 @@ static void analyse_body(lexer *lx, big_param *big, int nbig, gl_param *out, int
         t = next_token(lx);
     } while (t.len && !tok_is(t, "{") && !tok_is(t, ";"));
     if (!tok_is(t, "{")) return;
-    int depth = 1;
+    int depth = 1, vector = 0; /* block braces; operand braces ({%r1, %r2}) inside a statement */
     bool at_start = true;
     token insn = {"", 0}, prev = t;
     while (depth > 0) {
         t = next_token(lx);
         if (t.len == 0) return; /* unterminated: claim nothing */
-        if (tok_is(t, "{")) depth++;
-        else if (tok_is(t, "}")) depth--;
-        if (tok_is(t, "{") || tok_is(t, "}") || tok_is(t, ";") || tok_is(t, ":")) {
+        if (!at_start && tok_is(t, "{")) {
+            vector++;
+        } else if (vector > 0 && tok_is(t, "}")) {
+            vector--;
+        } else if (tok_is(t, "{") || tok_is(t, "}") || tok_is(t, ";") || tok_is(t, ":")) {
+            if (tok_is(t, "{")) depth++;
+            else if (tok_is(t, "}")) depth--;
             at_start = true;
         } else if (at_start && tok_is(t, "@")) {
             next_token(lx); /* the predicate register */

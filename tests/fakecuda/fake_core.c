@@ -727,6 +727,47 @@ static size_t ptx_variable_size(const char *img, size_t len, const char *name) {
     return 0;
 }
 
+/* The size of object symbol `name` in an ELF64 image's symbol table (a cubin's variables are
+ * there, local or global), or 0. Every offset is checked against the image's length. */
+static size_t elf_variable_size(const unsigned char *b, size_t len, const char *name) {
+    if (len < 64 || memcmp(b, "\x7f" "ELF", 4) != 0 || b[4] != 2) return 0;
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    memcpy(&shoff, b + 0x28, 8);
+    memcpy(&shentsize, b + 0x3a, 2);
+    memcpy(&shnum, b + 0x3c, 2);
+    if (shentsize < 64 || shoff > len || (uint64_t)shentsize * shnum > len - shoff) return 0;
+    for (unsigned i = 0; i < shnum; i++) {
+        const unsigned char *sh = b + shoff + (uint64_t)i * shentsize;
+        uint32_t type, link;
+        uint64_t off, size, entsize;
+        memcpy(&type, sh + 4, 4);
+        if (type != 2) continue; /* SHT_SYMTAB */
+        memcpy(&off, sh + 0x18, 8);
+        memcpy(&size, sh + 0x20, 8);
+        memcpy(&link, sh + 0x28, 4);
+        memcpy(&entsize, sh + 0x38, 8);
+        if (link >= shnum || entsize < 24 || off > len || size > len - off) return 0;
+        const unsigned char *strsh = b + shoff + (uint64_t)link * shentsize;
+        uint64_t stroff, strsize;
+        memcpy(&stroff, strsh + 0x18, 8);
+        memcpy(&strsize, strsh + 0x20, 8);
+        if (stroff > len || strsize > len - stroff) return 0;
+        for (uint64_t s = 0; s + entsize <= size; s += entsize) {
+            const unsigned char *sym = b + off + s;
+            uint32_t nameoff;
+            uint64_t symsize;
+            memcpy(&nameoff, sym, 4);
+            memcpy(&symsize, sym + 16, 8);
+            if ((sym[4] & 0xf) != 1 || nameoff >= strsize) continue; /* STT_OBJECT */
+            const char *n = (const char *)b + stroff + nameoff;
+            size_t left = (size_t)(strsize - nameoff);
+            if (strnlen(n, left) < left && strcmp(n, name) == 0) return (size_t)symsize;
+        }
+    }
+    return 0;
+}
+
 CUresult fake_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule m, const char *name) {
     FAKE_ENTER("cuModuleGetGlobal");
     if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
@@ -735,7 +776,9 @@ CUresult fake_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule m, co
     fake_global *g = mod->globals;
     while (g && strcmp(g->name, name) != 0) g = g->next;
     if (g == NULL) {
-        size_t size = is_text_image(mod->image) ? ptx_variable_size(mod->image, mod->len, name) : 0;
+        size_t size = is_text_image(mod->image)
+                          ? ptx_variable_size(mod->image, mod->len, name)
+                          : elf_variable_size((const unsigned char *)mod->image, mod->len, name);
         if (size == 0) return CUDA_ERROR_NOT_FOUND;
         g = calloc(1, sizeof *g);
         if (g == NULL || (g->name = strdup(name)) == NULL || (g->mem = calloc(1, size)) == NULL ||

@@ -99,6 +99,16 @@ T.test("mod:global checks sizes, names and arguments", function()
   T.raises(function() m:global("table", "f32", 1) end, "the cuda.module was freed")
 end)
 
+T.test("mod:global finds variables in a cubin's symbol table", function()
+  local bin = cuda.compile(SRC, { name = "vars.cu", arch = "sm_90a", names = { "tab<4>" } })
+  T.ok(bin.cubin ~= nil, "a cubin")
+  local m = cuda.load(bin)
+  T.eq(m:global("table", "f32", 16).nbytes, 64)
+  T.eq(m:global("tab<4>", "i32", { 2, 2 }).nbytes, 16)
+  T.raises(function() m:global("counter", "u32", 2) end, "u32[2] needs 8 bytes, but 'counter' holds 4 bytes")
+  m:free()
+end)
+
 T.test("a view keeps its module loaded; the last view unloads it", function()
   collectgarbage(); collectgarbage()
   cuda.sync() -- earlier tests' deferred unloads happen here, before the log is cleared
