@@ -73,6 +73,7 @@ T.test("NUL bytes in option strings are refused, never truncated", function()
   T.raises(function() cuda.compile(src, { include_dirs = { "/tmp\0/x" } }) end, "item 1 contains a NUL byte")
   T.raises(function() cuda.compile(src, { headers = { ["a\0.h"] = "x" } }) end, "contains a NUL byte")
   T.raises(function() cuda.compile(src, { name = "a\0.cu" }) end, "option 'name' contains a NUL byte")
+  T.raises(function() cuda.compile(src, { ["arch\0x"] = "sm_80" }) end, "unknown option 'arch")
 end)
 
 T.test("replacing table.sort does not reach cuda.compile", function()

@@ -246,6 +246,7 @@ T.test("metamethods and finalizers during cuda.load and mod:kernel cannot free w
   end
   collectgarbage("incremental")
   collectgarbage(); collectgarbage()
+  print(string.format("finalizer rounds: ok %d, freed %d", outcomes.ok, outcomes.freed))
   T.ok(outcomes.ok > 0 and outcomes.freed > 0, string.format("ok %d, freed %d", outcomes.ok, outcomes.freed))
   T.eq(cuda.stats().modules, 0)
 end)
