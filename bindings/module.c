@@ -500,6 +500,9 @@ static void kind_for_size(gl_param *p, size_t size) {
 
 /* Parameter list from the driver: offsets and sizes, kinds only as b8..b64. */
 static int params_from_driver(lua_State *L, CUfunction f, gl_param *out, const char *fn) {
+    if (gl_cu.cuFuncGetParamInfo == NULL)
+        luaL_error(L, "%s: this CUDA driver cannot report a kernel's parameters "
+                      "(cuFuncGetParamInfo, CUDA 12.4+): load the module with its PTX", fn);
     int n = 0;
     for (; n < GL_MAX_PARAMS; n++) {
         size_t off = 0, size = 0;
@@ -523,6 +526,7 @@ static int params_from_driver(lua_State *L, CUfunction f, gl_param *out, const c
  * arguments. A driver that cannot report them (CUDA_ERROR_NOT_SUPPORTED) leaves the PTX's word. */
 static void check_params_with_driver(lua_State *L, CUfunction f, const gl_param *params, int n,
                                      const char *asked, const char *fn) {
+    if (gl_cu.cuFuncGetParamInfo == NULL) return; /* a driver older than CUDA 12.4 */
     for (int i = 0; i <= n; i++) {
         size_t off = 0, size = 0;
         CUresult r = gl_cu.cuFuncGetParamInfo(f, (size_t)i, &off, &size);

@@ -15,6 +15,7 @@
  *   GPULAB_FAKE_LOG=path                append one line per recorded call (launches with their
  *                                       packed arguments in hex, copies, frees)
  *   GPULAB_FAKE_DEVICES=n               number of devices (default 1)
+ *   GPULAB_FAKE_NO_ENTRY=cuX[,cuY]      cuGetProcAddress does not find these (an older driver)
  * CUDA_INJECTION64_PATH, which a tool sets to be loaded by the driver, is not loaded; cuInit logs
  * "injection PATH" instead, so tests can tell which processes a tool would have instrumented.
  * A sticky code (700, ...) makes every later call fail with the same code, as a real context.

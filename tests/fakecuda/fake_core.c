@@ -150,6 +150,19 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
     (void)version;
     (void)flags;
     if (symbol == NULL || pfn == NULL) return CUDA_ERROR_INVALID_VALUE;
+    /* GPULAB_FAKE_NO_ENTRY=cuX,cuY: entry points this "driver" lacks, as an older one would */
+    const char *missing = getenv("GPULAB_FAKE_NO_ENTRY");
+    size_t slen = strlen(symbol);
+    for (const char *m = missing; m && *m;) {
+        const char *end = strchr(m, ',');
+        size_t mlen = end ? (size_t)(end - m) : strlen(m);
+        if (mlen == slen && memcmp(m, symbol, slen) == 0) {
+            *pfn = NULL;
+            if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+            return CUDA_ERROR_NOT_FOUND;
+        }
+        m = end ? end + 1 : m + mlen;
+    }
     char name[160];
     snprintf(name, sizeof name, "fake_%s", symbol);
     void *p = dlsym(self_handle(), name);

@@ -206,6 +206,23 @@ T.test("a PTX text that does not match the binary's parameters is refused", func
   m:free()
 end)
 
+T.test("a driver without cuFuncGetParamInfo: PTX signatures still work, binaries say why not", function()
+  local script = os.tmpname()
+  T.write(script, string.format([[
+    local prog = cuda.compile(%q, { name = "vars.cu", arch = "sm_90a" })
+    print("ptx", #cuda.load(prog.ptx):kernel("use").params)
+    print("both", #cuda.load(prog):kernel("use").params)
+    print(pcall(function() return cuda.load(prog.cubin):kernel("use") end))
+  ]], SRC))
+  local p = assert(io.popen("GPULAB_FAKE_NO_ENTRY=cuFuncGetParamInfo GPULAB_FAKE_LOG=/dev/null " ..
+    arg[-1] .. " " .. script .. " 2>&1"))
+  local out = p:read("a")
+  p:close()
+  os.remove(script)
+  T.ok(out:find("ptx\t3", 1, true) and out:find("both\t3", 1, true), out)
+  T.ok(out:find("mod:kernel: this CUDA driver cannot report a kernel's parameters", 1, true), out)
+end)
+
 T.test("embedded NUL bytes in kernel names and PTX text are refused", function()
   local m = cuda.load(prog)
   T.raises(function() m:kernel("use\0junk") end, "kernel name or name expression contains a NUL byte at offset 3")
