@@ -417,6 +417,17 @@ static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_
 
 #define INLINE_REFS 32
 
+/* After code that may have run Lua: the module and the packed objects must still be alive. */
+static void recheck_refs(lua_State *L, const gl_kernel *k, const arg_ref *refs, int n, const char *fn) {
+    check_module_usable(L, k, fn);
+    for (int i = 0; i < n; i++) {
+        if (refs[i].kind == REF_ARRAY && ((gl_array *)refs[i].obj)->ptr == 0)
+            luaL_error(L, "%s: argument %d: the cuda.array was freed during the call", fn, i + 1);
+        if (refs[i].kind == REF_TENSORMAP && !((gl_tensormap *)refs[i].obj)->valid)
+            luaL_error(L, "%s: argument %d: the cuda.tensormap was freed during the call", fn, i + 1);
+    }
+}
+
 static int l_launch(lua_State *L) {
     const char *fn = "k:launch";
     gl_kernel *k = self_kernel(L, fn);
@@ -446,6 +457,8 @@ static int l_launch(lua_State *L) {
         gl_capture_note(L, 1);
         for (int i = 0; i < k->nparams; i++)
             if (lua_type(L, 3 + i) == LUA_TUSERDATA) gl_capture_note(L, 3 + i);
+        /* noting allocates, and a finalizer run by it may have freed what was packed */
+        recheck_refs(L, k, refs, inline_refs, fn);
     }
     size_t size = k->argbytes;
     submit(L, k, &cfg, cfg.track, buf, &size, fn);
@@ -554,7 +567,10 @@ static int l_prepared_call(lua_State *L) {
         }
     }
     gl_use_mark(&k->module->use, track, seq);
-    if (gl_capture_active()) note_prepared_objects(L, P);
+    if (gl_capture_active()) {
+        note_prepared_objects(L, P);
+        recheck_refs(L, k, P->refs, P->nargs, fn);
+    }
     submit(L, k, &P->cfg, track, P->buf, &P->bufsize, fn);
     return 0;
 }
