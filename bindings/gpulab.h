@@ -25,9 +25,8 @@
     X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute)               \
     X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                \
     X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuCtxGetStreamPriorityRange)    \
-    X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal)    \
-    X(cuFuncGetAttribute)                                                                       \
-    X(cuFuncSetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                        \
+    X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal)         \
+    X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)  \
     X(cuLaunchKernel)                                                                           \
     X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemGetInfo)               \
     X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)                                             \
