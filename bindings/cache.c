@@ -187,10 +187,143 @@ static bool join_path(char *out, size_t cap, const char *dir, const char *name) 
     return n >= 0 && (size_t)n < cap;
 }
 
-static void scan_text(scan *s, const char *text, size_t len, const char *dir, int depth);
+/* Installed headers do not change between the compiles of one process, so each one's include
+ * directives are remembered with its identity; a later key re-reads it only when a stat shows
+ * another identity. kind '"' or '<' is an include to resolve, 'X' the text of `#include MACRO`. */
+typedef struct memo_include {
+    char *text;
+    size_t len;
+    char kind;
+} memo_include;
+typedef struct memo_file {
+    char *path;
+    char identity[96];
+    memo_include *inc;
+    int ninc, capinc;
+    bool complete;  /* false while being recorded, or when recording ran out of memory */
+} memo_file;
+#define MEMO_MAX_FILES 16384
+static memo_file **memo;
+static int nmemo, capmemo;
+
+static memo_file *memo_find(const char *path) {
+    for (int i = 0; i < nmemo; i++)
+        if (strcmp(memo[i]->path, path) == 0) return memo[i];
+    return NULL;
+}
+
+static void memo_clear(memo_file *m) {
+    for (int i = 0; i < m->ninc; i++) free(m->inc[i].text);
+    m->ninc = 0;
+    m->complete = false;
+}
+
+/* The entry for path, new or emptied, or NULL when none can be made (then nothing is kept). */
+static memo_file *memo_start(const char *path, const char *identity) {
+    memo_file *m = memo_find(path);
+    if (m == NULL) {
+        if (nmemo == MEMO_MAX_FILES) return NULL;
+        if (nmemo == capmemo) {
+            int cap = capmemo ? capmemo * 2 : 64;
+            memo_file **grown = realloc(memo, (size_t)cap * sizeof *grown);
+            if (grown == NULL) return NULL;
+            memo = grown;
+            capmemo = cap;
+        }
+        m = calloc(1, sizeof *m);
+        if (m == NULL || (m->path = strdup(path)) == NULL) {
+            free(m);
+            return NULL;
+        }
+        memo[nmemo++] = m;
+    }
+    memo_clear(m);
+    snprintf(m->identity, sizeof m->identity, "%s", identity);
+    return m;
+}
+
+static void memo_add(memo_file *m, char kind, const char *text, size_t len) {
+    if (m == NULL || (m->ninc == m->capinc && m->capinc >= 65536)) return;
+    if (m->ninc == m->capinc) {
+        int cap = m->capinc ? m->capinc * 2 : 8;
+        memo_include *grown = realloc(m->inc, (size_t)cap * sizeof *grown);
+        if (grown == NULL) {
+            m->capinc = 65536; /* stays incomplete: never replayed */
+            return;
+        }
+        m->inc = grown;
+        m->capinc = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (copy == NULL) {
+        m->capinc = 65536;
+        return;
+    }
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    m->inc[m->ninc].text = copy;
+    m->inc[m->ninc].len = len;
+    m->inc[m->ninc].kind = kind;
+    m->ninc++;
+}
+
+static void scan_text(scan *s, const char *text, size_t len, const char *dir, int depth, memo_file *rec);
+
+static bool under_system_dir(const scan *s, const char *path) {
+    for (int i = 0; i < s->in->nsystem_dirs; i++) {
+        size_t n = strlen(s->in->system_dirs[i]);
+        if (n && strncmp(path, s->in->system_dirs[i], n) == 0 && path[n] == '/') return true;
+    }
+    return false;
+}
+
+/* An installed header's identity: what changes when it is edited or replaced. */
+static void file_identity(const char *path, char *id, size_t cap) {
+    struct stat st;
+    if (stat(path, &st) != 0) memset(&st, 0, sizeof st);
+    snprintf(id, cap, "%lld %lld.%09ld %llu", (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+             (long)st.st_mtim.tv_nsec, (unsigned long long)st.st_ino);
+}
+
+static void resolve_include(scan *s, const char *name, bool quoted, const char *dir, int depth);
+
+/* The folder part of path into dir (as scan_text resolves "x" includes against it). */
+static void dir_of(const char *path, char *dir, size_t cap) {
+    snprintf(dir, cap, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) slash[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(dir, cap, ".");
+}
+
+/* Keys an installed header by identity, from the memo when it is unchanged. True when done. */
+static bool scan_system_file(scan *s, const char *path, int depth, memo_file **rec) {
+    char id[96];
+    file_identity(path, id, sizeof id);
+    memo_file *m = memo_find(path);
+    if (m && m->complete && strcmp(m->identity, id) == 0) {
+        hash_str(s->sha, 'F', path);
+        hash_str(s->sha, 'I', id);
+        char abs[PATH_MAX];
+        if (s->on_file && realpath(path, abs)) s->on_file(abs, s->ctx);
+        if (depth + 1 > SCAN_MAX_DEPTH) return true;
+        char dir[PATH_MAX];
+        dir_of(path, dir, sizeof dir);
+        for (int i = 0; i < m->ninc; i++) {
+            if (m->inc[i].kind == 'X') hash_item(s->sha, 'X', m->inc[i].text, m->inc[i].len);
+            else resolve_include(s, m->inc[i].text, m->inc[i].kind == '"', dir, depth + 1);
+        }
+        return true;
+    }
+    *rec = memo_start(path, id);
+    return false;
+}
 
 static void scan_disk_file(scan *s, const char *path, int depth) {
     if (seen_before(s, path)) return;
+    bool system = under_system_dir(s, path);
+    memo_file *rec = NULL;
+    if (system && scan_system_file(s, path, depth, &rec)) return;
     size_t len = 0;
     char *text = read_file(path, &len);
     if (!text) {
@@ -198,16 +331,19 @@ static void scan_disk_file(scan *s, const char *path, int depth) {
         return;
     }
     hash_str(s->sha, 'F', path);
-    hash_item(s->sha, 'C', text, len);
+    if (system) {
+        char id[96];
+        file_identity(path, id, sizeof id);
+        hash_str(s->sha, 'I', id);
+    } else {
+        hash_item(s->sha, 'C', text, len);
+    }
     char abs[PATH_MAX];
     if (s->on_file && realpath(path, abs)) s->on_file(abs, s->ctx);
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir) slash[1] = '\0';
-    else if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
-    scan_text(s, text, len, dir, depth + 1);
+    dir_of(path, dir, sizeof dir);
+    scan_text(s, text, len, dir, depth + 1, rec);
+    if (rec && rec->capinc < 65536) rec->complete = true;
     free(text);
 }
 
@@ -222,7 +358,7 @@ static void resolve_include(scan *s, const char *name, bool quoted, const char *
         if (!seen_before(s, id)) {
             hash_str(s->sha, 'M', name);
             hash_item(s->sha, 'C', in->headers[i].text, in->headers[i].len);
-            scan_text(s, in->headers[i].text, in->headers[i].len, NULL, depth + 1);
+            scan_text(s, in->headers[i].text, in->headers[i].len, NULL, depth + 1, NULL);
         }
         return;
     }
@@ -242,8 +378,11 @@ static void resolve_include(scan *s, const char *name, bool quoted, const char *
 
 /* Finds `#include "x"` / `<x>` lines (also inside #if 0 or comments: hashing a header too
  * many only costs a spurious miss, missing one would serve stale code). */
-static void scan_text(scan *s, const char *text, size_t len, const char *dir, int depth) {
-    if (depth > SCAN_MAX_DEPTH) return;
+static void scan_text(scan *s, const char *text, size_t len, const char *dir, int depth, memo_file *rec) {
+    if (depth > SCAN_MAX_DEPTH) {
+        if (rec) rec->capinc = 65536; /* cut short: not a complete record */
+        return;
+    }
     size_t i = 0;
     while (i < len) {
         size_t eol = i;
@@ -263,8 +402,10 @@ static void scan_text(scan *s, const char *text, size_t len, const char *dir, in
                     char name[PATH_MAX / 2];
                     memcpy(name, text + p + 1, q - p - 1);
                     name[q - p - 1] = '\0';
+                    memo_add(rec, close, name, q - p - 1);
                     resolve_include(s, name, close == '"', dir, depth);
                 } else {
+                    memo_add(rec, 'X', text + p, eol - p);
                     hash_item(s->sha, 'X', text + p, eol - p); /* #include MACRO */
                 }
             }
@@ -287,7 +428,7 @@ void gl_cache_key(const gl_cache_key_input *in, unsigned char key[32], gl_cache_
     hash_item(&c, 'T', in->source, in->source_len);
     for (int i = 0; i < in->nnames; i++) hash_str(&c, 'L', in->names[i]);
     scan s = {&c, in, on_file, ctx, NULL, 0, 0};
-    scan_text(&s, in->source, in->source_len, in->source_dir, 0);
+    scan_text(&s, in->source, in->source_len, in->source_dir, 0, NULL);
     for (int i = 0; i < s.nseen; i++) free(s.seen[i]);
     free(s.seen);
     gl_sha256_final(&c, key);

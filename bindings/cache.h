@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 /* Bumped whenever the key's inputs or the entry layout change. */
-#define GL_CACHE_SCHEMA 1
+#define GL_CACHE_SCHEMA 2
 
 /* SHA-256 ------------------------------------------------------------------------------------ */
 typedef struct gl_sha256 {
@@ -51,6 +51,12 @@ typedef struct gl_cache_key_input {
     int nheaders;
     const char *const *include_dirs; /* searched in order after the including file's folder */
     int ninclude_dirs;
+    /* folders of installed headers (the CUDA toolkit's): a header found under one is keyed by
+     * its identity (path, size, modification time in ns, inode) instead of its contents, which
+     * keeps the key cheap for the thousands of lines cuda/std pulls in; an edited or replaced
+     * header still changes the key. Its includes are followed as for any header. */
+    const char *const *system_dirs;
+    int nsystem_dirs;
 } gl_cache_key_input;
 
 /* Called with the absolute path of every header file found on disk (for --watch). */

@@ -72,9 +72,10 @@ void gl_check_known_fields(lua_State *L, int t, const char *const known[], const
         lua_pop(L, 1);
         bool ok = false;
         if (lua_type(L, -1) == LUA_TSTRING) {
-            const char *k = lua_tostring(L, -1);
-            for (int i = 0; known[i]; i++)
-                if (strcmp(k, known[i]) == 0) { ok = true; break; }
+            size_t len;
+            const char *k = lua_tolstring(L, -1, &len);
+            for (int i = 0; known[i]; i++) /* the length too: "arch\0x" is not "arch" */
+                if (strlen(known[i]) == len && memcmp(k, known[i], len) == 0) { ok = true; break; }
         }
         if (!ok) {
             luaL_Buffer b;

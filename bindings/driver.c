@@ -59,6 +59,17 @@ static bool fetch_entry_points(get_proc_fn get_proc) {
     }
     GL_DRIVER_FUNCS(GL_FETCH)
 #undef GL_FETCH
+#define GL_FETCH_OPTIONAL(name)                                                                 \
+    {                                                                                           \
+        void *p = NULL;                                                                         \
+        CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;                        \
+        if (get_proc(#name, &p, proc_version(#name), CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS \
+            || st != CU_GET_PROC_ADDRESS_SUCCESS)                                               \
+            p = NULL;                                                                           \
+        memcpy(&gl_cu.name, &p, sizeof p);                                                      \
+    }
+    GL_DRIVER_OPTIONAL_FUNCS(GL_FETCH_OPTIONAL)
+#undef GL_FETCH_OPTIONAL
     return true;
 }
 

@@ -25,8 +25,8 @@
     X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute)               \
     X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                \
     X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuCtxGetStreamPriorityRange)    \
-    X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute)        \
-    X(cuFuncSetAttribute) X(cuFuncGetParamInfo) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)  \
+    X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal)         \
+    X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)  \
     X(cuLaunchKernel)                                                                           \
     X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemGetInfo)               \
     X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)                                             \
@@ -41,13 +41,18 @@
     X(cuGraphGetNodes)                                                                          \
     X(cuTensorMapEncodeTiled) X(cuTensorMapReplaceAddress)
 
+/* Entry points gpulab works without (newer than the oldest driver it supports): NULL when the
+ * driver lacks them, and every caller checks. cuFuncGetParamInfo came with CUDA 12.4. */
+#define GL_DRIVER_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo)
+
 #define GL_DRIVER_FIELD(name) __typeof__(&name) name;
 typedef struct gl_driver {
     GL_DRIVER_FUNCS(GL_DRIVER_FIELD)
+    GL_DRIVER_OPTIONAL_FUNCS(GL_DRIVER_FIELD)
 } gl_driver;
 #undef GL_DRIVER_FIELD
 
-/* Filled by gl_driver_open(); every field is non-NULL once it returned true. */
+/* Filled by gl_driver_open(); every required field is non-NULL once it returned true. */
 extern gl_driver gl_cu;
 
 /* Opens libcuda (GPULAB_LIBCUDA or libcuda.so.1) once and calls cuInit. Never raises.

@@ -83,7 +83,9 @@ static void pack_integer(lua_State *L, int idx, const gl_param *p, unsigned char
     int isint = 0;
     lua_Integer v = lua_tointegerx(L, idx, &isint);
     if (!isint) arg_error(L, fn, argno, p, idx, untyped ? " (not an integer: untyped bits "
-                          "take an integer or a string of the parameter's size)" : " (not an integer)");
+                          "take an integer or a string of the parameter's size)"
+                          : p->size == 1 ? " (not an integer; a bool parameter takes true or false)"
+                                         : " (not an integer)");
     unsigned n = p->size;
     if (n < 8) {
         lua_Integer lo = -((lua_Integer)1 << (8 * n - 1));
@@ -145,6 +147,10 @@ static bool pack_tensormap(lua_State *L, int idx, const gl_param *p, unsigned ch
     if (p->offset % 64 != 0)
         arg_error(L, fn, argno, p, idx, " (a tensor map parameter must be 64-byte aligned: "
                                         "declare it const __grid_constant__ CUtensorMap)");
+    if (p->flags & GL_PARAM_COPIED)
+        arg_error(L, fn, argno, p, idx, " (the kernel copies this parameter instead of reading it "
+                                        "in place, so the TMA unit would get the copy's address: "
+                                        "declare it const __grid_constant__)");
     memcpy(dst, &tm->map, sizeof tm->map);
     ref->kind = REF_TENSORMAP;
     ref->obj = tm;
@@ -216,13 +222,18 @@ static void pack_arg(lua_State *L, int idx, const gl_param *p, unsigned cls, uns
         pack_float(L, idx, p, cls == ARG_BF16, dst, fn, argno);
         return;
     default: /* integers: 8-byte ones also take a device array's address */
+        if (t == LUA_TBOOLEAN && p->size == 1) { /* C++ bool is .u8 (or .s8) in PTX */
+            *dst = (unsigned char)lua_toboolean(L, idx);
+            return;
+        }
         if (t == LUA_TNUMBER) {
             pack_integer(L, idx, p, dst, fn, argno, cls == ARG_SINT, cls == ARG_BITS);
             return;
         }
         if (p->size == 8 && t == LUA_TUSERDATA && pack_array(L, idx, p, dst, ref, fn, argno))
             return;
-        arg_error(L, fn, argno, p, idx, NULL);
+        arg_error(L, fn, argno, p, idx, p->size == 1 ? " (a bool parameter takes true or false, "
+                                                      "an 8-bit one an integer)" : NULL);
     }
 }
 
@@ -395,7 +406,7 @@ static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_
      * CU_LAUNCH_PARAM_BUFFER_POINTER form: on the H200 with driver 580.159 that form misplaced
      * the parameters after a 64-byte aligned 128-byte tensor map (the next pointer read as 0). */
     (void)bufsize;
-    void *ptrs[k->nparams > 0 ? k->nparams : 1];
+    void *ptrs[GL_MAX_PARAMS]; /* bounded: mod:kernel refuses kernels with more */
     for (int i = 0; i < k->nparams; i++) ptrs[i] = (unsigned char *)buf + k->params[i].offset;
     CUstream h = gl_track_handle(track);
     gl_log_launch(k->name, cfg->grid, cfg->block, h);
@@ -408,6 +419,17 @@ static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_
 }
 
 #define INLINE_REFS 32
+
+/* After code that may have run Lua: the module and the packed objects must still be alive. */
+static void recheck_refs(lua_State *L, const gl_kernel *k, const arg_ref *refs, int n, const char *fn) {
+    check_module_usable(L, k, fn);
+    for (int i = 0; i < n; i++) {
+        if (refs[i].kind == REF_ARRAY && ((gl_array *)refs[i].obj)->ptr == 0)
+            luaL_error(L, "%s: argument %d: the cuda.array was freed during the call", fn, i + 1);
+        if (refs[i].kind == REF_TENSORMAP && !((gl_tensormap *)refs[i].obj)->valid)
+            luaL_error(L, "%s: argument %d: the cuda.tensormap was freed during the call", fn, i + 1);
+    }
+}
 
 static int l_launch(lua_State *L) {
     const char *fn = "k:launch";
@@ -438,6 +460,8 @@ static int l_launch(lua_State *L) {
         gl_capture_note(L, 1);
         for (int i = 0; i < k->nparams; i++)
             if (lua_type(L, 3 + i) == LUA_TUSERDATA) gl_capture_note(L, 3 + i);
+        /* noting allocates, and a finalizer run by it may have freed what was packed */
+        recheck_refs(L, k, refs, inline_refs, fn);
     }
     size_t size = k->argbytes;
     submit(L, k, &cfg, cfg.track, buf, &size, fn);
@@ -492,7 +516,7 @@ static int l_prepare(lua_State *L) {
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, self, UV_KERNEL);
     if (cfg.stream) {
-        lua_getfield(L, 2, "stream");
+        cfg_field(L, 2, UP_STREAM); /* raw, as read_cfg read it */
         lua_setiuservalue(L, self, UV_STREAM);
     }
     for (int i = 0; i < nargs; i++)
@@ -546,7 +570,10 @@ static int l_prepared_call(lua_State *L) {
         }
     }
     gl_use_mark(&k->module->use, track, seq);
-    if (gl_capture_active()) note_prepared_objects(L, P);
+    if (gl_capture_active()) {
+        note_prepared_objects(L, P);
+        recheck_refs(L, k, P->refs, P->nargs, fn);
+    }
     submit(L, k, &P->cfg, track, P->buf, &P->bufsize, fn);
     return 0;
 }

@@ -269,6 +269,11 @@ static void free_pinned_memory(void *handle, uintptr_t extra) {
 
 static void array_release(gl_array *a) {
     if (a->ptr == 0) return;
+    if (a->release_view) { /* a view: its owner frees the memory */
+        a->ptr = 0;
+        a->release_view(a, a->view_owner);
+        return;
+    }
     gl_release(&a->use, free_device_memory, (void *)(uintptr_t)a->ptr, 0);
     a->ptr = 0;
     gl_live.arrays--;
@@ -399,6 +404,32 @@ static int l_array(lua_State *L) {
     gl_live.arrays++;
     gl_live.device_bytes += (long long)s.nbytes;
     return 1;
+}
+
+gl_array *gl_push_array_view(lua_State *L, int dtype_idx, int shape_idx, const char *fn,
+                             CUdeviceptr ptr, size_t limit, const char *what,
+                             void (*release_view)(gl_array *, void *), void *owner) {
+    gl_dtype t = check_dtype(L, dtype_idx, fn);
+    shape_spec s;
+    check_shape(L, shape_idx, t, &s, fn);
+    if (s.nbytes > limit) {
+        char type[160];
+        format_type(type, sizeof type, t, s.ndim, s.dims);
+        mem_error(L, "%s: %s needs %zu bytes, but '%s' holds %zu bytes", fn, type, s.nbytes, what,
+                  limit);
+    }
+    gl_array *a = lua_newuserdatauv(L, sizeof *a, 1);
+    memset(a, 0, sizeof *a);
+    a->dtype = t;
+    a->ndim = s.ndim;
+    memcpy(a->shape, s.dims, sizeof s.dims);
+    a->numel = s.numel;
+    a->nbytes = s.nbytes;
+    a->ptr = ptr;
+    a->release_view = release_view;
+    a->view_owner = owner;
+    luaL_setmetatable(L, GL_ARRAY_T);
+    return a;
 }
 
 /* d:fill(v[, stream]): memset for 1/2/4-byte patterns (and 8-byte ones whose halves agree),

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "module.h"
+#include "objects.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -46,8 +47,41 @@ static int module_free(lua_State *L) {
     CUmodule h = m->handle;
     m->handle = NULL;
     gl_live.modules--;
+    if (m->views > 0) { /* mod:global views still point into it: the last one unloads it */
+        m->unload_pending = h;
+        return 0;
+    }
     gl_release(&m->use, unload_module, h, 0);
     return 0;
+}
+
+/* Moves the uses recorded in `from` (a view's) into `into` (its module's), so the module's
+ * unload waits for the work that used the view. */
+static void absorb_use(gl_use *into, gl_use *from) {
+    if (from->last_seq > gl_done_seq) {
+        uint64_t seq = from->last_seq > into->last_seq ? from->last_seq : into->last_seq;
+        if (from->nstreams < 0) {
+            for (int i = 0; i < into->nstreams; i++) gl_track_unref(into->streams[i]);
+            into->nstreams = -1;
+            into->last_seq = seq;
+        }
+        for (int i = 0; i < from->nstreams; i++) gl_use_mark(into, from->streams[i], seq);
+    }
+    for (int i = 0; i < from->nstreams; i++) gl_track_unref(from->streams[i]);
+    from->nstreams = 0;
+    from->last_seq = 0;
+}
+
+/* A mod:global view was freed or collected (its module is still allocated: the view's
+ * uservalue references it). */
+static void view_released(gl_array *a, void *owner) {
+    gl_module *m = owner;
+    absorb_use(&m->use, &a->use);
+    if (--m->views == 0 && m->unload_pending) {
+        CUmodule h = m->unload_pending;
+        m->unload_pending = NULL;
+        gl_release(&m->use, unload_module, h, 0);
+    }
 }
 
 static bool has_prefix(const char *s, size_t len, const char *p, size_t plen) {
@@ -96,6 +130,19 @@ static bool looks_like_ptx(const char *s, size_t len) {
     /* PTX always declares its version and target before any entry */
     const char *v = memmem(s, len < 65536 ? len : 65536, ".version", 8);
     return v != NULL && memmem(s, len, ".target", 7) != NULL;
+}
+
+/* The driver reads PTX up to its first NUL byte: text after an embedded NUL would be
+ * dropped without a word, so only trailing NUL bytes are accepted. */
+static void check_ptx_text(lua_State *L, int idx, const char *fn, const char *what) {
+    size_t len;
+    const char *s = lua_tolstring(L, idx, &len);
+    const char *nul = memchr(s, '\0', len);
+    if (nul == NULL) return;
+    for (const char *p = nul; p < s + len; p++)
+        if (*p != '\0')
+            luaL_error(L, "bad argument #1 to '%s' (%s contains a NUL byte at offset %d, before "
+                          "the end of the text)", fn, what, (int)(nul - s));
 }
 
 /* Loads `image` (PTX text NUL-terminated, or cubin/fatbin) and pushes the module userdata. */
@@ -149,9 +196,11 @@ static int l_load(lua_State *L) {
                    luaL_typename(L, 1));
     gl_require_gpu(L, fn);
     lua_settop(L, 1);
-    if (t == LUA_TTABLE) {
-        lua_getfield(L, 1, "cubin");
-        lua_getfield(L, 1, "ptx");
+    if (t == LUA_TTABLE) { /* fields read raw: a metamethod could free what is being loaded */
+        lua_pushliteral(L, "cubin");
+        lua_rawget(L, 1);
+        lua_pushliteral(L, "ptx");
+        lua_rawget(L, 1);
         bool has_cubin = lua_type(L, 2) == LUA_TSTRING, has_ptx = lua_type(L, 3) == LUA_TSTRING;
         if (!has_cubin && !has_ptx)
             luaL_error(L, "bad argument #1 to '%s' (program has neither a cubin nor a ptx string)", fn);
@@ -166,15 +215,17 @@ static int l_load(lua_State *L) {
             if (bad) luaL_error(L, "bad argument #1 to '%s' (%s)", fn, bad);
             lua_settop(L, 3);
         }
+        if (has_ptx) check_ptx_text(L, 3, fn, "program's ptx");
         load_image(L, lua_tostring(L, has_cubin ? 2 : 3), fn); /* 4 */
         if (has_ptx) {
             lua_pushvalue(L, 3);
             lua_setiuservalue(L, 4, UV_PTX);
         }
-        lua_getfield(L, 1, "lowered");
-        if (lua_istable(L, -1)) lua_setiuservalue(L, 4, UV_LOWERED); else lua_pop(L, 1);
-        lua_getfield(L, 1, "name");
-        lua_pushfstring(L, "program %s (%s)", lua_isstring(L, -1) ? lua_tostring(L, -1) : "?",
+        lua_pushliteral(L, "lowered");
+        if (lua_rawget(L, 1) == LUA_TTABLE) lua_setiuservalue(L, 4, UV_LOWERED); else lua_pop(L, 1);
+        lua_pushliteral(L, "name");
+        lua_rawget(L, 1);
+        lua_pushfstring(L, "program %s (%s)", lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?",
                         has_cubin ? "cubin" : "ptx");
         lua_setiuservalue(L, 4, UV_ORIGIN);
         lua_pop(L, 1);
@@ -197,6 +248,7 @@ static int l_load(lua_State *L) {
             luaL_error(L, "%s: file '%s' is not a PTX, cubin or fatbin image", fn, origin);
     }
     bool ptx = !is_binary_image(s, len);
+    if (ptx) check_ptx_text(L, img, fn, "PTX image");
     const char *bad = ptx ? NULL : truncated_image(L, s, len);
     if (bad) luaL_error(L, "bad argument #1 to '%s' (%s)", fn, bad);
     load_image(L, s, fn);
@@ -221,6 +273,180 @@ static int module_tostring(lua_State *L) {
     }
     lua_getiuservalue(L, 1, UV_ORIGIN);
     lua_pushfstring(L, "cuda.module: %s on device %d", lua_tostring(L, -1), m->ordinal);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Names: symbol arguments and name expressions
+ * ------------------------------------------------------------------------------------------ */
+bool gl_is_name_expression(const char *name) { return strpbrk(name, "<(: \t") != NULL; }
+
+const char *gl_lookup_lowered(lua_State *L, int lowered, const char *asked) {
+    if (!lua_istable(L, lowered)) return NULL;
+    lowered = lua_absindex(L, lowered);
+    lua_pushstring(L, asked);
+    if (lua_rawget(L, lowered) == LUA_TSTRING) {
+        const char *s = lua_tostring(L, -1);
+        lua_pop(L, 1); /* the table anchors it */
+        return s;
+    }
+    lua_pop(L, 1);
+    char want[512], have[512];
+    if (!gl_name_normalize(asked, want, sizeof want)) return NULL;
+    const char *found = NULL;
+    lua_pushnil(L);
+    while (lua_next(L, lowered)) {
+        if (found == NULL && lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING &&
+            gl_name_normalize(lua_tostring(L, -2), have, sizeof have) && strcmp(want, have) == 0)
+            found = lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    return found;
+}
+
+static int compare_strings(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void gl_push_registered_names(lua_State *L, int lowered) {
+    enum { MAX_LISTED = 32 };
+    const char *names[MAX_LISTED];
+    int n = 0, total = 0;
+    if (lua_istable(L, lowered)) {
+        lowered = lua_absindex(L, lowered);
+        lua_pushnil(L);
+        while (lua_next(L, lowered)) {
+            lua_pop(L, 1);
+            if (lua_type(L, -1) != LUA_TSTRING) continue;
+            total++;
+            if (n < MAX_LISTED) names[n++] = lua_tostring(L, -1); /* anchored by the table */
+        }
+    }
+    if (n == 0) {
+        lua_pushliteral(L, "none");
+        return;
+    }
+    qsort(names, (size_t)n, sizeof names[0], compare_strings);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 0; i < n; i++) {
+        if (i) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, names[i]);
+    }
+    if (total > n) luaL_addstring(&b, ", ...");
+    luaL_pushresult(&b);
+}
+
+/* A symbol or name-expression argument: a string (no number coercion: converting would
+ * allocate and could run a finalizer), non-empty, without NUL bytes. */
+static const char *check_symbol_arg(lua_State *L, int idx, const char *fn, const char *what) {
+    if (lua_type(L, idx) != LUA_TSTRING)
+        luaL_error(L, "bad argument #%d to '%s' (%s expected, got %s)", idx - 1, fn, what,
+                   luaL_typename(L, idx));
+    size_t len;
+    const char *s = lua_tolstring(L, idx, &len);
+    if (len == 0) luaL_error(L, "bad argument #%d to '%s' (%s must not be empty)", idx - 1, fn, what);
+    if (memchr(s, '\0', len))
+        luaL_error(L, "bad argument #%d to '%s' (%s contains a NUL byte at offset %d)", idx - 1, fn,
+                   what, (int)((const char *)memchr(s, '\0', len) - s));
+    return s;
+}
+
+/* Re-validates the module at index 1 after code that may have run Lua (a finalizer or a
+ * metamethod may have freed it). */
+static void recheck_module(lua_State *L, const gl_module *m, const char *fn) {
+    if (m->handle == NULL) luaL_error(L, "%s: the cuda.module was freed during the call", fn);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Module variables: mod:global(name, dtype, n | {dims}) -> a cuda.array view
+ * ------------------------------------------------------------------------------------------ */
+/* Writes the names of the .global/.const variables declared in PTX text into b. */
+static void add_variable_names(luaL_Buffer *b, const char *ptx, size_t len) {
+    const char *p = ptx, *end = ptx + len;
+    int n = 0;
+    while (p < end && n < 20) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (eol == NULL) eol = end;
+        const char *q = p;
+        while (q < eol && (*q == ' ' || *q == '\t')) q++;
+        if (has_prefix(q, (size_t)(eol - q), ".visible ", 9)) q += 9;
+        if (has_prefix(q, (size_t)(eol - q), ".global ", 8) || has_prefix(q, (size_t)(eol - q), ".const ", 7)) {
+            /* the name is the last word before '[', ';' or '=' */
+            const char *stop = q;
+            while (stop < eol && *stop != '[' && *stop != ';' && *stop != '=') stop++;
+            while (stop > q && (stop[-1] == ' ' || stop[-1] == '\t')) stop--;
+            const char *start = stop;
+            while (start > q && start[-1] != ' ' && start[-1] != '\t') start--;
+            /* the toolkit headers' own constants (cuda::std, cooperative_groups) are noise */
+            size_t wlen = (size_t)(stop - start);
+            bool toolkit = has_prefix(start, wlen, "_ZN4cuda", 8) || memmem(start, wlen, "_INTERNAL_", 10) ||
+                           memmem(start, wlen, "cooperative_groups", 18);
+            if (stop > start && *start != '.' && !toolkit) {
+                luaL_addstring(b, n++ ? ", " : "");
+                luaL_addlstring(b, start, (size_t)(stop - start));
+            }
+        }
+        p = eol + 1;
+    }
+    if (n == 0) luaL_addstring(b, "none found");
+}
+
+__attribute__((noreturn)) static void global_not_found(lua_State *L, const char *asked,
+                                                       const char *fn) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_pushfstring(L, "%s: no __device__ or __constant__ variable named '%s' in this module", fn, asked);
+    luaL_addvalue(&b);
+    size_t len = 0;
+    lua_getiuservalue(L, 1, UV_PTX);
+    const char *ptx = lua_tolstring(L, -1, &len);
+    if (ptx) {
+        lua_pop(L, 1); /* the module's uservalue anchors it */
+        luaL_addstring(&b, " (variables: ");
+        add_variable_names(&b, ptx, len);
+        luaL_addstring(&b, ")");
+    } else {
+        lua_pop(L, 1);
+    }
+    lua_getiuservalue(L, 1, UV_LOWERED);
+    gl_push_registered_names(L, -1);
+    lua_pushfstring(L, "; registered name expressions: %s (templates and C++ names need one in "
+                       "cuda.compile{names=...})", lua_tostring(L, -1));
+    lua_remove(L, -2);
+    lua_remove(L, -2);
+    luaL_addvalue(&b);
+    luaL_pushresult(&b);
+    lua_error(L);
+    abort();
+}
+
+static int l_module_global(lua_State *L) {
+    const char *fn = "mod:global";
+    gl_module *m = check_module(L, 1, fn);
+    const char *asked = check_symbol_arg(L, 2, fn, "variable name or name expression");
+    gl_require_gpu(L, fn);
+    if (m->ordinal != gl_current_device())
+        luaL_error(L, "%s: the module was loaded on device %d, but device %d is current", fn,
+                   m->ordinal, gl_current_device());
+    lua_settop(L, 4);
+    lua_getiuservalue(L, 1, UV_LOWERED); /* 5 */
+    const char *symbol = gl_lookup_lowered(L, 5, asked);
+    if (symbol == NULL) symbol = asked;
+    CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+    recheck_module(L, m, fn);
+    CUresult r = gl_cu.cuModuleGetGlobal(&ptr, &bytes, m->handle, symbol);
+    if (r == CUDA_ERROR_NOT_FOUND) global_not_found(L, asked, fn);
+    if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, "cuModuleGetGlobal");
+    gl_array *v = gl_push_array_view(L, 3, 4, fn, ptr, bytes, asked, view_released, m); /* 6 */
+    if (m->handle == NULL) { /* the shape's metamethods or a finalizer freed the module */
+        v->ptr = 0;
+        recheck_module(L, m, fn);
+    }
+    m->views++;
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, 6, 1);
     return 1;
 }
 
@@ -274,6 +500,9 @@ static void kind_for_size(gl_param *p, size_t size) {
 
 /* Parameter list from the driver: offsets and sizes, kinds only as b8..b64. */
 static int params_from_driver(lua_State *L, CUfunction f, gl_param *out, const char *fn) {
+    if (gl_cu.cuFuncGetParamInfo == NULL)
+        luaL_error(L, "%s: this CUDA driver cannot report a kernel's parameters "
+                      "(cuFuncGetParamInfo, CUDA 12.4+): load the module with its PTX", fn);
     int n = 0;
     for (; n < GL_MAX_PARAMS; n++) {
         size_t off = 0, size = 0;
@@ -291,26 +520,53 @@ static int params_from_driver(lua_State *L, CUfunction f, gl_param *out, const c
     return n;
 }
 
+/* The parameter list read from a PTX text is only a claim about the loaded binary (a program
+ * table can pair any cubin with any PTX): where the driver reports the binary's parameters,
+ * their count and sizes must agree, or a launch would let the driver read past the packed
+ * arguments. A driver that cannot report them (CUDA_ERROR_NOT_SUPPORTED) leaves the PTX's word. */
+static void check_params_with_driver(lua_State *L, CUfunction f, const gl_param *params, int n,
+                                     const char *asked, const char *fn) {
+    if (gl_cu.cuFuncGetParamInfo == NULL) return; /* a driver older than CUDA 12.4 */
+    for (int i = 0; i <= n; i++) {
+        size_t off = 0, size = 0;
+        CUresult r = gl_cu.cuFuncGetParamInfo(f, (size_t)i, &off, &size);
+        if (r == CUDA_ERROR_NOT_SUPPORTED && i == 0) return;
+        if (r == CUDA_ERROR_INVALID_VALUE) {
+            if (i == n) return;
+            luaL_error(L, "%s: kernel '%s': its PTX declares %d parameter%s but the loaded binary "
+                          "has %d (cuFuncGetParamInfo): the PTX does not belong to this binary",
+                       fn, asked, n, n == 1 ? "" : "s", i);
+        }
+        if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, "cuFuncGetParamInfo");
+        if (i == n)
+            luaL_error(L, "%s: kernel '%s': its PTX declares %d parameter%s but the loaded binary "
+                          "has more (cuFuncGetParamInfo): the PTX does not belong to this binary",
+                       fn, asked, n, n == 1 ? "" : "s");
+        if (size != params[i].size)
+            luaL_error(L, "%s: kernel '%s': parameter %d is %d bytes in its PTX but %d bytes in the "
+                          "loaded binary (cuFuncGetParamInfo): the PTX does not belong to this binary",
+                       fn, asked, i + 1, (int)params[i].size, (int)size);
+    }
+}
+
 static int l_module_kernel(lua_State *L) {
     const char *fn = "mod:kernel";
     gl_module *m = check_module(L, 1, fn);
-    const char *asked = luaL_checkstring(L, 2);
+    const char *asked = check_symbol_arg(L, 2, fn, "kernel name or name expression");
     gl_require_gpu(L, fn);
     if (m->ordinal != gl_current_device())
         luaL_error(L, "%s: the module was loaded on device %d, but device %d is current", fn,
                    m->ordinal, gl_current_device());
-    const char *entry = asked;
+    lua_settop(L, 2);
     lua_getiuservalue(L, 1, UV_LOWERED); /* 3 */
-    if (lua_istable(L, 3)) {
-        lua_getfield(L, 3, asked);
-        if (lua_type(L, -1) == LUA_TSTRING) entry = lua_tostring(L, -1);
-        else lua_pop(L, 1);
-    }
+    const char *entry = gl_lookup_lowered(L, 3, asked);
+    if (entry == NULL) entry = asked;
     size_t ptx_len = 0;
-    lua_getiuservalue(L, 1, UV_PTX);
-    const char *ptx = lua_tolstring(L, -1, &ptx_len);
+    lua_getiuservalue(L, 1, UV_PTX); /* 4 */
+    const char *ptx = lua_tolstring(L, 4, &ptx_len);
 
     CUfunction f;
+    recheck_module(L, m, fn);
     CUresult r = gl_cu.cuModuleGetFunction(&f, m->handle, entry);
     if (r == CUDA_ERROR_NOT_FOUND) {
         luaL_Buffer b;
@@ -324,6 +580,12 @@ static int l_module_kernel(lua_State *L) {
         }
         luaL_addstring(&b, "; C++ kernels need extern \"C\" or a name expression in "
                            "cuda.compile{names=...}");
+        if (gl_is_name_expression(asked)) {
+            gl_push_registered_names(L, 3);
+            lua_pushfstring(L, " (registered: %s)", lua_tostring(L, -1));
+            lua_remove(L, -2);
+            luaL_addvalue(&b);
+        }
         luaL_pushresult(&b);
         lua_error(L);
     }
@@ -341,6 +603,18 @@ static int l_module_kernel(lua_State *L) {
         typed = n >= 0;
     }
     if (n < 0) n = params_from_driver(L, f, params, fn);
+    else check_params_with_driver(L, f, params, n, asked, fn);
+
+    /* everything the driver says about f, read before the allocation below can run a
+     * finalizer that frees the module */
+    const gl_device_limits *limits = gl_device_limits_current(L, fn);
+    int attrs[6];
+    static const CUfunction_attribute which[6] = {
+        CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+        CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
+        CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES};
+    recheck_module(L, m, fn);
+    for (int i = 0; i < 6; i++) attrs[i] = func_attr(L, f, which[i], fn);
 
     size_t namelen = strlen(entry);
     size_t size = sizeof(gl_kernel) + (size_t)n * sizeof(gl_param) + (size_t)n + namelen + 1;
@@ -360,13 +634,16 @@ static int l_module_kernel(lua_State *L) {
     for (int i = 0; i < n; i++)
         if (params[i].offset + params[i].size > end) end = params[i].offset + params[i].size;
     k->argbytes = end;
-    k->limits = gl_device_limits_current(L, fn);
-    k->regs = func_attr(L, f, CU_FUNC_ATTRIBUTE_NUM_REGS, fn);
-    k->static_smem = func_attr(L, f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn);
-    k->local_bytes = func_attr(L, f, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn);
-    k->const_bytes = func_attr(L, f, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, fn);
-    k->max_threads = func_attr(L, f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn);
-    k->max_dynamic_smem = func_attr(L, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn);
+    k->limits = limits;
+    k->regs = attrs[0];
+    k->static_smem = attrs[1];
+    k->local_bytes = attrs[2];
+    k->const_bytes = attrs[3];
+    k->max_threads = attrs[4];
+    k->max_dynamic_smem = attrs[5];
+    /* the kernel is valid either way (it holds the module); a freed module is refused by
+     * every use, and this call reports it now rather than later */
+    recheck_module(L, m, fn);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
     luaL_setmetatable(L, GL_KERNEL_T);
@@ -542,8 +819,9 @@ void gl_push_kernel_methods(lua_State *L) {
 void gl_open_module(lua_State *L) {
     static const luaL_Reg module_meta[] = {{"__gc", module_free}, {"__close", module_free},
                                            {"__tostring", module_tostring}, {NULL, NULL}};
-    static const luaL_Reg module_methods[] = {{"kernel", l_module_kernel}, {"free", module_free},
-                                              {NULL, NULL}};
+    static const luaL_Reg module_methods[] = {{"kernel", l_module_kernel},
+                                              {"global", l_module_global},
+                                              {"free", module_free}, {NULL, NULL}};
     gl_new_class(L, GL_MODULE_T, module_meta, module_methods);
 
     static const luaL_Reg kernel_meta[] = {{"__tostring", kernel_tostring}, {NULL, NULL}};

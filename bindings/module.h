@@ -33,7 +33,9 @@ typedef struct gl_module {
     CUmodule handle;  /* NULL once freed */
     int ordinal;      /* device it was loaded on */
     int nkernels;     /* kernels taken from it so far (for __tostring) */
-    gl_use use;       /* launches of its kernels mark it */
+    int views;        /* live mod:global views into its variables */
+    CUmodule unload_pending; /* freed while views were alive: unloaded when the last one goes */
+    gl_use use;       /* launches of its kernels mark it; released views add their uses */
 } gl_module;
 /* uservalue 1: PTX text (string) or nil; uservalue 2: lowered-name table or nil;
  * uservalue 3: a short description of where it came from */
@@ -55,6 +57,15 @@ typedef struct gl_kernel {
                                  zero until launch.c classifies them on first use */
     gl_param params[];      /* nparams entries, then arg_class, then the name's bytes */
 } gl_kernel;
+
+/* Looks `asked` up in the lowered-name table at index `lowered` (a program's `lowered`), read
+ * raw: first exactly, then with white space normalised (gl_name_normalize). Returns the lowered
+ * name (anchored in the table) or NULL. Runs no Lua code. */
+const char *gl_lookup_lowered(lua_State *L, int lowered, const char *asked);
+/* Pushes "a, b, c" (the registered name expressions of table `lowered`, sorted) or "none". */
+void gl_push_registered_names(lua_State *L, int lowered);
+/* True when `name` looks like a name expression rather than a plain symbol (has <, (, : or space). */
+bool gl_is_name_expression(const char *name);
 
 /* The __name of a userdata ("cuda.array") or the Lua type name, for messages. May push a value. */
 const char *gl_type_name(lua_State *L, int idx);

@@ -8,6 +8,7 @@
 #include "gpulab.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <dlfcn.h>
@@ -198,6 +199,7 @@ typedef struct request {
     const char *name_dir;    /* the folder of `name`: NVRTC looks up the source's "x.h" there */
     int options;             /* stack index: array of option strings passed to NVRTC */
     int include_dirs;        /* stack index: array of directories searched, in order */
+    int system_dirs;         /* stack index: the toolkit's folders among them */
     int names;               /* stack index: array of name expressions */
     int headers;             /* stack index: array of {name, text}, sorted by name */
     bool use_cache;
@@ -224,7 +226,14 @@ static void push_option(lua_State *L, int list, const char *text) {
 
 /* Field `field` of the options table at `t` must be nil or of type `type`; pushes it. */
 static int get_field(lua_State *L, int t, const char *field, int type, int argn, const char *fn) {
-    int got = t ? lua_getfield(L, t, field) : (lua_pushnil(L), LUA_TNIL);
+    /* raw: a metamethod on the options table must not run while the request is half read */
+    int got = LUA_TNIL;
+    if (t) {
+        lua_pushstring(L, field);
+        got = lua_rawget(L, t);
+    } else {
+        lua_pushnil(L);
+    }
     if (got != LUA_TNIL && got != type)
         bad_arg(L, argn, fn, "option '%s' must be a %s, got %s", field, lua_typename(L, type),
                 luaL_typename(L, -1));
@@ -271,23 +280,43 @@ static bool is_identifier(const char *s) {
     return true;
 }
 
-/* Pushes the keys of table t (which must all be strings) as a sorted array. */
+static int compare_cstrings(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Pushes the keys of table t (which must all be strings without NUL bytes) as a sorted array.
+ * Sorted in C: the global table.sort is the script's to replace. */
 static void push_sorted_keys(lua_State *L, int t, const char *field, int argn, const char *fn) {
     lua_newtable(L);
     int keys = lua_gettop(L);
+    lua_Integer n = 0;
     lua_pushnil(L);
     while (lua_next(L, t)) {
         lua_pop(L, 1);
         if (lua_type(L, -1) != LUA_TSTRING)
             bad_arg(L, argn, fn, "option '%s' keys must be strings, got %s", field, luaL_typename(L, -1));
+        size_t len;
+        const char *k = lua_tolstring(L, -1, &len);
+        if (memchr(k, '\0', len))
+            bad_arg(L, argn, fn, "option '%s' key '%s' contains a NUL byte", field, k);
         lua_pushvalue(L, -1);
-        lua_rawseti(L, keys, (lua_Integer)lua_rawlen(L, keys) + 1);
+        lua_rawseti(L, keys, ++n);
     }
-    lua_getglobal(L, "table");
-    lua_getfield(L, -1, "sort");
-    lua_remove(L, -2);
-    lua_pushvalue(L, keys);
-    lua_call(L, 1, 0);
+    /* the pointers stay valid: the strings are anchored in `keys` */
+    const char **sorted = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n ? n : 1), 0);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_rawgeti(L, keys, i + 1);
+        sorted[i] = lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    qsort(sorted, (size_t)n, sizeof sorted[0], compare_cstrings);
+    lua_newtable(L);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_pushstring(L, sorted[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_replace(L, keys);
+    lua_pop(L, 1);
 }
 
 /* defines={K=4, FLAG=true, OFF=false, S="x"} -> -DFLAG -DK=4 -DS=x (sorted, so the option list
@@ -391,7 +420,56 @@ static const char *push_dirname(lua_State *L, const char *path) {
 }
 
 static const char *const known_options[] = {"name", "arch", "std", "defines", "include_dirs", "headers",
-                                            "options", "lineinfo", "names", "cache", NULL};
+                                            "options", "lineinfo", "names", "cache",
+                                            "toolkit_headers", NULL};
+
+/* The CUDA toolkit's headers (cuda_fp16.h, cooperative_groups.h, and with CUDA 13 CCCL's
+ * cuda/std/... under include/cccl), searched after the user's folders. The toolkit is the one
+ * NVRTC comes from: the folder beside the library that would be loaded (GPULAB_LIBNVRTC, else
+ * the build's NVRTC), then $CUDA_HOME, $CUDA_PATH and /usr/local/cuda. Found without loading
+ * NVRTC, so a cache hit stays cheap; the folders become -I options and so enter the key, and
+ * the key's header scan reads every header they supply. */
+/* True when base+suffix is a folder holding cuda_fp16.h; its real path goes to out. */
+static bool try_toolkit_dir(const char *base, const char *suffix, char *out, size_t cap) {
+    char dir[4096], probe[4096], real[PATH_MAX];
+    int n = snprintf(dir, sizeof dir, "%s%s", base, suffix);
+    if (n < 0 || (size_t)n >= sizeof dir) return false;
+    n = snprintf(probe, sizeof probe, "%s/cuda_fp16.h", dir);
+    if (n < 0 || (size_t)n >= sizeof probe) return false;
+    struct stat st;
+    if (stat(probe, &st) != 0 || !S_ISREG(st.st_mode) || !realpath(dir, real)) return false;
+    n = snprintf(out, cap, "%s", real);
+    return n >= 0 && (size_t)n < cap;
+}
+
+static bool toolkit_include_dir(char *out, size_t cap) {
+    const char *lib = getenv("GPULAB_LIBNVRTC");
+    char real[PATH_MAX];
+    if (lib && *lib && realpath(lib, real)) {
+        char *slash = strrchr(real, '/');
+        if (slash) *slash = '\0';
+        if (slash && try_toolkit_dir(real, "/../include", out, cap)) return true;
+    }
+    if (GPULAB_NVRTC_DIR[0] && try_toolkit_dir(GPULAB_NVRTC_DIR, "/../include", out, cap)) return true;
+    const char *homes[3] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
+    for (int i = 0; i < 3; i++)
+        if (homes[i] && *homes[i] && try_toolkit_dir(homes[i], "/include", out, cap)) return true;
+    return false;
+}
+
+/* Appends the toolkit's folders to both arrays: searched includes and installed headers. */
+static void push_toolkit_include_dirs(lua_State *L, int list, int system) {
+    char dir[4096];
+    if (!toolkit_include_dir(dir, sizeof dir)) return;
+    push_option(L, list, dir);
+    push_option(L, system, dir);
+    const char *cccl = lua_pushfstring(L, "%s/cccl", dir);
+    if (is_directory(cccl)) {
+        push_option(L, list, cccl);
+        push_option(L, system, cccl);
+    }
+    lua_pop(L, 1);
+}
 
 /* Reads the options table at `t` (0: none) into `rq`, pushing its arrays. */
 static void read_request(lua_State *L, int t, int argn, request *rq, const char *default_name) {
@@ -405,11 +483,16 @@ static void read_request(lua_State *L, int t, int argn, request *rq, const char 
     if (strlen(rq->name) == 0) bad_arg(L, argn, fn, "option 'name' must not be empty");
     rq->name_dir = push_dirname(L, rq->name);
     get_field(L, t, "arch", LUA_TSTRING, argn, fn);
+    if (!lua_isnil(L, -1) && strlen(lua_tostring(L, -1)) != lua_rawlen(L, -1))
+        bad_arg(L, argn, fn, "option 'arch' contains a NUL byte");
     rq->arch = lua_isnil(L, -1) ? default_arch(L) : lua_tostring(L, -1);
     if (strlen(rq->arch) == 0 || strlen(rq->arch) > 32 || strchr(rq->arch, ' '))
         bad_arg(L, argn, fn, "option 'arch' '%s' is not an architecture such as sm_90a", rq->arch);
     get_field(L, t, "std", LUA_TSTRING, argn, fn);
     const char *std = lua_tostring(L, -1);
+    if (std && strlen(std) != lua_rawlen(L, -1)) bad_arg(L, argn, fn, "option 'std' contains a NUL byte");
+    get_field(L, t, "toolkit_headers", LUA_TBOOLEAN, argn, fn);
+    bool toolkit = lua_isnil(L, -1) || lua_toboolean(L, -1);
     get_field(L, t, "lineinfo", LUA_TBOOLEAN, argn, fn);
     bool lineinfo = lua_toboolean(L, -1);
     const char *env = getenv("GPULAB_LINEINFO");
@@ -422,13 +505,16 @@ static void read_request(lua_State *L, int t, int argn, request *rq, const char 
     rq->include_dirs = lua_gettop(L);
     if (strcmp(rq->source_dir, ".") != 0) push_option(L, rq->include_dirs, rq->source_dir);
     append_string_list(L, t, "include_dirs", rq->include_dirs, "", argn, fn);
-    lua_getfield(L, lua_upvalueindex(1), "home");
-    if (lua_type(L, -1) == LUA_TSTRING) {
+    lua_pushliteral(L, "home");
+    if (lua_rawget(L, lua_upvalueindex(1)) == LUA_TSTRING) {
         const char *dir = lua_pushfstring(L, "%s/kernels/include", lua_tostring(L, -1));
         if (is_directory(dir)) push_option(L, rq->include_dirs, dir);
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
+    lua_newtable(L);
+    rq->system_dirs = lua_gettop(L);
+    if (toolkit) push_toolkit_include_dirs(L, rq->include_dirs, rq->system_dirs);
 
     lua_newtable(L);
     rq->options = lua_gettop(L);
@@ -474,8 +560,8 @@ static const char **string_array(lua_State *L, int list, int *n) {
 }
 
 typedef struct inputs {
-    const char **options, **names, **include_dirs;
-    int noptions, nnames, ninclude_dirs, nheaders;
+    const char **options, **names, **include_dirs, **system_dirs;
+    int noptions, nnames, ninclude_dirs, nsystem_dirs, nheaders;
     gl_cache_header *headers;
 } inputs;
 
@@ -483,6 +569,7 @@ static void collect_inputs(lua_State *L, const request *rq, inputs *in) {
     in->options = string_array(L, rq->options, &in->noptions);
     in->names = string_array(L, rq->names, &in->nnames);
     in->include_dirs = string_array(L, rq->include_dirs, &in->ninclude_dirs);
+    in->system_dirs = string_array(L, rq->system_dirs, &in->nsystem_dirs);
     in->nheaders = (int)lua_rawlen(L, rq->headers);
     in->headers = lua_newuserdatauv(L, sizeof(gl_cache_header) * (size_t)(in->nheaders ? in->nheaders : 1), 0);
     for (int i = 0; i < in->nheaders; i++) {
@@ -517,6 +604,8 @@ static void compute_key(const request *rq, const inputs *in, const char *nvrtc_v
         .nheaders = in->nheaders,
         .include_dirs = in->include_dirs,
         .ninclude_dirs = in->ninclude_dirs,
+        .system_dirs = in->system_dirs,
+        .nsystem_dirs = in->nsystem_dirs,
     };
     gl_cache_key(&k, key, getenv("GPULAB_DEPFILE") ? record_dependency : NULL, NULL);
 }
@@ -576,13 +665,24 @@ static const char *collect_outputs(nvrtcProgram p, const inputs *in, gl_cache_en
 static outcome run_nvrtc(const request *rq, const inputs *in, gl_cache_entry *e) {
     outcome o = {NVRTC_SUCCESS, NULL, NULL};
     memset(e, 0, sizeof *e);
-    const char *hnames[in->nheaders ? in->nheaders : 1], *htexts[in->nheaders ? in->nheaders : 1];
+    /* on the heap: the number of in-memory headers is the script's to choose */
+    size_t nh = in->nheaders ? (size_t)in->nheaders : 1;
+    const char **hnames = malloc(nh * sizeof *hnames), **htexts = malloc(nh * sizeof *htexts);
+    if (hnames == NULL || htexts == NULL) {
+        free(hnames);
+        free(htexts);
+        o.result = NVRTC_ERROR_OUT_OF_MEMORY;
+        o.step = "malloc";
+        return o;
+    }
     for (int i = 0; i < in->nheaders; i++) {
         hnames[i] = in->headers[i].name;
         htexts[i] = in->headers[i].text;
     }
     nvrtcProgram p;
     o.result = nvrtcCreateProgram(&p, rq->src, rq->name, in->nheaders, htexts, hnames);
+    free(hnames);
+    free(htexts);
     if (o.result != NVRTC_SUCCESS) {
         o.step = "nvrtcCreateProgram";
         return o;
@@ -847,17 +947,29 @@ static int l_program_params(lua_State *L) {
         luaL_error(L, "bad argument #1 to '%s' (kernel name expected, got %s)", fn, luaL_typename(L, 2));
     const char *asked = lua_tostring(L, 2);
     lua_settop(L, 2);
-    const char *entry = asked;
-    if (lua_getfield(L, 1, "lowered") == LUA_TTABLE && lua_getfield(L, 3, asked) == LUA_TSTRING)
-        entry = lua_tostring(L, -1); /* a name expression such as "f<2>" */
-    if (lua_getfield(L, 1, "ptx") != LUA_TSTRING) luaL_error(L, "%s: the program has no PTX", fn);
+    if (memchr(asked, '\0', lua_rawlen(L, 2)))
+        luaL_error(L, "bad argument #1 to '%s' (kernel name contains a NUL byte)", fn);
+    lua_pushliteral(L, "lowered");
+    lua_rawget(L, 1); /* 3 */
+    const char *entry = gl_lookup_lowered(L, 3, asked); /* a name expression such as "f<2>" */
+    if (entry == NULL) entry = asked;
+    lua_pushliteral(L, "ptx");
+    if (lua_rawget(L, 1) != LUA_TSTRING) luaL_error(L, "%s: the program has no PTX", fn);
     size_t len;
     const char *ptx = lua_tolstring(L, -1, &len);
     char err[256];
     int n = gl_ptx_params(ptx, len, entry, NULL, 0, err, sizeof err);
     if (n < 0) {
-        lua_getfield(L, 1, "name");
-        luaL_error(L, "%s: kernel '%s' not found in %s: %s", fn, asked, luaL_optstring(L, -1, "?"), err);
+        lua_pushliteral(L, "name");
+        lua_rawget(L, 1);
+        const char *where = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+        if (entry == asked && gl_is_name_expression(asked)) {
+            gl_push_registered_names(L, 3);
+            luaL_error(L, "%s: kernel '%s' not found in %s: '%s' is not a registered name "
+                          "expression (registered: %s); add it to cuda.compile{names=...}",
+                       fn, asked, where, asked, lua_tostring(L, -1));
+        }
+        luaL_error(L, "%s: kernel '%s' not found in %s: %s", fn, asked, where, err);
     }
     gl_param *params = lua_newuserdatauv(L, sizeof(gl_param) * (size_t)(n ? n : 1), 0);
     if (gl_ptx_params(ptx, len, entry, params, n, err, sizeof err) != n)

@@ -30,10 +30,22 @@ typedef struct gl_array {
     int ndim;
     int64_t shape[GL_MAX_DIMS];
     gl_use use;           /* mark on every submission that reads or writes it */
+    /* A view of memory another object owns (a module variable): never cuMemFree'd and not
+     * counted in cuda.stats(); release_view(a, view_owner) runs once when it is freed. */
+    void (*release_view)(struct gl_array *a, void *view_owner);
+    void *view_owner;
 } gl_array;
 /* Raise "fn: argument #n: expected cuda.array, got X" / "... cuda.array was freed". */
 gl_array *gl_check_array(lua_State *L, int idx, const char *fn);
 gl_array *gl_test_array(lua_State *L, int idx); /* NULL if not an array (freed ones included) */
+/* Pushes a cuda.array viewing `limit` bytes at `ptr` that another object owns: dtype and shape
+ * from the stack values at dtype_idx and shape_idx, checked as cuda.array checks them; raises
+ * naming both sizes when they need more than `limit` bytes of variable `what`. One uservalue
+ * for the caller (to keep the owner alive). Checking the shape may run Lua code: callers
+ * re-validate the owner afterwards. */
+gl_array *gl_push_array_view(lua_State *L, int dtype_idx, int shape_idx, const char *fn,
+                             CUdeviceptr ptr, size_t limit, const char *what,
+                             void (*release_view)(gl_array *, void *), void *owner);
 
 /* Host array "cuda.host" --------------------------------------------------------- memory.c */
 #define GL_HOST_T "cuda.host"

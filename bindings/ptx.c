@@ -138,7 +138,7 @@ static bool is_layout_neutral(token t) {
 static bool is_power_of_two(unsigned v) { return v != 0 && (v & (v - 1)) == 0; }
 
 /* Parses one `.param ...` declaration (the .param token already read). */
-static bool parse_param(lexer *lx, gl_param *p, int index, char *err, size_t errlen) {
+static bool parse_param(lexer *lx, gl_param *p, token *name_out, int index, char *err, size_t errlen) {
     unsigned align = 0;
     const ptx_type *type = NULL;
     token t;
@@ -180,6 +180,7 @@ static bool parse_param(lexer *lx, gl_param *p, int index, char *err, size_t err
         set_err(err, errlen, "parameter %d: expected a name, got '%.*s'", index, tok_width(t), t.text);
         return false;
     }
+    *name_out = t;
     /* optional array dimensions: NAME[N][M] */
     uint64_t count = 1;
     size_t mark = lx->pos;
@@ -208,6 +209,112 @@ static bool parse_param(lexer *lx, gl_param *p, int index, char *err, size_t err
     return true;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * What the body does with its large parameters (see GL_PARAM_COPIED).
+ * ------------------------------------------------------------------------------------------ */
+#define BIG_PARAM_MIN 64u
+#define BIG_PARAM_MAX 4096u
+#define BIG_PARAMS 16
+
+typedef struct big_param {
+    int index;                          /* in the entry's parameter list */
+    token name;
+    unsigned size;
+    bool addressed;                     /* used other than as the address of an ld.param */
+    uint64_t loaded[BIG_PARAM_MAX / 64]; /* one bit per byte read by ld.param */
+} big_param;
+
+/* Bytes one `ld.param[.vN].TYPE` reads, or 0 when the mnemonic is not such a load. */
+static unsigned load_width(token insn) {
+    if (insn.len < 9 || memcmp(insn.text, "ld.param.", 9) != 0) return 0;
+    unsigned lanes = 1, elem = 0;
+    size_t i = 8;
+    while (i < insn.len) {
+        size_t j = i + 1;
+        while (j < insn.len && insn.text[j] != '.') j++;
+        token part = {insn.text + i, j - i};
+        if (tok_is(part, ".v2")) lanes = 2;
+        else if (tok_is(part, ".v4")) lanes = 4;
+        else if (tok_is(part, ".v8")) lanes = 8;
+        else if (find_type(part)) elem = find_type(part)->size;
+        i = j;
+    }
+    return lanes * elem;
+}
+
+static void mark_loaded(big_param *b, unsigned off, unsigned width) {
+    for (unsigned k = off; k < off + width && k < b->size; k++) b->loaded[k / 64] |= 1ull << (k % 64);
+}
+
+static bool fully_loaded(const big_param *b) {
+    for (unsigned k = 0; k < b->size; k++)
+        if (!(b->loaded[k / 64] & (1ull << (k % 64)))) return false;
+    return true;
+}
+
+/* One mention of big parameter b in the body; prev is the token before it, insn the current
+ * instruction's mnemonic. Only `ld.param... [NAME]` or `[NAME+K]` counts as a read. */
+static void note_use(lexer *lx, big_param *b, token prev, token insn) {
+    unsigned width = load_width(insn);
+    if (!tok_is(prev, "[") || width == 0) {
+        b->addressed = true;
+        return;
+    }
+    size_t mark = lx->pos;
+    unsigned off = 0;
+    token t = next_token(lx);
+    if (tok_is(t, "+")) {
+        token n = next_token(lx);
+        if (!tok_number(n, &off)) {
+            b->addressed = true;
+            return;
+        }
+    } else {
+        lx->pos = mark;
+    }
+    mark_loaded(b, off, width);
+}
+
+/* Scans the body that follows the parameter list (up to its matching brace) and sets
+ * GL_PARAM_COPIED on the big parameters it only copies. */
+static void analyse_body(lexer *lx, big_param *big, int nbig, gl_param *out, int max) {
+    if (nbig == 0) return;
+    token t;
+    do { /* performance directives (.maxntid 128, 1, 1) come before the body */
+        t = next_token(lx);
+    } while (t.len && !tok_is(t, "{") && !tok_is(t, ";"));
+    if (!tok_is(t, "{")) return;
+    int depth = 1, vector = 0; /* block braces; operand braces ({%r1, %r2}) inside a statement */
+    bool at_start = true;
+    token insn = {"", 0}, prev = t;
+    while (depth > 0) {
+        t = next_token(lx);
+        if (t.len == 0) return; /* unterminated: claim nothing */
+        if (!at_start && tok_is(t, "{")) {
+            vector++;
+        } else if (vector > 0 && tok_is(t, "}")) {
+            vector--;
+        } else if (tok_is(t, "{") || tok_is(t, "}") || tok_is(t, ";") || tok_is(t, ":")) {
+            if (tok_is(t, "{")) depth++;
+            else if (tok_is(t, "}")) depth--;
+            at_start = true;
+        } else if (at_start && tok_is(t, "@")) {
+            next_token(lx); /* the predicate register */
+        } else if (at_start) {
+            insn = t;
+            at_start = false;
+        } else {
+            for (int i = 0; i < nbig; i++)
+                if (t.len == big[i].name.len && memcmp(t.text, big[i].name.text, t.len) == 0)
+                    note_use(lx, &big[i], prev, insn);
+        }
+        prev = t;
+    }
+    for (int i = 0; i < nbig; i++)
+        if (!big[i].addressed && fully_loaded(&big[i]) && big[i].index < max)
+            out[big[i].index].flags |= GL_PARAM_COPIED;
+}
+
 /* Parses the parameter list after the entry name. Returns the count or -1. */
 static int parse_entry_params(lexer *lx, const char *entry, gl_param *out, int max, char *err, size_t errlen) {
     size_t mark = lx->pos;
@@ -216,7 +323,8 @@ static int parse_entry_params(lexer *lx, const char *entry, gl_param *out, int m
         lx->pos = mark; /* `.entry NAME {` — no parameter list */
         return 0;
     }
-    int count = 0;
+    int count = 0, nbig = 0;
+    big_param big[BIG_PARAMS];
     uint64_t offset = 0;
     t = next_token(lx);
     if (tok_is(t, ")")) return 0;
@@ -227,8 +335,9 @@ static int parse_entry_params(lexer *lx, const char *entry, gl_param *out, int m
             return -1;
         }
         gl_param p;
+        token name;
         char why[200];
-        if (!parse_param(lx, &p, count, why, sizeof why)) {
+        if (!parse_param(lx, &p, &name, count, why, sizeof why)) {
             set_err(err, errlen, "entry '%s': %s", entry, why);
             return -1;
         }
@@ -240,9 +349,19 @@ static int parse_entry_params(lexer *lx, const char *entry, gl_param *out, int m
             return -1;
         }
         if (count < max && out) out[count] = p;
+        if (out && p.size >= BIG_PARAM_MIN && p.size <= BIG_PARAM_MAX && nbig < BIG_PARAMS) {
+            memset(&big[nbig], 0, sizeof big[nbig]);
+            big[nbig].index = count;
+            big[nbig].name = name;
+            big[nbig].size = p.size;
+            nbig++;
+        }
         count++;
         t = next_token(lx);
-        if (tok_is(t, ")")) return count;
+        if (tok_is(t, ")")) {
+            analyse_body(lx, big, nbig, out, max);
+            return count;
+        }
         if (!tok_is(t, ",")) {
             set_err(err, errlen, "entry '%s': after parameter %d: expected ',' or ')', got '%.*s'", entry,
                     count - 1, t.len ? tok_width(t) : 3, t.len ? t.text : "EOF");
@@ -298,4 +417,32 @@ int gl_ptx_params(const char *ptx, size_t len, const char *entry, gl_param *out,
     else
         set_err(err, errlen, "no .entry named '%s' (entries: %s)", entry, list);
     return -1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Name expressions
+ * ------------------------------------------------------------------------------------------ */
+static bool is_ident_char(char c) {
+    return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+bool gl_name_normalize(const char *name, char *out, size_t cap) {
+    size_t n = 0;
+    bool space = false;
+    for (const char *c = name; *c; c++) {
+        if (is_space(*c)) {
+            space = true;
+            continue;
+        }
+        if (space && n > 0 && is_ident_char(out[n - 1]) && is_ident_char(*c)) {
+            if (n + 1 >= cap) return false;
+            out[n++] = ' ';
+        }
+        space = false;
+        if (n + 1 >= cap) return false;
+        out[n++] = *c;
+    }
+    if (cap == 0) return false;
+    out[n] = '\0';
+    return true;
 }

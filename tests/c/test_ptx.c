@@ -339,7 +339,7 @@ static void test_key(void) {
     const char *dirs[] = {inc};
     const char *names[] = {"k"};
     gl_cache_header mem[] = {{"mem.h", "#define M 3\n", 12}, {"unused.h", "x", 1}};
-    gl_cache_key_input base = {"0.1.0", "13.0", "sm_90a", opts, 3, src, strlen(src), ".", names, 1, mem, 2, dirs, 1};
+    gl_cache_key_input base = {"0.1.0", "13.0", "sm_90a", opts, 3, src, strlen(src), ".", names, 1, mem, 2, dirs, 1, NULL, 0};
     unsigned char k0[32], k1[32];
     key_of(base, k0);
     CHECK(seen_files == 2, "a.h and b.h reported (%d)", seen_files);
@@ -391,6 +391,74 @@ static void test_key(void) {
     key_of(base, k1);
     CHECK(memcmp(k0, k1, 32) != 0, "key ignores a cyclic header's contents");
     write_text(b, "#define B 2\n");
+
+    /* headers under a system folder are keyed by identity: a rewrite of the same size still
+     * changes the key (modification time), and their includes are still followed */
+    gl_cache_key_input sys = base;
+    const char *sysdirs[] = {inc};
+    sys.system_dirs = sysdirs;
+    sys.nsystem_dirs = 1;
+    unsigned char s0[32], s1[32];
+    key_of(sys, s0);
+    CHECK(memcmp(s0, k0, 32) != 0, "identity keying did not apply to a system header");
+    key_of(sys, s1);
+    CHECK(memcmp(s0, s1, 32) == 0, "identity key not deterministic");
+    struct stat st0;
+    stat(b, &st0);
+    do { /* same size, new contents: wait until the file system's clock moves */
+        write_text(b, "#define B 9\n");
+        struct stat st1;
+        stat(b, &st1);
+        if (st1.st_mtim.tv_sec != st0.st_mtim.tv_sec || st1.st_mtim.tv_nsec != st0.st_mtim.tv_nsec) break;
+        usleep(2000);
+    } while (1);
+    key_of(sys, s1);
+    CHECK(memcmp(s0, s1, 32) != 0, "identity key ignores an edited system header two includes deep");
+    write_text(b, "#define B 2\n");
+}
+
+/* The body analysis behind GL_PARAM_COPIED: a 128-byte parameter copied whole is flagged, one
+ * whose address is taken (grid constant) or that is only partly read is not. */
+static void test_copied_params(void) {
+    const char *ptx =
+        ".version 8.0\n.target sm_90a\n.address_size 64\n"
+        ".visible .entry copy(.param .align 64 .b8 m[128], .param .u64 o)\n{\n"
+        "  .local .align 64 .b8 __local_depot0[128];\n"
+        "  ld.param.v2.u64 {%rd1, %rd2}, [m];\n  ld.param.v2.u64 {%rd1, %rd2}, [m+16];\n"
+        "  ld.param.v4.u32 {%r1, %r2, %r3, %r4}, [m+32];\n  ld.param.v4.u32 {%r1, %r2, %r3, %r4}, [m+48];\n"
+        "  ld.param.u64 %rd3, [m+64];\n ld.param.u64 %rd3, [m+72];\n ld.param.u64 %rd3, [m+80];\n"
+        "  ld.param.u64 %rd3, [m+88];\n@%p1 ld.param.u64 %rd3, [m+96];\n ld.param.u64 %rd3, [m+104];\n"
+        "  ld.param.u64 %rd3, [m+112];\n ld.param.u64 %rd3, [m+120];\n  { ret; }\n}\n"
+        ".visible .entry inplace(.param .align 64 .b8 m[128])\n{\n  mov.b64 %rd2, m;\n"
+        "  cvta.param.u64 %rd1, %rd2;\n  prefetch.tensormap [%rd1];\n  ld.param.u64 %rd3, [m+8];\n  ret;\n}\n"
+        ".visible .entry partial(.param .align 64 .b8 m[128])\n.maxntid 128, 1, 1\n{\n"
+        "  ld.param.u64 %rd3, [m+8];\n  ret;\n}\n";
+    gl_param p[4];
+    char err[256];
+    int n = gl_ptx_params(ptx, strlen(ptx), "copy", p, 4, err, sizeof err);
+    CHECK(n == 2 && (p[0].flags & GL_PARAM_COPIED) && !(p[1].flags & GL_PARAM_COPIED), "copy: n=%d %s", n, err);
+    n = gl_ptx_params(ptx, strlen(ptx), "inplace", p, 4, err, sizeof err);
+    CHECK(n == 1 && !(p[0].flags & GL_PARAM_COPIED), "inplace flagged (n=%d %s)", n, err);
+    n = gl_ptx_params(ptx, strlen(ptx), "partial", p, 4, err, sizeof err);
+    CHECK(n == 1 && !(p[0].flags & GL_PARAM_COPIED), "partial flagged (n=%d %s)", n, err);
+    /* a body cut short claims nothing */
+    n = gl_ptx_params(ptx, strstr(ptx, "ld.param.u64 %rd3, [m+120]") - ptx, "copy", p, 4, err, sizeof err);
+    CHECK(n == 2 && !(p[0].flags & GL_PARAM_COPIED), "truncated body flagged");
+}
+
+static void test_normalize(void) {
+    static const char *const cases[][2] = {
+        {"scale<2, float>", "scale<2,float>"}, {" scale < 2 ,float > ", "scale<2,float>"},
+        {"f<unsigned  int>", "f<unsigned int>"}, {"f<g<1> >", "f<g<1>>"}, {"ns :: k", "ns::k"},
+        {"f<const char *>", "f<const char*>"}, {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[64];
+        CHECK(gl_name_normalize(cases[i][0], out, sizeof out) && strcmp(out, cases[i][1]) == 0,
+              "'%s' -> '%s', want '%s'", cases[i][0], out, cases[i][1]);
+    }
+    char tiny[4];
+    CHECK(!gl_name_normalize("abcdef", tiny, sizeof tiny), "overflow not reported");
 }
 
 int main(int argc, char **argv) {
@@ -408,6 +476,8 @@ int main(int argc, char **argv) {
     test_sha256();
     test_entries();
     test_key();
+    test_copied_params();
+    test_normalize();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

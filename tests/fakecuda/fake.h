@@ -15,6 +15,7 @@
  *   GPULAB_FAKE_LOG=path                append one line per recorded call (launches with their
  *                                       packed arguments in hex, copies, frees)
  *   GPULAB_FAKE_DEVICES=n               number of devices (default 1)
+ *   GPULAB_FAKE_NO_ENTRY=cuX[,cuY]      cuGetProcAddress does not find these (an older driver)
  * CUDA_INJECTION64_PATH, which a tool sets to be loaded by the driver, is not loaded; cuInit logs
  * "injection PATH" instead, so tests can tell which processes a tool would have instrumented.
  * A sticky code (700, ...) makes every later call fail with the same code, as a real context.
@@ -43,5 +44,10 @@ void fake_measure_launch(const char *name, void **params);
         CUresult fr_ = fake_enter(name);                                                        \
         if (fr_ != CUDA_SUCCESS) return fr_;                                                    \
     } while (0)
+
+/* Registers host memory standing in for a module variable as device memory (copies to and from
+ * it are range-checked like any allocation), without logging an allocation. fake_memory.c */
+bool fake_track_device(void *p, size_t size);
+void fake_untrack_device(void *p);
 
 #endif

@@ -150,6 +150,19 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
     (void)version;
     (void)flags;
     if (symbol == NULL || pfn == NULL) return CUDA_ERROR_INVALID_VALUE;
+    /* GPULAB_FAKE_NO_ENTRY=cuX,cuY: entry points this "driver" lacks, as an older one would */
+    const char *missing = getenv("GPULAB_FAKE_NO_ENTRY");
+    size_t slen = strlen(symbol);
+    for (const char *m = missing; m && *m;) {
+        const char *end = strchr(m, ',');
+        size_t mlen = end ? (size_t)(end - m) : strlen(m);
+        if (mlen == slen && memcmp(m, symbol, slen) == 0) {
+            *pfn = NULL;
+            if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+            return CUDA_ERROR_NOT_FOUND;
+        }
+        m = end ? end + 1 : m + mlen;
+    }
     char name[160];
     snprintf(name, sizeof name, "fake_%s", symbol);
     void *p = dlsym(self_handle(), name);
@@ -406,12 +419,20 @@ typedef struct fake_func {
     int regs, static_smem, max_threads, max_dynamic_smem;
 } fake_func;
 
+typedef struct fake_global { /* a __device__ / __constant__ variable, zero-initialised */
+    struct fake_global *next;
+    char *name;
+    void *mem;
+    size_t size;
+} fake_global;
+
 typedef struct fake_module {
     struct fake_module *prev, *next; /* every loaded module, as a driver keeps them: a module
                                         left loaded (poisoned context) is still reachable */
     char *image;
     size_t len;
     fake_func *funcs;
+    fake_global *globals;
 } fake_module;
 
 static fake_module *loaded_modules;
@@ -635,6 +656,13 @@ CUresult fake_cuModuleUnload(CUmodule m) {
         free(f->name);
         free(f);
     }
+    for (fake_global *g = mod->globals, *next; g; g = next) {
+        next = g->next;
+        fake_untrack_device(g->mem);
+        free(g->mem);
+        free(g->name);
+        free(g);
+    }
     fake_log("module_unload %p", (void *)mod);
     free(mod->image);
     free(mod);
@@ -671,6 +699,113 @@ CUresult fake_cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name)
     f->next = mod->funcs;
     mod->funcs = f;
     *out = (CUfunction)f;
+    return CUDA_SUCCESS;
+}
+
+/* The size of variable `name` declared in PTX text (`[.visible] .global|.const [.align N]
+ * .TYPE NAME[N]...;`), or 0 when there is no such declaration. */
+static size_t ptx_variable_size(const char *img, size_t len, const char *name) {
+    size_t nlen = strlen(name);
+    const char *end = img + len;
+    for (const char *line = img; line < end;) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        if (eol == NULL) eol = end;
+        const char *q = line;
+        while (q < eol && isspace((unsigned char)*q)) q++;
+        if ((size_t)(eol - q) > 9 && memcmp(q, ".visible ", 9) == 0) q += 9;
+        bool var = ((size_t)(eol - q) > 8 && memcmp(q, ".global ", 8) == 0) ||
+                   ((size_t)(eol - q) > 7 && memcmp(q, ".const ", 7) == 0);
+        const char *at = var ? find_bytes(q, (size_t)(eol - q), name, nlen) : NULL;
+        while (at && !((at == q || isspace((unsigned char)at[-1])) &&
+                       (at + nlen < eol && (at[nlen] == '[' || at[nlen] == ';' || at[nlen] == ' ' || at[nlen] == '='))))
+            at = find_bytes(at + 1, (size_t)(eol - at - 1), name, nlen);
+        if (at) {
+            size_t elem = 0;
+            for (const char *t = q; t < at; t++) /* the type: the last .uN/.sN/.fN/.bN word */
+                if (*t == '.' && strchr("usfb", t[1]) && isdigit((unsigned char)t[2])) {
+                    size_t w = 1;
+                    while (t + w < at && !isspace((unsigned char)t[w])) w++;
+                    size_t e = ptx_type_size(t + 1, w - 1);
+                    if (e) elem = e;
+                }
+            size_t count = 1;
+            for (const char *t = at + nlen; t < eol && *t == '['; ) {
+                count *= strtoul(t + 1, (char **)&t, 10);
+                if (t < eol && *t == ']') t++;
+            }
+            return elem * count;
+        }
+        line = eol + 1;
+    }
+    return 0;
+}
+
+/* The size of object symbol `name` in an ELF64 image's symbol table (a cubin's variables are
+ * there, local or global), or 0. Every offset is checked against the image's length. */
+static size_t elf_variable_size(const unsigned char *b, size_t len, const char *name) {
+    if (len < 64 || memcmp(b, "\x7f" "ELF", 4) != 0 || b[4] != 2) return 0;
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    memcpy(&shoff, b + 0x28, 8);
+    memcpy(&shentsize, b + 0x3a, 2);
+    memcpy(&shnum, b + 0x3c, 2);
+    if (shentsize < 64 || shoff > len || (uint64_t)shentsize * shnum > len - shoff) return 0;
+    for (unsigned i = 0; i < shnum; i++) {
+        const unsigned char *sh = b + shoff + (uint64_t)i * shentsize;
+        uint32_t type, link;
+        uint64_t off, size, entsize;
+        memcpy(&type, sh + 4, 4);
+        if (type != 2) continue; /* SHT_SYMTAB */
+        memcpy(&off, sh + 0x18, 8);
+        memcpy(&size, sh + 0x20, 8);
+        memcpy(&link, sh + 0x28, 4);
+        memcpy(&entsize, sh + 0x38, 8);
+        if (link >= shnum || entsize < 24 || off > len || size > len - off) return 0;
+        const unsigned char *strsh = b + shoff + (uint64_t)link * shentsize;
+        uint64_t stroff, strsize;
+        memcpy(&stroff, strsh + 0x18, 8);
+        memcpy(&strsize, strsh + 0x20, 8);
+        if (stroff > len || strsize > len - stroff) return 0;
+        for (uint64_t s = 0; s + entsize <= size; s += entsize) {
+            const unsigned char *sym = b + off + s;
+            uint32_t nameoff;
+            uint64_t symsize;
+            memcpy(&nameoff, sym, 4);
+            memcpy(&symsize, sym + 16, 8);
+            if ((sym[4] & 0xf) != 1 || nameoff >= strsize) continue; /* STT_OBJECT */
+            const char *n = (const char *)b + stroff + nameoff;
+            size_t left = (size_t)(strsize - nameoff);
+            if (strnlen(n, left) < left && strcmp(n, name) == 0) return (size_t)symsize;
+        }
+    }
+    return 0;
+}
+
+CUresult fake_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule m, const char *name) {
+    FAKE_ENTER("cuModuleGetGlobal");
+    if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    if (name == NULL || *name == '\0') return CUDA_ERROR_INVALID_VALUE;
+    fake_module *mod = (fake_module *)m;
+    fake_global *g = mod->globals;
+    while (g && strcmp(g->name, name) != 0) g = g->next;
+    if (g == NULL) {
+        size_t size = is_text_image(mod->image)
+                          ? ptx_variable_size(mod->image, mod->len, name)
+                          : elf_variable_size((const unsigned char *)mod->image, mod->len, name);
+        if (size == 0) return CUDA_ERROR_NOT_FOUND;
+        g = calloc(1, sizeof *g);
+        if (g == NULL || (g->name = strdup(name)) == NULL || (g->mem = calloc(1, size)) == NULL ||
+            !fake_track_device(g->mem, size)) {
+            if (g) { free(g->mem); free(g->name); free(g); }
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        g->size = size;
+        g->next = mod->globals;
+        mod->globals = g;
+    }
+    if (dptr) *dptr = (CUdeviceptr)(uintptr_t)g->mem;
+    if (bytes) *bytes = g->size;
+    fake_log("module_get_global %s bytes=%zu", name, g->size);
     return CUDA_SUCCESS;
 }
 
@@ -711,7 +846,8 @@ CUresult fake_cuFuncGetParamInfo(CUfunction fn, size_t index, size_t *offset, si
     FAKE_ENTER("cuFuncGetParamInfo");
     if (fn == NULL) return CUDA_ERROR_INVALID_HANDLE;
     const fake_func *f = (const fake_func *)fn;
-    if (f->nparams < 0 || index >= (size_t)f->nparams || offset == NULL || size == NULL)
+    if (f->nparams < 0) return CUDA_ERROR_NOT_SUPPORTED; /* a binary image: not read here */
+    if (index >= (size_t)f->nparams || offset == NULL || size == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *offset = f->params[index].offset;
     *size = f->params[index].size;

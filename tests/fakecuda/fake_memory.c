@@ -55,6 +55,13 @@ static int device_range_ok(CUdeviceptr p, size_t n) {
 
 static void untrack(long i) { allocs[i] = allocs[--nallocs]; }
 
+bool fake_track_device(void *p, size_t size) { return track(p, size, 0) != 0; }
+
+void fake_untrack_device(void *p) {
+    long i = find_base((uintptr_t)p, 0);
+    if (i >= 0) untrack(i);
+}
+
 CUresult fake_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
     FAKE_ENTER("cuMemAlloc");
     if (dptr == NULL || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
