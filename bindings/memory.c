@@ -469,7 +469,7 @@ static void read_copy_opts(lua_State *L, int idx, copy_opts *o, const char *fn) 
     bool has_count = raw_field(L, idx, "count") != LUA_TNIL;
     lua_pop(L, 1);
     o->count = has_count ? raw_opt_int(L, idx, "count", 0, fn) : -1;
-    if (o->count < -1 || (has_count && o->count < 0))
+    if (has_count && o->count < 0)
         mem_error(L, "%s: option 'count' must not be negative, got %lld", fn, o->count);
     o->dst_offset = raw_opt_int(L, idx, "dst_offset", 0, fn);
     o->src_offset = raw_opt_int(L, idx, "src_offset", 0, fn);
@@ -529,14 +529,14 @@ static bool convert_one(gl_dtype dt, void *dp, gl_dtype st, const void *sp, bool
 /* Converting host copy of n elements: every value is checked before anything is written, so
  * a refused conversion leaves the destination as it was. */
 static void convert_elements(lua_State *L, void *dp, gl_dtype dt, const void *sp, gl_dtype st,
-                             size_t n, const char *fn) {
+                             size_t n, size_t first, const char *fn) {
     size_t de = gl_dtype_size(dt), se = gl_dtype_size(st);
     const unsigned char *s = sp;
     unsigned char *d = dp;
     bool can_fail = gl_dtype_is_integer(dt) && !gl_dtype_is_bool(st);
     for (size_t i = 0; can_fail && i < n; i++)
         if (!convert_one(dt, NULL, st, s + i * se, false))
-            mem_error(L, "%s: source element %zu (%.17g) does not convert to %s exactly", fn, i + 1,
+            mem_error(L, "%s: source element %zu (%.17g) does not convert to %s exactly", fn, first + i + 1,
                       gl_dtype_load_double(st, s + i * se), gl_dtype_name(dt));
     for (size_t i = 0; i < n; i++) convert_one(dt, d + i * de, st, s + i * se, true);
 }
@@ -605,7 +605,8 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
             mem_error(L, "%s: argument #%d: a host-to-host copy takes no stream", fn, o->stream_idx);
         unsigned char *d = (unsigned char *)dst.host->data + p.dst_byte;
         const unsigned char *s = (const unsigned char *)src.host->data + p.src_byte;
-        if (p.convert) convert_elements(L, d, dst.host->dtype, s, src.host->dtype, p.count, fn);
+        if (p.convert)
+            convert_elements(L, d, dst.host->dtype, s, src.host->dtype, p.count, (size_t)o->src_offset, fn);
         else if (p.nbytes) memmove(d, s, p.nbytes);
         return;
     }

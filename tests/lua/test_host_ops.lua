@@ -95,6 +95,8 @@ T.test("dtypes: refused, reinterpreted, or converted on request", function()
   T.raises(function() i:view(1, 3):copy_from(frac, { convert = true }) end,
     "h:copy_from: source element 2 (2.5) does not convert to i32 exactly")
   T.eq(i[1], -7, "a refused conversion writes nothing")
+  T.raises(function() i:view(1, 2):copy_from(frac, { convert = true, src_offset = 1 }) end,
+    "source element 2 (2.5)", "the index counts in the source array")
   local big = cuda.host("i64", 2); big[1] = 300; big[2] = -1
   local u8 = cuda.host("u8", 2)
   T.raises(function() u8:copy_from(big, { convert = true }) end, "source element 1 (300) does not convert to u8")
