@@ -64,6 +64,26 @@ T.test("the parent's memory lives while a view does", function()
   stats_zero()
 end)
 
+T.test("pinned host views in async copies outlive their parent safely", function()
+  local s = cuda.stream()
+  local p = cuda.host("f64", 64, { pinned = true }):iota(1)
+  local pv = p:view(33, 32)
+  T.eq(pv.pinned, true)
+  T.ok(tostring(pv):find("pinned view", 1, true), tostring(pv))
+  local d = cuda.array("f64", 32)
+  d:copy_from(pv, s)
+  p:free()
+  T.eq(cuda.stats().pinned_bytes, 64 * 8, "the view holds the pinned block")
+  local back = cuda.host("f64", 32, { pinned = true })
+  back:copy_from(d, { stream = s })
+  pv:free()
+  s:sync()
+  T.eq(back[1], 33); T.eq(back[32], 64)
+  T.eq(cuda.stats().pinned_bytes, 32 * 8, "only back remains")
+  s, p, pv, d, back = nil, nil, nil, nil, nil -- luacheck: ignore 311
+  stats_zero()
+end)
+
 T.test("views as launch arguments", function()
   local prog = cuda.compile([[extern "C" __global__ void k(float *p, unsigned n, bool flag) {}]],
                             { name = "views.cu" })
@@ -76,6 +96,25 @@ T.test("views as launch arguments", function()
   d:free() -- the views keep the memory; the launch marks their uses
   v = nil -- luacheck: ignore 311
   L = nil -- luacheck: ignore 311
+  stats_zero()
+end)
+
+T.test("a graph captured with views keeps their memory; replays after the parent is freed", function()
+  local s = cuda.stream { nonblocking = true }
+  local d = cuda.array("f32", 64):fill(0)
+  local src = cuda.array("f32", 64):fill(3)
+  local g = s:capture(function()
+    d:view(9, 8):copy_from(src:view(1, 8), s)
+  end)
+  d = nil -- luacheck: ignore 311
+  src:free()
+  collectgarbage(); collectgarbage()
+  T.eq(cuda.stats().device_bytes, 2 * 256, "the graph's views hold both allocations")
+  g:launch(s)
+  s:sync()
+  g:free()
+  s:free()
+  g, s = nil, nil -- luacheck: ignore 311
   stats_zero()
 end)
 
