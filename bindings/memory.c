@@ -1401,6 +1401,50 @@ static int host_scale(lua_State *L) {
     return host_arith(L, OP_MUL, 0, 2, "h:scale");
 }
 
+/* h:apply(name): a named function applied to every element of a float array, in double and
+ * rounded once (for references of activations, softmax and the like). */
+static double relu(double x) { return x > 0 || isnan(x) ? x : 0.0; } /* NaN stays visible */
+static double sigmoid(double x) { return 1 / (1 + exp(-x)); }
+static double negate_d(double x) { return -x; }
+static double square(double x) { return x * x; }
+static double recip(double x) { return 1 / x; }
+
+static const struct unary_fn {
+    const char *name;
+    double (*fn)(double);
+} unary_fns[] = {
+    {"abs", fabs},   {"neg", negate_d}, {"sqrt", sqrt},    {"exp", exp},        {"log", log},
+    {"sin", sin},    {"cos", cos},      {"tanh", tanh},    {"relu", relu},      {"sigmoid", sigmoid},
+    {"floor", floor}, {"ceil", ceil},   {"rint", nearbyint}, {"square", square}, {"recip", recip},
+    {NULL, NULL},
+};
+
+static int host_apply(lua_State *L) {
+    const char *fn = "h:apply";
+    gl_host *h = check_self_host(L, fn);
+    size_t len;
+    const char *name = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
+    const struct unary_fn *u = unary_fns;
+    while (name && u->name && (strlen(u->name) != len || strcmp(u->name, name) != 0)) u++;
+    if (name == NULL || u->name == NULL)
+        mem_error(L, "%s: argument #2: unknown function %s%s%s (known: abs, neg, sqrt, exp, log, "
+                     "sin, cos, tanh, relu, sigmoid, floor, ceil, rint, square, recip)", fn,
+                  name ? "'" : "", name ? name : luaL_typename(L, 2), name ? "'" : "");
+    if (!gl_dtype_is_float(h->dtype))
+        mem_error(L, "%s: needs a float array, got %s", fn, gl_dtype_name(h->dtype));
+    size_t es = gl_dtype_size(h->dtype);
+    unsigned char *p = h->data;
+    if (h->dtype == GL_F32) {
+        float *f = h->data;
+        for (size_t i = 0; i < h->numel; i++) f[i] = (float)u->fn((double)f[i]);
+    } else {
+        for (size_t i = 0; i < h->numel; i++)
+            gl_dtype_store_double(h->dtype, p + i * es, u->fn(gl_dtype_load_double(h->dtype, p + i * es)));
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Reductions: h:sum(), h:min(), h:max(), h:dot(x). Floats are summed pairwise in double (the
  * error grows with log n, not n); integers exactly (128-bit), returned as integers when they
@@ -1593,7 +1637,7 @@ static const luaL_Reg host_methods[] = {
     {"sub", host_sub},         {"mul", host_mul},             {"div", host_div},
     {"scale", host_scale},     {"axpy", host_axpy},           {"sum", host_sum},
     {"min", host_min},         {"max", host_max},             {"dot", host_dot},
-    {"matmul", host_matmul},   {NULL, NULL},
+    {"matmul", host_matmul},   {"apply", host_apply},         {NULL, NULL},
 };
 
 static int host_index(lua_State *L) {
