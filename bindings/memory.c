@@ -454,17 +454,19 @@ typedef struct copy_opts {
     lua_Integer count;       /* -1: everything from the offsets on (both sides must agree) */
     lua_Integer dst_offset, src_offset; /* elements skipped, each in its own array's dtype */
     bool reinterpret, convert;
+    lua_Integer rows;        /* > 0: a 2-D copy of `rows` rows of `count` elements ... */
+    lua_Integer dst_pitch, src_pitch; /* ... starting this many elements apart (0: default) */
 } copy_opts;
 
 static void read_copy_opts(lua_State *L, int idx, copy_opts *o, const char *fn) {
-    *o = (copy_opts){0, -1, 0, 0, false, false};
+    *o = (copy_opts){0, -1, 0, 0, false, false, 0, 0, 0};
     if (lua_isnoneornil(L, idx)) return;
     if (lua_type(L, idx) != LUA_TTABLE) { /* the stream itself, checked by the copy */
         o->stream_idx = idx;
         return;
     }
-    static const char *const known[] = {"stream", "count", "dst_offset", "src_offset",
-                                        "reinterpret", "convert", NULL};
+    static const char *const known[] = {"stream", "count", "dst_offset", "src_offset", "reinterpret",
+                                        "convert", "rows", "dst_pitch", "src_pitch", NULL};
     gl_check_known_fields(L, idx, known, fn);
     bool has_count = raw_field(L, idx, "count") != LUA_TNIL;
     lua_pop(L, 1);
@@ -479,6 +481,15 @@ static void read_copy_opts(lua_State *L, int idx, copy_opts *o, const char *fn) 
         mem_error(L, "%s: options 'dst_offset' and 'src_offset' must not be negative", fn);
     if (o->reinterpret && o->convert)
         mem_error(L, "%s: options 'reinterpret' and 'convert' exclude each other", fn);
+    o->rows = raw_opt_int(L, idx, "rows", 0, fn);
+    o->dst_pitch = raw_opt_int(L, idx, "dst_pitch", 0, fn);
+    o->src_pitch = raw_opt_int(L, idx, "src_pitch", 0, fn);
+    if (o->rows < 0 || o->dst_pitch < 0 || o->src_pitch < 0)
+        mem_error(L, "%s: options 'rows', 'dst_pitch' and 'src_pitch' must not be negative", fn);
+    if (o->rows > 0 && !has_count)
+        mem_error(L, "%s: a 2-D copy ({rows=}) needs 'count', the elements of each row", fn);
+    if (o->rows == 0 && (o->dst_pitch || o->src_pitch))
+        mem_error(L, "%s: 'dst_pitch' and 'src_pitch' belong to a 2-D copy: give 'rows' too", fn);
     if (raw_field(L, idx, "stream") != LUA_TNIL) { /* stays on the stack for the copy */
         if (!luaL_testudata(L, -1, GL_STREAM_T))
             mem_error(L, "%s: option 'stream' must be a cuda.stream, got %s", fn, type_name(L, -1));
@@ -592,6 +603,76 @@ static copy_plan plan_copy(lua_State *L, mem_ref dst, mem_ref src, const copy_op
     return p;
 }
 
+/* A 2-D copy's rows: pitches (default: the innermost dimension of a 2-D or higher array, else
+ * the row length), and the last row must fit each array. */
+typedef struct row_plan {
+    size_t rows, dst_step, src_step; /* bytes between the starts of consecutive rows */
+} row_plan;
+
+static size_t default_pitch(mem_ref m, size_t count) {
+    int ndim = m.dev ? m.dev->ndim : m.host->ndim;
+    const int64_t *shape = m.dev ? m.dev->shape : m.host->shape;
+    return ndim >= 2 ? (size_t)shape[ndim - 1] : count;
+}
+
+static row_plan plan_rows(lua_State *L, mem_ref dst, mem_ref src, const copy_opts *o,
+                          const copy_plan *p, const char *fn) {
+    row_plan r = {1, 0, 0};
+    if (o->rows <= 0) return r;
+    if (o->reinterpret && mem_dtype(dst) != mem_dtype(src))
+        mem_error(L, "%s: a 2-D copy ({rows=}) between different dtypes converts only ({convert=true})", fn);
+    size_t dp = o->dst_pitch ? (size_t)o->dst_pitch : default_pitch(dst, p->count);
+    size_t sp = o->src_pitch ? (size_t)o->src_pitch : default_pitch(src, p->count);
+    if (dp < p->count)
+        mem_error(L, "%s: dst_pitch %zu is shorter than a row (count %zu): rows would overlap", fn,
+                  dp, p->count);
+    r.rows = (size_t)o->rows;
+    const struct { size_t pitch, offset, numel; const char *name; } side[2] = {
+        {dp, (size_t)o->dst_offset, mem_numel(dst), "destination"},
+        {sp, (size_t)o->src_offset, mem_numel(src), "source"},
+    };
+    for (int i = 0; i < 2; i++) {
+        size_t last;
+        if (__builtin_mul_overflow(r.rows - 1, side[i].pitch, &last) ||
+            __builtin_add_overflow(last, side[i].offset, &last) ||
+            __builtin_add_overflow(last, p->count, &last) || last > side[i].numel)
+            mem_error(L, "%s: %zu rows of %zu elements, %zu apart from offset %zu, do not fit the "
+                         "%s (%zu elements)", fn, r.rows, p->count, side[i].pitch, side[i].offset,
+                      side[i].name, side[i].numel);
+    }
+    r.dst_step = dp * gl_dtype_size(mem_dtype(dst));
+    r.src_step = sp * gl_dtype_size(mem_dtype(src));
+    return r;
+}
+
+/* One contiguous span of a copy: the driver call for it, or memmove / conversion on the host. */
+static void copy_span(lua_State *L, mem_ref dst, mem_ref src, size_t dbyte, size_t sbyte,
+                      const copy_plan *p, CUstream s, bool on_stream, const char *fn) {
+    size_t n = p->nbytes;
+    if (dst.host && src.host) {
+        unsigned char *d = (unsigned char *)dst.host->data + dbyte;
+        const unsigned char *sp = (const unsigned char *)src.host->data + sbyte;
+        if (p->convert)
+            convert_elements(L, d, dst.host->dtype, sp, src.host->dtype, p->count,
+                             sbyte / gl_dtype_size(src.host->dtype), fn);
+        else if (n) memmove(d, sp, n);
+    } else if (dst.dev && src.dev) {
+        CUdeviceptr d = dst.dev->ptr + dbyte, sp = src.dev->ptr + sbyte;
+        if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyDtoDAsync(d, sp, n, s), fn, "cuMemcpyDtoDAsync");
+        else GL_CHECK(L, gl_cu.cuMemcpyDtoD(d, sp, n), fn, "cuMemcpyDtoD");
+    } else if (dst.dev) {
+        CUdeviceptr d = dst.dev->ptr + dbyte;
+        const void *sp = (const unsigned char *)src.host->data + sbyte;
+        if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyHtoDAsync(d, sp, n, s), fn, "cuMemcpyHtoDAsync");
+        else GL_CHECK(L, gl_cu.cuMemcpyHtoD(d, sp, n), fn, "cuMemcpyHtoD");
+    } else {
+        void *d = (unsigned char *)dst.host->data + dbyte;
+        CUdeviceptr sp = src.dev->ptr + sbyte;
+        if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyDtoHAsync(d, sp, n, s), fn, "cuMemcpyDtoHAsync");
+        else GL_CHECK(L, gl_cu.cuMemcpyDtoH(d, sp, n), fn, "cuMemcpyDtoH");
+    }
+}
+
 /* The copy itself: src (stack index 2) into dst (index 1). */
 static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
     bool on_stream = o->stream_idx != 0;
@@ -600,35 +681,28 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
     /* no Lua runs from here to the driver calls: the pointers stay valid */
     mem_ref dst = check_mem(L, 1, fn), src = check_mem(L, 2, fn);
     copy_plan p = plan_copy(L, dst, src, o, fn);
-    if (dst.host && src.host) {
-        if (on_stream)
-            mem_error(L, "%s: argument #%d: a host-to-host copy takes no stream", fn, o->stream_idx);
-        unsigned char *d = (unsigned char *)dst.host->data + p.dst_byte;
-        const unsigned char *s = (const unsigned char *)src.host->data + p.src_byte;
-        if (p.convert)
-            convert_elements(L, d, dst.host->dtype, s, src.host->dtype, p.count, (size_t)o->src_offset, fn);
-        else if (p.nbytes) memmove(d, s, p.nbytes);
-        return;
+    row_plan rp = plan_rows(L, dst, src, o, &p, fn);
+    bool host_only = dst.host && src.host;
+    if (host_only && on_stream)
+        mem_error(L, "%s: argument #%d: a host-to-host copy takes no stream", fn, o->stream_idx);
+    if (p.convert && rp.rows > 1) { /* check every row before writing any */
+        for (size_t r = 0; r < rp.rows; r++) {
+            const unsigned char *sp = (const unsigned char *)src.host->data + p.src_byte + r * rp.src_step;
+            for (size_t i = 0; i < p.count; i++)
+                if (!convert_one(dst.host->dtype, NULL, src.host->dtype, sp + i * gl_dtype_size(src.host->dtype), false))
+                    mem_error(L, "%s: source element %zu (%.17g) does not convert to %s exactly", fn,
+                              (p.src_byte + r * rp.src_step) / gl_dtype_size(src.host->dtype) + i + 1,
+                              gl_dtype_load_double(src.host->dtype, sp + i * gl_dtype_size(src.host->dtype)),
+                              gl_dtype_name(dst.host->dtype));
+        }
     }
     gl_stream_track *track = on_stream ? gl_opt_stream_track(L, o->stream_idx, fn) : gl_default_track();
-    CUstream s = gl_track_handle(track);
-    size_t n = p.nbytes;
-    if (n == 0) return;
-    if (dst.dev && src.dev) {
-        CUdeviceptr d = dst.dev->ptr + p.dst_byte, sp = src.dev->ptr + p.src_byte;
-        if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyDtoDAsync(d, sp, n, s), fn, "cuMemcpyDtoDAsync");
-        else GL_CHECK(L, gl_cu.cuMemcpyDtoD(d, sp, n), fn, "cuMemcpyDtoD");
-    } else if (dst.dev) {
-        CUdeviceptr d = dst.dev->ptr + p.dst_byte;
-        const void *sp = (const unsigned char *)src.host->data + p.src_byte;
-        if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyHtoDAsync(d, sp, n, s), fn, "cuMemcpyHtoDAsync");
-        else GL_CHECK(L, gl_cu.cuMemcpyHtoD(d, sp, n), fn, "cuMemcpyHtoD");
-    } else {
-        void *d = (unsigned char *)dst.host->data + p.dst_byte;
-        CUdeviceptr sp = src.dev->ptr + p.src_byte;
-        if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyDtoHAsync(d, sp, n, s), fn, "cuMemcpyDtoHAsync");
-        else GL_CHECK(L, gl_cu.cuMemcpyDtoH(d, sp, n), fn, "cuMemcpyDtoH");
-    }
+    CUstream s = host_only ? NULL : gl_track_handle(track);
+    if (p.nbytes == 0) return;
+    for (size_t r = 0; r < rp.rows; r++)
+        copy_span(L, dst, src, p.dst_byte + r * rp.dst_step, p.src_byte + r * rp.src_step, &p, s,
+                  on_stream, fn);
+    if (host_only) return;
     mark_copy_uses(dst, src, track, on_stream);
     gl_capture_note(L, 1);
     gl_capture_note(L, 2);

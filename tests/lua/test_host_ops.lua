@@ -79,6 +79,38 @@ T.test("offset and count copies", function()
   stats_zero()
 end)
 
+T.test("2-D copies: rows of count elements, pitches in elements", function()
+  local m = cuda.host("i32", { 6, 8 }):iota(0) -- m[r][c] = 8r + c (0-based)
+  local tile = cuda.host("i32", { 3, 4 })
+  tile:copy_from(m, { rows = 3, count = 4, src_offset = 2 * 8 + 1 }) -- rows 2..4, columns 1..4
+  T.eq(tile[1], 17); T.eq(tile[4], 20); T.eq(tile[5], 25); T.eq(tile[12], 36)
+  -- back into the matrix at another place, with explicit pitches
+  m:copy_from(tile, { rows = 3, count = 4, dst_offset = 4, dst_pitch = 8, src_pitch = 4 })
+  T.eq(m[5], 17); T.eq(m[8], 20); T.eq(m[13], 25); T.eq(m[9], 8, "untouched between rows")
+  -- converting 2-D copy, every row checked before any is written
+  local f = cuda.host("f32", { 2, 3 }):iota(1)
+  local i8 = cuda.host("i8", { 2, 2 }):fill(9)
+  i8:copy_from(f, { rows = 2, count = 2, convert = true })
+  T.eq(i8[3], 4)
+  f[6] = 0.5
+  f[5] = 1000
+  T.raises(function() i8:copy_from(f, { rows = 2, count = 2, src_offset = 1, convert = true }) end,
+    "source element 5 (1000) does not convert to i8 exactly")
+  T.eq(i8[1], 1, "nothing written")
+  T.raises(function() tile:copy_from(m, { rows = 4, count = 4 }) end,
+    "4 rows of 4 elements, 4 apart from offset 0, do not fit the destination (12 elements)")
+  T.raises(function() tile:copy_from(m, { rows = 3, count = 4, src_offset = 40 }) end,
+    "do not fit the source (48 elements)")
+  T.raises(function() tile:copy_from(m, { rows = 2 }) end, "a 2-D copy ({rows=}) needs 'count'")
+  T.raises(function() tile:copy_from(m, { rows = 2, count = 4, dst_pitch = 3 }) end,
+    "dst_pitch 3 is shorter than a row (count 4)")
+  T.raises(function() tile:copy_from(m, { src_pitch = 3, count = 1 }) end, "give 'rows' too")
+  T.raises(function() tile:copy_from(cuda.host("u32", 48), { rows = 2, count = 2, reinterpret = true }) end,
+    "converts only")
+  m, tile, f, i8 = nil, nil, nil, nil -- luacheck: ignore 311
+  stats_zero()
+end)
+
 T.test("dtypes: refused, reinterpreted, or converted on request", function()
   local f = cuda.host("f32", 4):iota(1)
   local i = cuda.host("i32", 4)

@@ -3,6 +3,21 @@
 -- The stand-in's "device" memory is host memory: nothing here says anything about a GPU.
 local T = dofile("tests/lua/t.lua")
 
+local LOG = os.getenv("GPULAB_FAKE_LOG")
+
+-- Lines appended to the stand-in's log while fn runs.
+local function logged(fn)
+  local f = assert(io.open(LOG, "r"))
+  local start = f:seek("end")
+  f:close()
+  fn()
+  f = assert(io.open(LOG, "r"))
+  f:seek("set", start)
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
 local function stats_zero()
   collectgarbage(); collectgarbage()
   cuda.sync()
@@ -41,11 +56,20 @@ T.test("device views: address, fields, copies", function()
   e:copy_from(cuda.array("i32", 100):fill(0), { reinterpret = true })
   T.raises(function() e:copy_from(cuda.host("f64", 100), { convert = true }) end,
     "{convert=true} converts between host arrays only")
+  -- 2-D: one driver copy per row, at the pitched addresses
+  local grid = cuda.array("f32", { 10, 10 }):copy_from(h)
+  local tile = cuda.array("f32", { 3, 2 })
+  local text = logged(function() tile:copy_from(grid, { rows = 3, count = 2, src_offset = 12 }) end)
+  local _, copies = text:gsub("cuMemcpyDtoD ", "")
+  T.eq(copies, 3, "one copy per row: " .. text)
+  local th = cuda.host("f32", 6):copy_from(tile)
+  T.eq(th[1], 13); T.eq(th[2], 14); T.eq(th[3], 23); T.eq(th[6], 34)
   local s = cuda.stream()
   e:copy_from(d, { stream = s, count = 10, dst_offset = 90 })
   s:sync()
   T.eq(cuda.host("f32", 1):copy_from(e, { src_offset = 99 })[1], 10, "on a stream")
   d, v, h, back, all, m, e, eh, part, s = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil -- luacheck: ignore 311
+  grid, tile, th = nil, nil, nil -- luacheck: ignore 311
   stats_zero()
 end)
 
