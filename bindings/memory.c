@@ -835,8 +835,12 @@ static size_t check_view_args(lua_State *L, size_t parent_numel, gl_dtype t, sha
     if (first < 1 || (uint64_t)first > parent_numel)
         mem_error(L, "bad argument #2 to '%s' (first element %lld out of range 1..%zu)", fn, first,
                   parent_numel);
-    check_shape(L, 3, t, s, fn);
     size_t off = (size_t)(first - 1);
+    if (lua_isnoneornil(L, 3)) { /* to the end */
+        lua_settop(L, 2);
+        lua_pushinteger(L, (lua_Integer)(parent_numel - off));
+    }
+    check_shape(L, 3, t, s, fn);
     if (s->numel > parent_numel - off)
         mem_error(L, "%s: elements %lld..%lld are past the end (the array has %zu)", fn, first,
                   first - 1 + (lua_Integer)s->numel, parent_numel);
