@@ -108,4 +108,57 @@ T.test("a view freed, its parent freed, in either order, under every collector m
   collectgarbage("incremental")
 end)
 
+-- Pseudo-random sequences of host (and, through the stand-in, device) operations on a pool of
+-- arrays and views, interleaved with frees, finalizers that free pool members, option tables
+-- with hostile metamethods and collections. Every call runs under pcall; only a crash, a
+-- sanitizer report or wrong bookkeeping at the end is a failure.
+T.test("random interleavings of views, copies, host operations, frees and finalizers", function()
+  local seed = 12345
+  local function rnd(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
+  local pool = {}
+  local function any() return pool[rnd(#pool)] end
+  local dtypes = { "f32", "f64", "i32", "u8", "bool", "f16" }
+  local makers = {
+    function() return cuda.host(dtypes[rnd(#dtypes)], { rnd(8), rnd(8) }) end,
+    function() local h = any(); return h and h:view(rnd(4), rnd(4)) end,
+    function() return has_device and cuda.array(dtypes[rnd(#dtypes)], rnd(64)) or nil end,
+    function() local h = any(); return h and h:transpose() end,
+  }
+  local ops = {
+    function(x) return x:free() end,
+    function(x) return x:fill(x.dtype == "bool" or 1) end,
+    function(x, y) return x:copy_from(y, hostile_opts(y, { count = rnd(4) - 1 })) end,
+    function(x, y) return x:copy_from(y, { convert = true }) end,
+    function(x, y) return x:copy_from(y, { reinterpret = true, rows = rnd(3), count = rnd(3) }) end,
+    function(x, y) return x:add(y) end,
+    function(x, y) return x:axpy(0.5, y) end,
+    function(x) return x:sum() end,
+    function(x) return x:max() end,
+    function(x, y) return x:dot(y) end,
+    function(x) return x:apply("relu") end,
+    function(x) return x:random(hostile_opts(x)) end,
+    function(x, y) return cuda.compare(x, y, hostile_opts(x)) end,
+    function(x) return tostring(x) end,
+    function(x) return x:totable() end,
+    function(x, y, z) return x:matmul(y, z, hostile_opts(z)) end,
+    function(x) setmetatable({}, { __gc = function() x:free() end }) end,
+    function() collectgarbage("step", rnd(50)) end,
+  }
+  for _ = 1, 3000 do
+    if #pool < 4 or rnd(4) == 1 then
+      local ok, v = pcall(makers[rnd(#makers)])
+      if ok and v then pool[#pool + 1] = v end
+      if #pool > 24 then table.remove(pool, 1) end
+    else
+      pcall(ops[rnd(#ops)], any(), any(), any())
+    end
+  end
+  pool = nil -- luacheck: ignore 311
+  collectgarbage(); collectgarbage()
+  if has_device then cuda.sync() end
+  local s = cuda.stats()
+  T.eq(s.hosts, 0, "no host array left"); T.eq(s.arrays, 0, "no device array left")
+  T.eq(s.pinned_bytes, 0, "pinned bytes"); T.eq(s.device_bytes, 0, "device bytes")
+end)
+
 T.done()
