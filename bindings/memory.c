@@ -683,8 +683,10 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
     copy_plan p = plan_copy(L, dst, src, o, fn);
     row_plan rp = plan_rows(L, dst, src, o, &p, fn);
     bool host_only = dst.host && src.host;
+    if (host_only && on_stream && o->stream_idx == 3)
+        mem_error(L, "%s: argument #3: a host-to-host copy takes no stream", fn);
     if (host_only && on_stream)
-        mem_error(L, "%s: argument #%d: a host-to-host copy takes no stream", fn, o->stream_idx);
+        mem_error(L, "%s: option 'stream': a host-to-host copy takes no stream", fn);
     if (p.convert && rp.rows > 1) { /* check every row before writing any */
         for (size_t r = 0; r < rp.rows; r++) {
             const unsigned char *sp = (const unsigned char *)src.host->data + p.src_byte + r * rp.src_step;

@@ -74,6 +74,10 @@ T.test("offset and count copies", function()
   T.raises(function() b:copy_from(a, { count = 1.5 }) end, "option 'count' must be an integer, got 1.5")
   T.raises(function() b:copy_from(a, { count = 1, stream = 3 }) end,
     "option 'stream' must be a cuda.stream, got number")
+  if cuda.available() then
+    T.raises(function() b:copy_from(a, { count = 1, stream = cuda.stream() }) end,
+      "option 'stream': a host-to-host copy takes no stream")
+  end
   -- overlapping copies within one array behave like memmove
   local o = cuda.host("i32", 8):iota(1)
   o:view(3, 6):copy_from(o:view(1, 6))
