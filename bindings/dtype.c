@@ -11,6 +11,7 @@ static const struct {
     [GL_F16] = {"f16", 2}, [GL_BF16] = {"bf16", 2}, [GL_F32] = {"f32", 4}, [GL_F64] = {"f64", 8},
     [GL_I8] = {"i8", 1},   [GL_I16] = {"i16", 2},   [GL_I32] = {"i32", 4}, [GL_I64] = {"i64", 8},
     [GL_U8] = {"u8", 1},   [GL_U16] = {"u16", 2},   [GL_U32] = {"u32", 4}, [GL_U64] = {"u64", 8},
+    [GL_BOOL] = {"bool", 1},
 };
 
 int gl_dtype_from_name(const char *name) {
@@ -18,6 +19,11 @@ int gl_dtype_from_name(const char *name) {
     for (int i = 0; i < GL_DTYPE_COUNT; i++)
         if (strcmp(name, dtypes[i].name) == 0) return i;
     return -1;
+}
+
+int gl_dtype_from_lname(const char *name, size_t len) {
+    if (name == NULL || strlen(name) != len) return -1; /* "f32\0x" is not f32 */
+    return gl_dtype_from_name(name);
 }
 
 const char *gl_dtype_name(gl_dtype t) {
@@ -30,7 +36,16 @@ bool gl_dtype_is_float(gl_dtype t) { return t <= GL_F64; }
 
 bool gl_dtype_is_signed(gl_dtype t) { return t >= GL_I8 && t <= GL_I64; }
 
+bool gl_dtype_is_bool(gl_dtype t) { return t == GL_BOOL; }
+
+bool gl_dtype_is_integer(gl_dtype t) { return t >= GL_I8 && t <= GL_U64; }
+
 void gl_dtype_int_range(gl_dtype t, int64_t *min, uint64_t *umax) {
+    if (t == GL_BOOL) {
+        *min = 0;
+        *umax = 1;
+        return;
+    }
     unsigned bits = (unsigned)gl_dtype_size(t) * 8;
     if (gl_dtype_is_signed(t)) {
         *umax = (UINT64_C(1) << (bits - 1)) - 1;
@@ -125,6 +140,7 @@ double gl_dtype_load_double(gl_dtype t, const void *p) {
     case GL_U16: LOAD(uint16_t);
     case GL_U32: LOAD(uint32_t);
     case GL_U64: LOAD(uint64_t);
+    case GL_BOOL: return *(const unsigned char *)p != 0;
     default: return NAN;
     }
 }
@@ -139,6 +155,7 @@ int64_t gl_dtype_load_bits(gl_dtype t, const void *p) {
     case GL_U16: LOAD(uint16_t);
     case GL_U32: LOAD(uint32_t);
     case GL_U64: { uint64_t v; memcpy(&v, p, 8); return (int64_t)v; }
+    case GL_BOOL: return *(const unsigned char *)p != 0;
     default: return 0;
     }
 }
@@ -153,6 +170,7 @@ void gl_dtype_store_double(gl_dtype t, void *p, double x) {
     case GL_BF16: STORE(uint16_t, gl_bf16_from_double(x)); break;
     case GL_F32: STORE(float, x); break;
     case GL_F64: STORE(double, x); break;
+    case GL_BOOL: STORE(uint8_t, x != 0); break; /* NaN != 0 too */
     default: break;
     }
 }
@@ -163,6 +181,7 @@ void gl_dtype_store_bits(gl_dtype t, void *p, int64_t v) {
     case GL_I16: case GL_U16: STORE(uint16_t, (uint64_t)v); break;
     case GL_I32: case GL_U32: STORE(uint32_t, (uint64_t)v); break;
     case GL_I64: case GL_U64: STORE(uint64_t, (uint64_t)v); break;
+    case GL_BOOL: STORE(uint8_t, v != 0); break;
     default: break;
     }
 }

@@ -24,18 +24,23 @@ float gl_f16_to_f32(uint16_t h);
 float gl_bf16_to_f32(uint16_t h);
 
 bool gl_dtype_is_float(gl_dtype t);
+bool gl_dtype_is_bool(gl_dtype t);
+bool gl_dtype_is_integer(gl_dtype t); /* i8..u64 (bool is neither integer nor float) */
 bool gl_dtype_is_signed(gl_dtype t); /* integer dtypes only */
-/* Smallest and largest value of an integer dtype (u64's top is carried in *umax). */
+/* Smallest and largest value of an integer dtype (u64's top is carried in *umax; bool: 0..1). */
 void gl_dtype_int_range(gl_dtype t, int64_t *min, uint64_t *umax);
 
-/* One element at p (any alignment) as a double. u64 values above 2^53 lose precision. */
+/* One element at p (any alignment) as a double. u64 values above 2^53 lose precision; a bool
+ * reads as 0 or 1 (any non-zero byte is true). */
 double gl_dtype_load_double(gl_dtype t, const void *p);
 /* One element of an integer dtype as its exact 64-bit pattern: signed types sign-extended,
  * unsigned zero-extended (u64 above 2^63 comes back as the same bits in an int64_t). */
 int64_t gl_dtype_load_bits(gl_dtype t, const void *p);
-/* Stores a double into a float dtype (rounded as above for f16/bf16, as C does for f32). */
+/* Stores a double into a float dtype (rounded as above for f16/bf16, as C does for f32), or
+ * into bool (non-zero, NaN included, is true). */
 void gl_dtype_store_double(gl_dtype t, void *p, double x);
-/* Stores the low bytes of an integer into an integer dtype (the caller range-checks). */
+/* Stores the low bytes of an integer into an integer dtype (the caller range-checks); into
+ * bool, non-zero is true. */
 void gl_dtype_store_bits(gl_dtype t, void *p, int64_t v);
 
 #endif

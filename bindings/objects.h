@@ -12,19 +12,26 @@ typedef enum gl_dtype {
     GL_F16, GL_BF16, GL_F32, GL_F64,
     GL_I8, GL_I16, GL_I32, GL_I64,
     GL_U8, GL_U16, GL_U32, GL_U64,
+    GL_BOOL,              /* one byte: 0 is false, anything else reads as true */
     GL_DTYPE_COUNT
 } gl_dtype;
 /* Returns -1 for an unknown name. */
 int gl_dtype_from_name(const char *name);
+/* The same for a counted name (a Lua string): one with an embedded NUL is unknown. */
+int gl_dtype_from_lname(const char *name, size_t len);
 const char *gl_dtype_name(gl_dtype t);
 size_t gl_dtype_size(gl_dtype t);
 
 #define GL_MAX_DIMS 8
 
+/* The allocation behind an array and all its views (memory.c): freed once the array and every
+ * view of it were released and the work queued on each of them completed. */
+typedef struct gl_mem_block gl_mem_block;
+
 /* Device array "cuda.array" ------------------------------------------------------ memory.c */
 #define GL_ARRAY_T "cuda.array"
 typedef struct gl_array {
-    CUdeviceptr ptr;      /* 0 once freed */
+    CUdeviceptr ptr;      /* 0 once freed; a view's is inside its parent's allocation */
     size_t nbytes, numel;
     gl_dtype dtype;
     int ndim;
@@ -34,6 +41,7 @@ typedef struct gl_array {
      * counted in cuda.stats(); release_view(a, view_owner) runs once when it is freed. */
     void (*release_view)(struct gl_array *a, void *view_owner);
     void *view_owner;
+    gl_mem_block *block;  /* shared with views; NULL for memory gpulab did not allocate */
 } gl_array;
 /* Raise "fn: argument #n: expected cuda.array, got X" / "... cuda.array was freed". */
 gl_array *gl_check_array(lua_State *L, int idx, const char *fn);
@@ -57,6 +65,7 @@ typedef struct gl_host {
     int64_t shape[GL_MAX_DIMS];
     bool pinned;
     gl_use use;           /* async copies from/to pinned memory mark it */
+    gl_mem_block *block;  /* shared with views */
 } gl_host;
 gl_host *gl_check_host(lua_State *L, int idx, const char *fn);
 gl_host *gl_test_host(lua_State *L, int idx);

@@ -222,10 +222,29 @@ static void test_specials(void) {
     CHECK(isnan(gl_bf16_to_f32(0x7f81)), "bf16 signalling NaN pattern decodes to NaN");
 }
 
+static void test_bool(void) {
+    unsigned char b = 0x5a;
+    CHECK(!gl_dtype_is_float(GL_BOOL) && !gl_dtype_is_integer(GL_BOOL) && gl_dtype_is_bool(GL_BOOL) &&
+          !gl_dtype_is_signed(GL_BOOL), "bool is its own kind");
+    CHECK(gl_dtype_load_double(GL_BOOL, &b) == 1 && gl_dtype_load_bits(GL_BOOL, &b) == 1,
+          "any non-zero byte reads as true");
+    gl_dtype_store_double(GL_BOOL, &b, 0.0);
+    CHECK(b == 0, "0.0 stores false");
+    gl_dtype_store_double(GL_BOOL, &b, NAN);
+    CHECK(b == 1, "NaN stores true");
+    gl_dtype_store_bits(GL_BOOL, &b, 256);
+    CHECK(b == 1, "256 stores true, not its low byte");
+    int64_t min;
+    uint64_t umax;
+    gl_dtype_int_range(GL_BOOL, &min, &umax);
+    CHECK(min == 0 && umax == 1, "bool range");
+}
+
 static void test_names(void) {
     static const char *names[] = {"f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64",
-                                  "u8", "u16", "u32", "u64"};
-    static const size_t sizes[] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8};
+                                  "u8", "u16", "u32", "u64", "bool"};
+    static const size_t sizes[] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1};
+    CHECK(sizeof names / sizeof names[0] == GL_DTYPE_COUNT, "every dtype listed");
     for (int i = 0; i < GL_DTYPE_COUNT; i++) {
         CHECK(gl_dtype_from_name(names[i]) == i, "dtype %s", names[i]);
         CHECK(strcmp(gl_dtype_name((gl_dtype)i), names[i]) == 0, "name of %d", i);
@@ -233,6 +252,10 @@ static void test_names(void) {
     }
     CHECK(gl_dtype_from_name("float") == -1 && gl_dtype_from_name("") == -1 &&
           gl_dtype_from_name(NULL) == -1, "unknown names");
+    CHECK(gl_dtype_from_lname("f32", 3) == GL_F32 && gl_dtype_from_lname("bool", 4) == GL_BOOL,
+          "counted names");
+    CHECK(gl_dtype_from_lname("f32\0x", 5) == -1 && gl_dtype_from_lname("f32", 2) == -1 &&
+          gl_dtype_from_lname(NULL, 0) == -1, "a counted name with an embedded NUL is unknown");
     int64_t min;
     uint64_t umax;
     gl_dtype_int_range(GL_I8, &min, &umax);
@@ -267,6 +290,7 @@ int main(void) {
     }
     test_specials();
     test_names();
+    test_bool();
     test_elements();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);

@@ -48,7 +48,7 @@ local CFG = { grid = 264, block = 256 }
 local function bits_of(dt, v)
   local h = cuda.host(dt, 1)
   h[1] = v
-  return cuda.host(SIGNED_OF_WIDTH[SIZE[dt]], 1):copy_from(h)[1]
+  return cuda.host(SIGNED_OF_WIDTH[SIZE[dt]], 1):copy_from(h, { reinterpret = true })[1]
 end
 
 -- Number of elements of device array d whose bits differ from `bits`, counted on the device.
@@ -85,8 +85,8 @@ T.test("every dtype: host -> device -> device -> host, checked on the device too
     -- the device flips the bytes of d2; the host checks them against the source
     flip:launch(CFG, d2, d2.nbytes)
     cuda.sync()
-    local flipped = cuda.host("u8", d2.nbytes):copy_from(d2)
-    local orig = cuda.host("u8", d2.nbytes):copy_from(src)
+    local flipped = cuda.host("u8", d2.nbytes):copy_from(d2, { reinterpret = true })
+    local orig = cuda.host("u8", d2.nbytes):copy_from(src, { reinterpret = true })
     for i = 1, d2.nbytes, 97 do
       T.eq(flipped[i], 255 - orig[i], dt .. " byte " .. i)
     end

@@ -343,11 +343,15 @@ T.test("without a driver: pinned memory and device arrays raise, host arrays wor
     b:copy_from(a)
     T.eq(b[4], 3, "host to host copy needs no driver")
     T.raises(function() b:copy_from(cuda.host("f64", 4)) end,
+      "h:copy_from: argument #2: dtype mismatch (destination f32, source f64)")
+    T.raises(function() b:copy_from(cuda.host("f64", 4), { reinterpret = true }) end,
       "h:copy_from: argument #2: size mismatch (destination 16 bytes, source 32 bytes)")
     T.raises(function() b:copy_from(a, 0) end, "a host-to-host copy takes no stream")
     T.raises(function() b:copy_from("x") end, "expected cuda.array or cuda.host, got string")
     local i = cuda.host("i32", 4):iota(7)
-    b:copy_from(i) -- same byte size, the bytes are copied as they are
+    T.raises(function() b:copy_from(i) end,
+      "h:copy_from: argument #2: dtype mismatch (destination f32, source i32); pass {reinterpret=true}")
+    b:copy_from(i, { reinterpret = true }) -- same byte size, the bytes are copied as they are
     T.eq(string.pack("f", b[1]), string.pack("i4", 7))
   end
   stats_zero()

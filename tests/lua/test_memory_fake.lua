@@ -90,12 +90,16 @@ T.test("the copy calls made", function()
   local text = logged(function() p:copy_from(d) end)
   T.ok(text:find("cuMemcpyDtoH ", 1, true) and not text:find("Async", 1, true), text)
   T.ok(cuda.compare(p, h).ok)
-  -- byte sizes must match; dtypes may differ
+  -- sizes must match; dtypes too, unless the bytes are asked for as they are
   T.raises(function() d:copy_from(cuda.array("f32", 9)) end,
     "d:copy_from: argument #2: size mismatch (destination 32 bytes, source 36 bytes)")
-  T.raises(function() h:copy_from(cuda.array("f64", 8)) end, "h:copy_from: argument #2: size mismatch")
+  T.raises(function() h:copy_from(cuda.array("f64", 8)) end,
+    "h:copy_from: argument #2: dtype mismatch (destination f32, source f64)")
   local i = cuda.array("i32", 8)
-  i:copy_from(d)
+  T.raises(function() i:copy_from(d) end, "d:copy_from: argument #2: dtype mismatch (destination i32, source f32)")
+  i:copy_from(d, { reinterpret = true })
+  T.raises(function() h:copy_from(cuda.array("f64", 8), { reinterpret = true }) end,
+    "h:copy_from: argument #2: size mismatch (destination 32 bytes, source 64 bytes)")
   T.raises(function() d:copy_from(42) end, "d:copy_from: argument #2: expected cuda.array or cuda.host, got number")
   T.raises(function() d.copy_from(h, d) end, "d:copy_from: bad self: expected cuda.array, got cuda.host")
   d, e, i, p, h = nil, nil, nil, nil, nil -- luacheck: ignore 311
