@@ -389,6 +389,7 @@ static int l_array(lua_State *L) {
     memcpy(a->shape, s.dims, sizeof s.dims);
     a->numel = s.numel;
     a->nbytes = s.nbytes;
+    a->device = gl_current_device();
     luaL_setmetatable(L, GL_ARRAY_T);
     CUdeviceptr p = 0;
     GL_CHECK(L, gl_cu.cuMemAlloc(&p, s.nbytes), fn, "cuMemAlloc");
