@@ -92,27 +92,60 @@ int gl_loadfile_text(lua_State *L, const char *path) {
     return status;
 }
 
-/* The global load() is restricted to text too, so a script cannot smuggle a binary chunk. */
+/* The global load() is restricted to text too, so a script cannot smuggle a binary chunk. It is
+ * implemented here in full rather than by calling the base library's load: a wrapper would
+ * keep the raw load reachable (debug.getupvalue, or a call hook's debug.getinfo(2, "f")), and
+ * the raw load runs binary chunks, which Lua does not verify (a crafted one crashes). */
+#define LOAD_READER_SLOT 5 /* where the reader's latest piece is kept alive */
+
+static const char *read_piece(lua_State *L, void *ud, size_t *size) {
+    (void)ud;
+    luaL_checkstack(L, 2, "too many nested functions");
+    lua_pushvalue(L, 1);
+    lua_call(L, 0, 1);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        *size = 0;
+        return NULL;
+    }
+    if (!lua_isstring(L, -1)) luaL_error(L, "reader function must return a string");
+    lua_replace(L, LOAD_READER_SLOT);
+    return lua_tolstring(L, LOAD_READER_SLOT, size);
+}
+
 static int l_load_text(lua_State *L) {
-    int n = lua_gettop(L);
-    if (n < 3) lua_settop(L, 3);
+    bool have_env = !lua_isnone(L, 4);
     if (!lua_isnoneornil(L, 3)) {
         const char *mode = luaL_checkstring(L, 3);
         if (strchr(mode, 'b')) return luaL_error(L, "bad argument #3 to 'load' (gpulab loads text chunks only)");
     }
     size_t len;
     const char *chunk = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &len) : NULL;
-    if (chunk && len > 0 && chunk[0] == LUA_SIGNATURE[0]) {
+    int status;
+    if (chunk) {
+        if (len > 0 && chunk[0] == LUA_SIGNATURE[0]) {
+            luaL_pushfail(L);
+            lua_pushliteral(L, "precompiled binary chunks are refused; gpulab loads source text only");
+            return 2;
+        }
+        const char *name = luaL_optstring(L, 2, chunk);
+        status = luaL_loadbufferx(L, chunk, len, name, "t");
+    } else {
+        const char *name = luaL_optstring(L, 2, "=(load)");
+        luaL_checktype(L, 1, LUA_TFUNCTION);
+        lua_settop(L, LOAD_READER_SLOT);
+        status = lua_load(L, read_piece, NULL, name, "t");
+    }
+    if (status != LUA_OK) {
         luaL_pushfail(L);
-        lua_pushliteral(L, "precompiled binary chunks are refused; gpulab loads source text only");
+        lua_insert(L, -2);
         return 2;
     }
-    lua_pushliteral(L, "t");
-    lua_replace(L, 3);
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-    return lua_gettop(L);
+    if (have_env) {
+        lua_pushvalue(L, 4);
+        if (!lua_setupvalue(L, -2, 1)) lua_pop(L, 1); /* the chunk's first upvalue is _ENV */
+    }
+    return 1;
 }
 
 /* package.searchers[2] replacement: finds `name` on package.path like the stock searcher but
@@ -146,8 +179,7 @@ static void install_text_searcher(lua_State *L) {
 static void restrict_loaders(lua_State *L) {
     static const char *const names[] = {"load", "loadfile", "dofile"};
     /* load: force mode "t"; loadfile/dofile: wrap likewise through load's mode argument. */
-    lua_getglobal(L, "load");
-    lua_pushcclosure(L, l_load_text, 1);
+    lua_pushcfunction(L, l_load_text);
     lua_setglobal(L, names[0]);
     if (luaL_dostring(L,
                   "local load, open = load, io.open\n"
