@@ -258,8 +258,26 @@ static bool deferred_done(deferred *d) {
     return true;
 }
 
+/* A poisoned context can run nothing again: what waits is given up without driver calls (the
+ * driver reclaims everything when the process ends), so the bookkeeping reads zero. */
+static void abandon_list(deferred_list *l) {
+    for (int i = 0; i < l->n; i++) {
+        deferred *d = &l->items[i];
+        for (int j = 0; j < d->nfinals; j++)
+            if (d->finals[j]) gl_track_unref(d->finals[j]);
+        d->nevents = d->nfinals = 0;
+        forget_use(&d->use);
+    }
+    l->n = 0;
+}
+
 void gl_release_drain(void) {
     static bool draining; /* a release function never re-enters, but be sure */
+    if (gl_poisoned_reason()) {
+        abandon_list(&parked);
+        abandon_list(&in_capture);
+        return;
+    }
     if (!gl_context_usable() || gl_capture_active() || draining) return;
     draining = true;
     int kept = 0;

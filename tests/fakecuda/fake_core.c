@@ -225,6 +225,7 @@ static int error_index(CUresult r) {
 
 /* Like the driver, the error-name functions answer even after a sticky error. */
 CUresult fake_cuGetErrorName(CUresult r, const char **out) {
+    FAKE_ENTER("cuGetErrorName");
     int i = error_index(r);
     if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
     if (i < 0) {
@@ -236,6 +237,7 @@ CUresult fake_cuGetErrorName(CUresult r, const char **out) {
 }
 
 CUresult fake_cuGetErrorString(CUresult r, const char **out) {
+    FAKE_ENTER("cuGetErrorString");
     int i = error_index(r);
     if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
     if (i < 0) {
