@@ -4,3 +4,10 @@
 # a small count (tools/stress_lifetimes.lua; the 100,000-operation run is for the GPU).
 gl_add_lua_test(fail_every_call tests/lua/test_fail_every_call.lua FAKE
   ENV GPULAB_BIN=$<TARGET_FILE:gpulab> GPULAB_FAKE_LOG_DIR=${CMAKE_BINARY_DIR})
+gl_add_lua_test(robust_fake tests/lua/test_robust_fake.lua FAKE
+  ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/robust_fake.log GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/robust_fake.busy
+      GPULAB_FAKE_DEVICES=2)
+# The same without the watchdog thread (as if pthread_create failed): syncs poll every stream.
+gl_add_lua_test(robust_fake_no_watchdog tests/lua/test_robust_fake.lua FAKE
+  ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/robust_fake_nw.log GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/robust_fake_nw.busy
+      GPULAB_NO_WATCHDOG=1)
