@@ -11,3 +11,6 @@ gl_add_lua_test(robust_fake tests/lua/test_robust_fake.lua FAKE
 gl_add_lua_test(robust_fake_no_watchdog tests/lua/test_robust_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/robust_fake_nw.log GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/robust_fake_nw.busy
       GPULAB_NO_WATCHDOG=1)
+gl_add_lua_test(retire_no_event tests/lua/test_retire_no_event.lua FAKE
+  ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/retire_no_event.log GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/retire_no_event.busy
+      GPULAB_FAKE_FAIL=cuEventCreate:2:1)
