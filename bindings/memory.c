@@ -813,6 +813,7 @@ static int host_tostring(lua_State *L) {
     size_t shown = h->numel < 8 ? h->numel : 8;
     for (size_t i = 0; i < shown; i++) {
         if (i) luaL_addstring(&b, ", ");
+        if (h->data == NULL) break; /* an allocation above ran a finalizer that freed it */
         push_element(L, h->dtype, element_ptr(h, i));
         char num[40];
         if (lua_isinteger(L, -1)) snprintf(num, sizeof num, "%lld", (long long)lua_tointeger(L, -1));

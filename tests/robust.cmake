@@ -14,3 +14,9 @@ gl_add_lua_test(robust_fake_no_watchdog tests/lua/test_robust_fake.lua FAKE
 gl_add_lua_test(retire_no_event tests/lua/test_retire_no_event.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/retire_no_event.log GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/retire_no_event.busy
       GPULAB_FAKE_FAIL=cuEventCreate:2:1)
+gl_add_lua_test(lifetime_sequences tests/lua/test_lifetime_sequences.lua FAKE
+  ENV GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/lifetime_sequences.busy)
+add_test(NAME lifetime_sequences_generational COMMAND gpulab tests/lua/test_lifetime_sequences.lua generational 150
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(lifetime_sequences_generational PROPERTIES LABELS cpu TIMEOUT 300 ENVIRONMENT
+  "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/lifetime_sequences_gen.busy")
