@@ -20,3 +20,9 @@ add_test(NAME lifetime_sequences_generational COMMAND gpulab tests/lua/test_life
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(lifetime_sequences_generational PROPERTIES LABELS cpu TIMEOUT 300 ENVIRONMENT
   "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/lifetime_sequences_gen.busy")
+# The lifetime stress run: small against the stand-in here, 100,000 operations on a GPU.
+add_test(NAME stress_lifetimes_fake COMMAND gpulab tools/stress_lifetimes.lua 3000 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(stress_lifetimes_fake PROPERTIES LABELS cpu TIMEOUT 300 ENVIRONMENT
+  "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/stress_lifetimes.busy")
+add_test(NAME stress_lifetimes_gpu COMMAND gpulab tools/stress_lifetimes.lua 100000 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(stress_lifetimes_gpu PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77)
