@@ -195,7 +195,11 @@ timed_out_sync(streams[1]) -- starts the watchdog before the first sample
 print(string.format("stress_lifetimes: %d operations, seed %d, %d streams, %d arrays, %s", N, SEED, STREAMS,
   ARRAYS, BUSY and "driver stand-in" or "GPU"))
 print("     ops threads free_MiB_dev  live_MiB " ..
-  table.concat((function() local t = {} for i, k in ipairs(KEYS) do t[i] = string.format("%8s", k) end return t end)(), " "))
+  table.concat((function()
+    local t = {}
+    for i, k in ipairs(KEYS) do t[i] = string.format("%8s", k) end
+    return t
+  end)(), " "))
 local every = math.max(1, N // 20)
 rows[1] = sample(0)
 print_row(rows[1])
@@ -211,24 +215,25 @@ end
 
 -- Growth: against the first sample (pools full from the start, watchdog started).
 local failures = {}
+local function fail(...) failures[#failures + 1] = string.format(...) end
 local base = rows[1]
 for _, r in ipairs(rows) do
   if r.threads > base.threads then
     failures[#failures + 1] = string.format("threads grew %d -> %d by op %d", base.threads, r.threads, r.ops)
   end
   if r.free < base.free - MEM_SLACK then
-    failures[#failures + 1] = string.format("device free memory fell %.1f MiB by op %d", (base.free - r.free) / 1048576, r.ops)
+    fail("device free memory fell %.1f MiB by op %d", (base.free - r.free) / 1048576, r.ops)
   end
   for _, k in ipairs({ "streams", "modules", "tensormaps", "prepared" }) do
-    if r.st[k] > base.st[k] then failures[#failures + 1] = string.format("%s grew %d -> %d by op %d", k, base.st[k], r.st[k], r.ops) end
+    if r.st[k] > base.st[k] then fail("%s grew %d -> %d by op %d", k, base.st[k], r.st[k], r.ops) end
   end
   -- the pool's arrays, plus at most two per graph that a capture used and the pool replaced since
   if r.st.arrays > ARRAYS + 2 * GRAPHS then
-    failures[#failures + 1] = string.format("%d arrays live at op %d (at most %d expected)", r.st.arrays, r.ops, ARRAYS + 2 * GRAPHS)
+    fail("%d arrays live at op %d (at most %d expected)", r.st.arrays, r.ops, ARRAYS + 2 * GRAPHS)
   end
-  if r.st.graphs > GRAPHS then failures[#failures + 1] = string.format("%d graphs live at op %d", r.st.graphs, r.ops) end
+  if r.st.graphs > GRAPHS then fail("%d graphs live at op %d", r.st.graphs, r.ops) end
   if r.st.events ~= 0 then failures[#failures + 1] = string.format("%d events live at op %d", r.st.events, r.ops) end
-  if r.st.deferred ~= 0 then failures[#failures + 1] = string.format("%d releases still deferred after a full sync at op %d", r.st.deferred, r.ops) end
+  if r.st.deferred ~= 0 then fail("%d releases still deferred after a full sync at op %d", r.st.deferred, r.ops) end
 end
 
 streams, arrays, graphs, touch, spin = nil, nil, nil, nil, nil -- luacheck: ignore 311

@@ -111,7 +111,9 @@ ops = {
   function() remember(cuda.event()) end,
   function()
     local a = of_type("cuda.array")
-    if a then remember(cuda.tensormap { array = a, dtype = "u8", dims = { 16, 1 }, strides = { 16 }, box = { 16, 1 } }) end
+    if a then
+      remember(cuda.tensormap { array = a, dtype = "u8", dims = { 16, 1 }, strides = { 16 }, box = { 16, 1 } })
+    end
   end,
   function() if kernels() then k:launch(launch_cfg(), of_type("cuda.array") or 0) end end,
   function()
@@ -152,12 +154,18 @@ ops = {
     capturing = nil
   end,
   function() local g = of_type("cuda.graph"); if g then g:launch(of_type("cuda.stream")) end end,
-  function() local tm, a = of_type("cuda.tensormap"), of_type("cuda.array"); if tm and a then tm:replace_address(a) end end,
+  function()
+    local tm, a = of_type("cuda.tensormap"), of_type("cuda.array")
+    if tm and a then tm:replace_address(a) end
+  end,
   function() busy(byte() % 2 == 0) end,
   function() cuda.sync { timeout = 0.002 } end,
   function() local s = of_type("cuda.stream"); if s then s:sync { timeout = 0.002 } end end,
   function() local s = of_type("cuda.stream"); if s then s:query() end end,
-  function() local e, s = of_type("cuda.event"), of_type("cuda.stream"); if e then e:record(s); e:sync { timeout = 0.002 } end end,
+  function()
+    local e, s = of_type("cuda.event"), of_type("cuda.stream")
+    if e then e:record(s); e:sync { timeout = 0.002 } end
+  end,
   function() if byte() % 2 == 0 then collectgarbage() else collectgarbage("step", byte()) end end,
   function() -- a forged metatable for one call, then put back
     local o, other = pick(), pick()
@@ -175,7 +183,10 @@ ops = {
     end
   end,
   function() local o = pick(); if o then debug.setuservalue(o, false, byte() % 3 + 1) end end,
-  function() local a, h = of_type("cuda.array"), of_type("cuda.host"); if a and h then a:copy_from(h, of_type("cuda.stream")) end end,
+  function()
+    local a, h = of_type("cuda.array"), of_type("cuda.host")
+    if a and h then a:copy_from(h, of_type("cuda.stream")) end
+  end,
   function() cuda.stats() end,
 }
 
