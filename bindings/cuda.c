@@ -115,6 +115,7 @@ static int l_shutdown(lua_State *L) {
         if (gl_ctx_sync_deadline(SHUTDOWN_WAIT_S, &r) && r == CUDA_SUCCESS) gl_done_seq = gl_work_seq;
         gl_release_drain();
     }
+    gl_watchdog_stop();
     return 0;
 }
 

@@ -273,22 +273,36 @@ void gl_log_describe(luaL_Buffer *b) {
  * GPULAB_NO_WATCHDOG=1 says to behave as if it could not), the waiter polls every stream
  * gpulab knows (gl_query_all_streams) until the deadline, so the deadline holds either way.
  * ------------------------------------------------------------------------------------------ */
+#define WATCHDOG_IDLE_S 5 /* an idle watchdog ends after this; the next timed wait starts one */
 static struct {
     pthread_mutex_t mu;
-    pthread_cond_t work, done;   /* work: a request came; done: a sync finished */
-    bool started, failed;
+    pthread_cond_t work, done;   /* work: a request came (or stop); done: a sync finished */
+    bool started;                /* a thread exists (running, or ended and not yet joined) */
+    bool ended;                  /* it returned: join it before starting another */
+    bool stop;                   /* asked to end (gl_watchdog_stop) */
+    bool failed;
+    pthread_t thread;
     uint64_t requested, completed; /* sync generations */
     CUresult result;               /* of the sync that completed `completed` */
     CUcontext ctx;                 /* the context the latest request is about */
-} wd = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-        false, false, 0, 0, CUDA_SUCCESS, NULL};
+} wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,
+        .done = PTHREAD_COND_INITIALIZER, .result = CUDA_SUCCESS};
+
+/* Waits for a request; false when idle for WATCHDOG_IDLE_S or asked to stop. wd.mu held. */
+static bool watchdog_next(void) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += WATCHDOG_IDLE_S;
+    while (wd.completed == wd.requested && !wd.stop)
+        if (pthread_cond_timedwait(&wd.work, &wd.mu, &until) == ETIMEDOUT) break;
+    return wd.completed != wd.requested && !wd.stop;
+}
 
 static void *watchdog_main(void *arg) {
     (void)arg;
     CUcontext current = NULL;
     pthread_mutex_lock(&wd.mu);
-    for (;;) {
-        while (wd.completed == wd.requested) pthread_cond_wait(&wd.work, &wd.mu);
+    while (watchdog_next()) {
         uint64_t target = wd.requested; /* this sync starts after every request so far */
         CUcontext c = wd.ctx;
         pthread_mutex_unlock(&wd.mu);
@@ -303,12 +317,18 @@ static void *watchdog_main(void *arg) {
         wd.result = r;
         pthread_cond_broadcast(&wd.done);
     }
+    wd.ended = true;
+    pthread_mutex_unlock(&wd.mu);
     return NULL;
 }
 
-/* Starts the watchdog once; false when no thread can be had (then waiters poll). Called with
- * wd.mu held. A failed start is retried on later waits, so a passing shortage heals. */
+/* Starts the watchdog if none runs; false when no thread can be had (then waiters poll).
+ * Called with wd.mu held. A failed start is retried on later waits, so a passing shortage heals. */
 static bool watchdog_ready(void) {
+    if (wd.started && wd.ended) { /* it ended while idle: reap it (returns at once) */
+        pthread_join(wd.thread, NULL);
+        wd.started = wd.ended = false;
+    }
     if (wd.started) return true;
     const char *no = getenv("GPULAB_NO_WATCHDOG");
     if (no && *no && strcmp(no, "0") != 0) {
@@ -317,18 +337,33 @@ static bool watchdog_ready(void) {
     }
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024); /* it only waits in the driver */
-    pthread_t th;
-    wd.started = pthread_create(&th, &attr, watchdog_main, NULL) == 0;
+    wd.stop = false;
+    wd.started = pthread_create(&wd.thread, &attr, watchdog_main, NULL) == 0;
     pthread_attr_destroy(&attr);
     wd.failed = !wd.started;
     return wd.started;
 }
 
+void gl_watchdog_stop(void) {
+    pthread_mutex_lock(&wd.mu);
+    bool idle = wd.completed == wd.requested;
+    if (!wd.started || !idle) { /* one still inside cuCtxSynchronize is left to the process end */
+        pthread_mutex_unlock(&wd.mu);
+        return;
+    }
+    wd.stop = true;
+    pthread_cond_broadcast(&wd.work);
+    pthread_mutex_unlock(&wd.mu);
+    pthread_join(wd.thread, NULL);
+    pthread_mutex_lock(&wd.mu);
+    wd.started = wd.ended = wd.stop = false;
+    pthread_mutex_unlock(&wd.mu);
+}
+
 int gl_watchdog_threads(void) {
     pthread_mutex_lock(&wd.mu);
-    int n = wd.started ? 1 : 0;
+    int n = wd.started && !wd.ended ? 1 : 0;
     pthread_mutex_unlock(&wd.mu);
     return n;
 }

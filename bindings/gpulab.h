@@ -128,8 +128,11 @@ void gl_wait(lua_State *L, CUstream stream, double timeout_s, const char *fn);
  * (*res: the sync's result), false when the deadline passed. One watchdog thread does the
  * blocking cuCtxSynchronize; without it, every stream is polled until the deadline. */
 bool gl_ctx_sync_deadline(double timeout_s, CUresult *res);
-/* Threads the watchdog has started (0 or 1) and whether it could not be started. */
+/* Watchdog threads running now (0 or 1). */
 int gl_watchdog_threads(void);
+/* Ends an idle watchdog and waits for it (the Lua state is closing); one still waiting in the
+ * driver is left alone. */
+void gl_watchdog_stop(void);
 /* Raises "fn: timed out after t s waiting for the GPU; <launches in flight> ...". */
 __attribute__((noreturn)) void gl_raise_timeout(lua_State *L, const char *fn, double t);
 
