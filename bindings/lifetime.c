@@ -237,8 +237,12 @@ void gl_release_after_capture(void) {
     free(taken.items);
 }
 
-/* True once the work is over; an error that poisons the context also means it is over. */
-static bool finished(CUevent ev) { return gl_cu.cuEventQuery(ev) != CUDA_ERROR_NOT_READY; }
+/* True once the work is over; an error that poisons the context also means it is over. Any
+ * other error proves nothing: the entry keeps waiting (a full sync still releases it). */
+static bool finished(CUevent ev) {
+    CUresult r = gl_cu.cuEventQuery(ev);
+    return r == CUDA_SUCCESS || gl_is_sticky_error(r);
+}
 
 static bool deferred_done(deferred *d) {
     if (d->seq <= gl_done_seq) return true;
