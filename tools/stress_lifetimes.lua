@@ -191,7 +191,10 @@ local function print_row(r)
   print(table.concat(cells, " "))
 end
 
-timed_out_sync(streams[1]) -- starts the watchdog before the first sample
+-- Warm-up: every kind of operation once before the first sample, so that whatever the driver
+-- sets up on first use (its own threads, graph memory) and the watchdog are already there.
+for _, op in ipairs(ops) do op[3]() end
+timed_out_sync(streams[1])
 print(string.format("stress_lifetimes: %d operations, seed %d, %d streams, %d arrays, %s", N, SEED, STREAMS,
   ARRAYS, BUSY and "driver stand-in" or "GPU"))
 print("     ops threads free_MiB_dev  live_MiB " ..
