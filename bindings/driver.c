@@ -341,6 +341,8 @@ static bool watchdog_ready(void) {
     wd.stop = false;
     wd.started = pthread_create(&wd.thread, &attr, watchdog_main, NULL) == 0;
     pthread_attr_destroy(&attr);
+    static bool at_exit_registered; /* os.exit() skips the Lua state's close: end it there too */
+    if (wd.started && !at_exit_registered) at_exit_registered = atexit(gl_watchdog_stop) == 0;
     wd.failed = !wd.started;
     return wd.started;
 }

@@ -23,6 +23,7 @@
  * ------------------------------------------------------------------------------------------ */
 void *gl_newuserdatauv(lua_State *L, size_t size, int nuv);
 void gl_setmetatable(lua_State *L, const char *tname);
+int gl_lua_setmetatable(lua_State *L, int idx);
 void *gl_testudata(lua_State *L, int idx, const char *tname);
 void *gl_checkudata(lua_State *L, int idx, const char *tname);
 /* True for a userdata created by gpulab with its class metatable still in place. */
@@ -33,6 +34,7 @@ void gl_guard_debug_library(lua_State *L);
 #undef lua_newuserdatauv
 #define lua_newuserdatauv gl_newuserdatauv
 #define luaL_setmetatable gl_setmetatable
+#define lua_setmetatable gl_lua_setmetatable
 #define luaL_testudata gl_testudata
 #define luaL_checkudata gl_checkudata
 #endif

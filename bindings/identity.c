@@ -63,6 +63,22 @@ void gl_setmetatable(lua_State *L, const char *tname) {
     luaL_setmetatable(L, tname);
 }
 
+/* lua_setmetatable(L, idx) for code that sets a class metatable by hand: the tag comes from the
+ * metatable's __name (luaL_newmetatable sets it), written once, on a block made here. */
+int gl_lua_setmetatable(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    unsigned char *slot = tag_slot(L, idx);
+    if (slot && read_tag(slot) == TAG_FRESH && lua_istable(L, -1)) {
+        lua_getfield(L, -1, "__name");
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            uint64_t tag = tag_of(lua_tostring(L, -1));
+            memcpy(slot, &tag, sizeof tag);
+        }
+        lua_pop(L, 1);
+    }
+    return lua_setmetatable(L, idx);
+}
+
 void *gl_testudata(lua_State *L, int idx, const char *tname) {
     void *p = luaL_testudata(L, idx, tname);
     if (p == NULL) return NULL;
