@@ -108,13 +108,17 @@ void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const l
 }
 
 /* Runs when the Lua state closes, after the objects (it is created first, finalized last):
- * wait for outstanding work so parked releases can run, then free them. */
+ * wait (with a deadline: a kernel that never ends must not hang the exit) for outstanding work
+ * so parked releases can run, then free them; what is still running is left to the driver. */
+#define SHUTDOWN_WAIT_S 10.0
 static int l_shutdown(lua_State *L) {
     (void)L;
     if (gl_context_usable() && gl_release_pending() > 0) {
-        if (gl_cu.cuCtxSynchronize() == CUDA_SUCCESS) gl_done_seq = gl_work_seq;
+        CUresult r = CUDA_ERROR_NOT_READY;
+        if (gl_ctx_sync_deadline(SHUTDOWN_WAIT_S, &r) && r == CUDA_SUCCESS) gl_done_seq = gl_work_seq;
         gl_release_drain();
     }
+    gl_watchdog_stop();
     return 0;
 }
 
@@ -138,5 +142,6 @@ int luaopen_cuda(lua_State *L) {
     gl_open_tensormap(L);
     gl_open_isolate(L);
     gl_open_profile(L); gl_open_trace(L);
+    gl_guard_debug_library(L);
     return 1;
 }

@@ -257,6 +257,12 @@ int gl_device_cc(int *major, int *minor) {
 /* ------------------------------------------------------------------------------------------
  * cuda.count(), cuda.device(i)
  * ------------------------------------------------------------------------------------------ */
+void gl_refuse_other_device(lua_State *L, const char *fn, int argno, const char *what, int device) {
+    luaL_error(L, "%s: argument #%d: the %s belongs to device %d, but device %d is current (objects "
+                  "are not shared between devices; make it on device %d, or cuda.device(%d) first)",
+               fn, argno, what, device, gl_current_device(), gl_current_device(), device);
+}
+
 static int l_count(lua_State *L) {
     const char *why;
     if (!gl_driver_open(&why)) luaL_error(L, "cuda.count: %s", why);

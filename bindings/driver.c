@@ -294,45 +294,167 @@ void gl_log_describe(luaL_Buffer *b) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Waiting with a deadline. A stream is polled with cuStreamQuery; the whole context is waited
- * for by a helper thread in cuCtxSynchronize, because the driver offers no context query.
+ * Waiting with a deadline. A stream is polled with cuStreamQuery. The driver offers no query
+ * for a whole context, so one long-lived watchdog thread runs the blocking cuCtxSynchronize:
+ * a waiter asks for a sync that starts after its request and waits, with its deadline, for
+ * the watchdog to report one. A timed-out wait leaves the watchdog inside cuCtxSynchronize;
+ * later requests are served by the next sync it starts, so there is never more than one
+ * thread, however many waits time out. When the thread cannot be started (or
+ * GPULAB_NO_WATCHDOG=1 says to behave as if it could not), the waiter polls every stream
+ * gpulab knows (gl_query_all_streams) until the deadline, so the deadline holds either way.
  * ------------------------------------------------------------------------------------------ */
-typedef struct {
+#define WATCHDOG_IDLE_S 5 /* an idle watchdog ends after this; the next timed wait starts one */
+static struct {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    CUresult result;
-    int refs; /* the waiter and the thread; the last one frees */
-} ctx_waiter;
+    pthread_cond_t work, done;   /* work: a request came (or stop); done: a sync finished */
+    bool started;                /* a thread exists (running, or ended and not yet joined) */
+    bool ended;                  /* it returned: join it before starting another */
+    bool stop;                   /* asked to end (gl_watchdog_stop) */
+    bool failed;
+    pthread_t thread;
+    uint64_t requested, completed; /* sync generations */
+    CUresult result;               /* of the sync that completed `completed` */
+    CUcontext ctx;                 /* the context the latest request is about */
+} wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,
+        .done = PTHREAD_COND_INITIALIZER, .result = CUDA_SUCCESS};
 
-static void waiter_unref(ctx_waiter *w) {
-    pthread_mutex_lock(&w->mu);
-    int left = --w->refs;
-    pthread_mutex_unlock(&w->mu);
-    if (left == 0) {
-        pthread_mutex_destroy(&w->mu);
-        pthread_cond_destroy(&w->cv);
-        free(w);
-    }
+/* Waits for a request; false when idle for WATCHDOG_IDLE_S or asked to stop. wd.mu held. */
+static bool watchdog_next(void) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += WATCHDOG_IDLE_S;
+    while (wd.completed == wd.requested && !wd.stop)
+        if (pthread_cond_timedwait(&wd.work, &wd.mu, &until) == ETIMEDOUT) break;
+    return wd.completed != wd.requested && !wd.stop;
 }
 
-static void *ctx_sync_thread(void *arg) {
-    ctx_waiter *w = arg;
-    gl_cu.cuCtxSetCurrent(ctx.ctx);
-    CUresult r = gl_cu.cuCtxSynchronize();
-    pthread_mutex_lock(&w->mu);
-    w->result = r;
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    waiter_unref(w);
+static void *watchdog_main(void *arg) {
+    (void)arg;
+    CUcontext current = NULL;
+    pthread_mutex_lock(&wd.mu);
+    while (watchdog_next()) {
+        uint64_t target = wd.requested; /* this sync starts after every request so far */
+        CUcontext c = wd.ctx;
+        pthread_mutex_unlock(&wd.mu);
+        CUresult r = CUDA_SUCCESS;
+        if (c != current) r = gl_cu.cuCtxSetCurrent(c);
+        if (r == CUDA_SUCCESS) {
+            current = c;
+            r = gl_cu.cuCtxSynchronize();
+        }
+        pthread_mutex_lock(&wd.mu);
+        wd.completed = target;
+        wd.result = r;
+        pthread_cond_broadcast(&wd.done);
+    }
+    wd.ended = true;
+    pthread_mutex_unlock(&wd.mu);
     return NULL;
+}
+
+/* Starts the watchdog if none runs; false when no thread can be had (then waiters poll).
+ * Called with wd.mu held. A failed start is retried on later waits, so a passing shortage heals. */
+static bool watchdog_ready(void) {
+    if (wd.started && wd.ended) { /* it ended while idle: reap it (returns at once) */
+        pthread_join(wd.thread, NULL);
+        wd.started = wd.ended = false;
+    }
+    if (wd.started) return true;
+    const char *no = getenv("GPULAB_NO_WATCHDOG");
+    if (no && *no && strcmp(no, "0") != 0) {
+        wd.failed = true;
+        return false;
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024); /* it only waits in the driver */
+    wd.stop = false;
+    wd.started = pthread_create(&wd.thread, &attr, watchdog_main, NULL) == 0;
+    pthread_attr_destroy(&attr);
+    static bool at_exit_registered; /* os.exit() skips the Lua state's close: end it there too */
+    if (wd.started && !at_exit_registered) at_exit_registered = atexit(gl_watchdog_stop) == 0;
+    wd.failed = !wd.started;
+    return wd.started;
+}
+
+void gl_watchdog_stop(void) {
+    pthread_mutex_lock(&wd.mu);
+    bool idle = wd.completed == wd.requested;
+    if (!wd.started || !idle) { /* one still inside cuCtxSynchronize is left to the process end */
+        pthread_mutex_unlock(&wd.mu);
+        return;
+    }
+    wd.stop = true;
+    pthread_cond_broadcast(&wd.work);
+    pthread_mutex_unlock(&wd.mu);
+    pthread_join(wd.thread, NULL);
+    pthread_mutex_lock(&wd.mu);
+    wd.started = wd.ended = wd.stop = false;
+    pthread_mutex_unlock(&wd.mu);
+}
+
+int gl_watchdog_threads(void) {
+    pthread_mutex_lock(&wd.mu);
+    int n = wd.started && !wd.ended ? 1 : 0;
+    pthread_mutex_unlock(&wd.mu);
+    return n;
 }
 
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static struct timespec realtime_after(double seconds) {
+    struct timespec abs;
+    clock_gettime(CLOCK_REALTIME, &abs);
+    if (seconds > 1e9) seconds = 1e9;
+    double frac = abs.tv_nsec * 1e-9 + seconds;
+    abs.tv_sec += (time_t)frac;
+    abs.tv_nsec = (long)((frac - (double)(time_t)frac) * 1e9);
+    if (abs.tv_nsec >= 1000000000L) abs.tv_nsec = 999999999L;
+    return abs;
+}
+
+/* No watchdog: poll every stream until all are idle or the deadline passes. */
+static bool poll_all_streams(double timeout_s, CUresult *res) {
+    double end = now_s() + timeout_s;
+    long sleep_ns = 2000;
+    for (;;) {
+        CUresult r = gl_query_all_streams();
+        if (r != CUDA_ERROR_NOT_READY) {
+            *res = r;
+            return true;
+        }
+        if (now_s() >= end) return false;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 1000000) sleep_ns *= 2;
+    }
+}
+
+bool gl_ctx_sync_deadline(double timeout_s, CUresult *res) {
+    if (timeout_s < 0) {
+        *res = gl_cu.cuCtxSynchronize();
+        return true;
+    }
+    pthread_mutex_lock(&wd.mu);
+    if (!watchdog_ready()) {
+        pthread_mutex_unlock(&wd.mu);
+        return poll_all_streams(timeout_s, res);
+    }
+    uint64_t mine = ++wd.requested;
+    wd.ctx = ctx.ctx;
+    pthread_cond_signal(&wd.work);
+    struct timespec abs = realtime_after(timeout_s);
+    double end = now_s() + timeout_s;
+    while (wd.completed < mine && now_s() < end)
+        if (pthread_cond_timedwait(&wd.done, &wd.mu, &abs) == ETIMEDOUT) break;
+    bool done = wd.completed >= mine;
+    *res = wd.result;
+    pthread_mutex_unlock(&wd.mu);
+    return done;
 }
 
 void gl_raise_timeout(lua_State *L, const char *fn, double t) {
@@ -347,40 +469,6 @@ void gl_raise_timeout(lua_State *L, const char *fn, double t) {
     abort();
 }
 
-/* Returns true when done, false on timeout; *res holds the sync's result when done. */
-static bool ctx_sync_deadline(double timeout_s, CUresult *res) {
-    ctx_waiter *w = calloc(1, sizeof *w);
-    if (w == NULL) {
-        *res = gl_cu.cuCtxSynchronize();
-        return true;
-    }
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    w->refs = 2;
-    pthread_t th;
-    if (pthread_create(&th, NULL, ctx_sync_thread, w) != 0) {
-        w->refs = 1;
-        waiter_unref(w);
-        *res = gl_cu.cuCtxSynchronize();
-        return true;
-    }
-    pthread_detach(th);
-    double end = now_s() + timeout_s;
-    struct timespec abs;
-    clock_gettime(CLOCK_REALTIME, &abs);
-    double frac = abs.tv_nsec * 1e-9 + timeout_s;
-    abs.tv_sec += (time_t)frac;
-    abs.tv_nsec = (long)((frac - (double)(time_t)frac) * 1e9);
-    pthread_mutex_lock(&w->mu);
-    while (!w->done && now_s() < end)
-        if (pthread_cond_timedwait(&w->cv, &w->mu, &abs) == ETIMEDOUT) break;
-    bool done = w->done;
-    *res = w->result;
-    pthread_mutex_unlock(&w->mu);
-    waiter_unref(w);
-    return done;
-}
-
 void gl_wait(lua_State *L, CUstream stream, double timeout_s, const char *fn) {
     gl_require_gpu(L, fn);
     long obs = gl_observers ? gl_observe_begin(stream, false) : -1; /* cuda.trace */
@@ -388,7 +476,7 @@ void gl_wait(lua_State *L, CUstream stream, double timeout_s, const char *fn) {
     if (timeout_s < 0) {
         r = stream ? gl_cu.cuStreamSynchronize(stream) : gl_cu.cuCtxSynchronize();
     } else if (stream == NULL) {
-        if (!ctx_sync_deadline(timeout_s, &r)) gl_raise_timeout(L, fn, timeout_s);
+        if (!gl_ctx_sync_deadline(timeout_s, &r)) gl_raise_timeout(L, fn, timeout_s);
     } else {
         double end = now_s() + timeout_s;
         long sleep_ns = 2000;

@@ -16,6 +16,30 @@
 #include <lua.h>
 
 /* ------------------------------------------------------------------------------------------
+ * Object identity (identity.c): every userdata made by gpulab ends with a tag naming its type,
+ * and every type check compares it besides the metatable, so a forged metatable
+ * (debug.setmetatable) never makes one type's block read as another's. The Lua names are
+ * mapped for every file that includes this header.
+ * ------------------------------------------------------------------------------------------ */
+void *gl_newuserdatauv(lua_State *L, size_t size, int nuv);
+void gl_setmetatable(lua_State *L, const char *tname);
+int gl_lua_setmetatable(lua_State *L, int idx);
+void *gl_testudata(lua_State *L, int idx, const char *tname);
+void *gl_checkudata(lua_State *L, int idx, const char *tname);
+/* True for a userdata created by gpulab with its class metatable still in place. */
+bool gl_is_gpulab_object(lua_State *L, int idx);
+/* Replaces debug.setuservalue (if the debug library is loaded) by one that refuses gpulab objects. */
+void gl_guard_debug_library(lua_State *L);
+#ifndef GL_IDENTITY_IMPL
+#undef lua_newuserdatauv
+#define lua_newuserdatauv gl_newuserdatauv
+#define luaL_setmetatable gl_setmetatable
+#define lua_setmetatable gl_lua_setmetatable
+#define luaL_testudata gl_testudata
+#define luaL_checkudata gl_checkudata
+#endif
+
+/* ------------------------------------------------------------------------------------------
  * The driver, opened at run time. Each entry is fetched with cuGetProcAddress under its base
  * name; the field's type follows cuda.h's versioned macro (cuMemAlloc -> cuMemAlloc_v2), and
  * asking with CUDA_VERSION returns that same version, so the pointer type matches.
@@ -107,6 +131,15 @@ void gl_log_describe(luaL_Buffer *b);
 /* Waits for `stream` (NULL = whole context) with a deadline in seconds (<0: no deadline).
  * Raises "fn: timed out after Xs; pending: ..." or the CUDA error of the work. */
 void gl_wait(lua_State *L, CUstream stream, double timeout_s, const char *fn);
+/* Waits for the whole context with a deadline (<0: none) without raising: true when done
+ * (*res: the sync's result), false when the deadline passed. One watchdog thread does the
+ * blocking cuCtxSynchronize; without it, every stream is polled until the deadline. */
+bool gl_ctx_sync_deadline(double timeout_s, CUresult *res);
+/* Watchdog threads running now (0 or 1). */
+int gl_watchdog_threads(void);
+/* Ends an idle watchdog and waits for it (the Lua state is closing); one still waiting in the
+ * driver is left alone. */
+void gl_watchdog_stop(void);
 /* Raises "fn: timed out after t s waiting for the GPU; <launches in flight> ...". */
 __attribute__((noreturn)) void gl_raise_timeout(lua_State *L, const char *fn, double t);
 
@@ -152,6 +185,9 @@ void gl_release_drain(void);
 void gl_release_after_capture(void);
 /* Number of releases still waiting for work to finish. */
 int gl_release_pending(void);
+/* One non-blocking query of the legacy default stream and every live gpulab stream:
+ * CUDA_ERROR_NOT_READY while any has work pending, else the first error or CUDA_SUCCESS. */
+CUresult gl_query_all_streams(void);
 
 void gl_track_ref(gl_stream_track *t);
 void gl_track_unref(gl_stream_track *t);

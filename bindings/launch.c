@@ -128,6 +128,7 @@ static bool pack_array(lua_State *L, int idx, const gl_param *p, unsigned char *
         if (!luaL_testudata(L, idx, GL_ARRAY_T)) return false;
         arg_error(L, fn, argno, p, idx, " (the array was freed)");
     }
+    gl_check_array_device(L, a, fn, argno);
     uint64_t ptr = (uint64_t)a->ptr;
     memcpy(dst, &ptr, 8);
     ref->kind = REF_ARRAY;
@@ -138,10 +139,12 @@ static bool pack_array(lua_State *L, int idx, const gl_param *p, unsigned char *
 static bool pack_tensormap(lua_State *L, int idx, const gl_param *p, unsigned char *dst,
                            arg_ref *ref, const char *fn, int argno) {
     gl_tensormap *tm = gl_test_tensormap(L, idx);
-    if (tm == NULL || !tm->valid) {
+    const char *unusable = tm ? gl_tensormap_unusable(tm) : NULL;
+    if (tm == NULL || unusable) {
         if (!luaL_testudata(L, idx, GL_TENSORMAP_T)) return false;
-        arg_error(L, fn, argno, p, idx, " (the tensor map was freed)");
+        arg_error(L, fn, argno, p, idx, lua_pushfstring(L, " (%s)", unusable));
     }
+    gl_check_tensormap_device(L, tm, fn, argno);
     if (p->size != sizeof tm->map)
         arg_error(L, fn, argno, p, idx, " (a tensor map is 128 bytes)");
     if (p->offset % 64 != 0)
@@ -563,7 +566,8 @@ static int l_prepared_call(lua_State *L) {
             gl_use_mark(&a->use, track, seq);
         } else if (r->kind == REF_TENSORMAP) {
             gl_tensormap *tm = r->obj;
-            if (!tm->valid) luaL_error(L, "%s: argument %d: the cuda.tensormap was freed", fn, i + 1);
+            const char *unusable = gl_tensormap_unusable(tm);
+            if (unusable) luaL_error(L, "%s: argument %d: %s", fn, i + 1, unusable);
             /* tm:replace_address may have changed it since it was packed */
             memcpy(P->buf + k->params[i].offset, &tm->map, sizeof tm->map);
             gl_use_mark(&tm->use, track, seq);

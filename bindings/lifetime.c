@@ -22,10 +22,14 @@ struct gl_stream_track {
     CUstream handle;  /* NULL for the legacy default stream */
     CUevent final;    /* recorded when the stream was retired; NULL before */
     bool retired;
+    bool unknown;     /* retired with work possibly pending and no final event: only a full
+                         context sync proves that work complete */
     int refs;
+    gl_stream_track *prev, *next; /* the live (not retired) streams, for gl_query_all_streams */
 };
 
-static gl_stream_track default_track = {NULL, NULL, false, 1 << 30};
+static gl_stream_track default_track = {.refs = 1 << 30};
+static gl_stream_track *live_tracks;
 
 gl_stream_track *gl_default_track(void) { return &default_track; }
 
@@ -34,8 +38,27 @@ gl_stream_track *gl_track_new(CUstream h) {
     if (t) {
         t->handle = h;
         t->refs = 1;
+        t->next = live_tracks;
+        if (live_tracks) live_tracks->prev = t;
+        live_tracks = t;
     }
     return t;
+}
+
+static void unlink_live(gl_stream_track *t) {
+    if (t->prev) t->prev->next = t->next;
+    else if (live_tracks == t) live_tracks = t->next;
+    if (t->next) t->next->prev = t->prev;
+    t->prev = t->next = NULL;
+}
+
+/* One non-blocking look at every stream gpulab created and the legacy default stream:
+ * CUDA_ERROR_NOT_READY while any has work pending, the first error, or CUDA_SUCCESS. */
+CUresult gl_query_all_streams(void) {
+    CUresult r = gl_cu.cuStreamQuery(NULL);
+    for (gl_stream_track *t = live_tracks; t && r == CUDA_SUCCESS; t = t->next)
+        r = gl_cu.cuStreamQuery(t->handle);
+    return r;
 }
 
 CUstream gl_track_handle(const gl_stream_track *t) { return t->handle; }
@@ -49,16 +72,28 @@ void gl_track_unref(gl_stream_track *t) {
     free(t);
 }
 
+/* The final event lets releases deferred on this stream wait for it after it is gone. When
+ * the driver cannot make one, an idle stream needs none; otherwise the track is marked unknown
+ * and every later release that used it waits for a full context sync. */
+static void record_final(gl_stream_track *t) {
+    if (t->refs <= 1) return; /* no object's use refers to it: nobody will wait on it */
+    CUevent ev = NULL;
+    if (gl_cu.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        if (gl_cu.cuEventRecord(ev, t->handle) == CUDA_SUCCESS) {
+            t->final = ev;
+            return;
+        }
+        gl_cu.cuEventDestroy(ev);
+    }
+    if (gl_cu.cuStreamQuery(t->handle) != CUDA_SUCCESS) t->unknown = true;
+}
+
 void gl_track_retire(gl_stream_track *t) {
     if (t->retired) return;
     t->retired = true;
+    unlink_live(t);
     if (gl_context_usable()) {
-        /* The final event lets releases deferred on this stream wait for it after it is gone. */
-        if (t->refs > 1 && gl_cu.cuEventCreate(&t->final, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
-            gl_cu.cuEventRecord(t->final, t->handle) != CUDA_SUCCESS) {
-            gl_cu.cuEventDestroy(t->final);
-            t->final = NULL;
-        }
+        record_final(t);
         gl_cu.cuStreamDestroy(t->handle); /* the driver frees it once its work is done */
     }
     t->handle = NULL;
@@ -80,10 +115,17 @@ typedef struct deferred {
     gl_use use;       /* the uses moved out of the object, for that second release */
 } deferred;
 
-static deferred *parked;
-static int nparked, capparked;
+/* Two growable lists: releases waiting for work, and releases made during a capture (which
+ * wait for the capture to end). Kept apart so that draining one never reorders the other
+ * while it is being walked. */
+typedef struct deferred_list {
+    deferred *items;
+    int n, cap;
+} deferred_list;
 
-int gl_release_pending(void) { return nparked; }
+static deferred_list parked, in_capture;
+
+int gl_release_pending(void) { return parked.n + in_capture.n; }
 
 static bool record_event(gl_stream_track *t, CUevent *ev) {
     if (gl_cu.cuEventCreate(ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return false;
@@ -110,20 +152,27 @@ static void drop_waits(deferred *d) {
     d->nevents = d->nfinals = 0;
 }
 
-static void park(deferred *d) {
-    if (nparked == capparked) {
-        int cap = capparked ? capparked * 2 : 32;
-        deferred *n = realloc(parked, (size_t)cap * sizeof *n);
-        if (n == NULL) { /* cannot park: the safest remaining choice is to leak the handle */
-            drop_waits(d);
-            forget_use(&d->use);
-            return;
-        }
-        parked = n;
-        capparked = cap;
+static bool list_push(deferred_list *l, const deferred *d) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 32;
+        deferred *n = realloc(l->items, (size_t)cap * sizeof *n);
+        if (n == NULL) return false;
+        l->items = n;
+        l->cap = cap;
     }
-    parked[nparked++] = *d;
-    if (nparked > 256) gl_release_drain();
+    l->items[l->n++] = *d;
+    return true;
+}
+
+static void park(deferred *d) {
+    deferred_list *l = d->in_capture ? &in_capture : &parked;
+    if (!list_push(l, d)) { /* cannot park: the safest remaining choice is to leak the handle */
+        drop_waits(d);
+        forget_use(&d->use);
+        return;
+    }
+    /* keep the list short when work completes steadily; each drain visits every entry */
+    if (l == &parked && parked.n > 256 && (parked.n & 63) == 0) gl_release_drain();
 }
 
 /* The driver must not be called while this thread captures (a free or an event record on the
@@ -155,7 +204,11 @@ void gl_release(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra) {
     for (int i = 0; i < u->nstreams && !d.full_sync; i++) {
         gl_stream_track *t = u->streams[i];
         if (t->retired) { /* the stream is gone: its final event tells when its work is done */
-            if (t->final == NULL) continue; /* nothing was pending when it was retired */
+            if (t->unknown) {
+                d.full_sync = true;
+                break;
+            }
+            if (t->final == NULL) continue; /* it was idle when it was retired */
             gl_track_ref(t);
             d.finals[d.nfinals++] = t;
         } else if (record_event(t, &d.events[d.nevents])) {
@@ -174,23 +227,24 @@ void gl_release(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra) {
 }
 
 void gl_release_after_capture(void) {
-    int i = 0;
-    while (i < nparked) {
-        if (!parked[i].in_capture) {
-            i++;
-            continue;
-        }
-        deferred d = parked[i];
-        parked[i] = parked[--nparked]; /* order does not matter; entry i is looked at again */
-        gl_release(&d.use, d.fn, d.handle, d.extra);
+    /* Take the whole list first: each release below may park again (in `parked`) or drain. */
+    deferred_list taken = in_capture;
+    in_capture = (deferred_list){0};
+    for (int i = 0; i < taken.n; i++) {
+        deferred *d = &taken.items[i];
+        gl_release(&d->use, d->fn, d->handle, d->extra);
     }
+    free(taken.items);
 }
 
-/* True once the work is over; an error that poisons the context also means it is over. */
-static bool finished(CUevent ev) { return gl_cu.cuEventQuery(ev) != CUDA_ERROR_NOT_READY; }
+/* True once the work is over; an error that poisons the context also means it is over. Any
+ * other error proves nothing: the entry keeps waiting (a full sync still releases it). */
+static bool finished(CUevent ev) {
+    CUresult r = gl_cu.cuEventQuery(ev);
+    return r == CUDA_SUCCESS || gl_is_sticky_error(r);
+}
 
 static bool deferred_done(deferred *d) {
-    if (d->in_capture) return false;
     if (d->seq <= gl_done_seq) return true;
     if (d->full_sync) return false;
     for (int i = 0; i < d->nevents; i++) {
@@ -208,17 +262,38 @@ static bool deferred_done(deferred *d) {
     return true;
 }
 
+/* A poisoned context can run nothing again: what waits is given up without driver calls (the
+ * driver reclaims everything when the process ends), so the bookkeeping reads zero. */
+static void abandon_list(deferred_list *l) {
+    for (int i = 0; i < l->n; i++) {
+        deferred *d = &l->items[i];
+        for (int j = 0; j < d->nfinals; j++)
+            if (d->finals[j]) gl_track_unref(d->finals[j]);
+        d->nevents = d->nfinals = 0;
+        forget_use(&d->use);
+    }
+    l->n = 0;
+}
+
 void gl_release_drain(void) {
-    if (!gl_context_usable() || gl_capture_active()) return;
+    static bool draining; /* a release function never re-enters, but be sure */
+    if (gl_poisoned_reason()) {
+        abandon_list(&parked);
+        abandon_list(&in_capture);
+        return;
+    }
+    if (!gl_context_usable() || gl_capture_active() || draining) return;
+    draining = true;
     int kept = 0;
-    for (int i = 0; i < nparked; i++) {
-        deferred *d = &parked[i];
+    for (int i = 0; i < parked.n; i++) {
+        deferred *d = &parked.items[i];
         if (deferred_done(d)) {
             drop_waits(d);
             d->fn(d->handle, d->extra);
         } else {
-            parked[kept++] = *d;
+            parked.items[kept++] = *d;
         }
     }
-    nparked = kept;
+    parked.n = kept;
+    draining = false;
 }

@@ -745,6 +745,7 @@ static int l_array(lua_State *L) {
     memcpy(a->shape, s.dims, sizeof s.dims);
     a->numel = s.numel;
     a->nbytes = s.nbytes;
+    a->device = gl_current_device();
     luaL_setmetatable(L, GL_ARRAY_T);
     gl_mem_block *b = block_new(BLOCK_DEVICE, s.nbytes);
     if (b == NULL) mem_error(L, "%s: out of host memory", fn);
@@ -905,6 +906,7 @@ static int array_view(lua_State *L) {
     v->dtype = a->dtype;
     set_view_shape(&v->ndim, v->shape, &v->numel, &v->nbytes, &s);
     v->ptr = a->ptr + off * gl_dtype_size(a->dtype);
+    v->device = a->device;
     v->block = a->block;
     if (v->block) block_hold(v->block);
     gl_live.arrays++;

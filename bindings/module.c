@@ -444,6 +444,7 @@ static int l_module_global(lua_State *L) {
         v->ptr = 0;
         recheck_module(L, m, fn);
     }
+    v->device = m->ordinal; /* launches elsewhere are refused like any array's */
     m->views++;
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, 6, 1);

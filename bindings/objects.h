@@ -42,6 +42,7 @@ typedef struct gl_array {
     void (*release_view)(struct gl_array *a, void *view_owner);
     void *view_owner;
     gl_mem_block *block;  /* shared with views; NULL for memory gpulab did not allocate */
+    int device;           /* ordinal of the device whose context allocated it */
 } gl_array;
 /* Raise "fn: argument #n: expected cuda.array, got X" / "... cuda.array was freed". */
 gl_array *gl_check_array(lua_State *L, int idx, const char *fn);
@@ -77,6 +78,7 @@ typedef struct gl_stream {
     gl_stream_track *track; /* NULL once freed */
     int priority;
     bool nonblocking;
+    int device;           /* ordinal of the device whose context created it */
 } gl_stream;
 gl_stream *gl_test_stream(lua_State *L, int idx);
 /* Resolves an optional stream argument: nil/none -> the default stream's track. */
@@ -88,7 +90,34 @@ typedef struct gl_tensormap {
     CUtensorMap map;      /* 64-byte aligned, 128 bytes: passed by value to kernels */
     bool valid;           /* false once freed */
     gl_use use;
+    const gl_array *array; /* the array it points into (kept alive by a uservalue), or NULL for
+                              address= maps, which the script vouches for */
+    CUdeviceptr array_ptr; /* array->ptr when encoded: differs (0) once the array was freed */
+    int device;           /* ordinal of the device current when it was encoded */
 } gl_tensormap;
 gl_tensormap *gl_test_tensormap(lua_State *L, int idx);
+
+/* Why a tensor map must not be used by new work: NULL when it may, else a phrase for the
+ * message ("the cuda.tensormap was freed", "the cuda.array under the tensor map was freed").
+ * Cheap: two loads and compares, for the launch paths. */
+static inline const char *gl_tensormap_unusable(const gl_tensormap *tm) {
+    if (!tm->valid) return "the cuda.tensormap was freed";
+    if (tm->array && tm->array->ptr != tm->array_ptr)
+        return "the cuda.array under the tensor map was freed";
+    return NULL;
+}
+
+/* Device checks for work submitted on the current device (gl_current_device()): an object made
+ * in another device's context is refused with a message naming both devices (peer access is
+ * not set up by gpulab). Cheap: one compare; raises "fn: argument #n: ...". */
+void gl_refuse_other_device(lua_State *L, const char *fn, int argno, const char *what, int device);
+static inline void gl_check_array_device(lua_State *L, const gl_array *a, const char *fn, int argno) {
+    if (a->device != gl_current_device()) gl_refuse_other_device(L, fn, argno, "cuda.array", a->device);
+}
+static inline void gl_check_tensormap_device(lua_State *L, const gl_tensormap *tm, const char *fn,
+                                             int argno) {
+    if (tm->device != gl_current_device())
+        gl_refuse_other_device(L, fn, argno, "cuda.tensormap", tm->device);
+}
 
 #endif

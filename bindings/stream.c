@@ -47,6 +47,7 @@ typedef struct gl_graph {
     int nrefs;
     graph_ref *refs;  /* what each replay uses (malloc'd) */
     gl_use use;       /* replays mark it: the executable graph outlives queued replays */
+    int device;       /* ordinal of the device it was captured on */
 } gl_graph;
 /* uservalue 1: table whose keys are every object the captured work used */
 
@@ -109,9 +110,12 @@ static gl_stream *check_stream(lua_State *L, int idx, const char *fn) {
     return s;
 }
 
+/* For submissions: the stream must belong to the current device's context. */
 gl_stream_track *gl_opt_stream_track(lua_State *L, int idx, const char *fn) {
     if (lua_isnoneornil(L, idx)) return gl_default_track();
-    return check_stream(L, idx, fn)->track;
+    gl_stream *s = check_stream(L, idx, fn);
+    if (s->device != gl_current_device()) gl_refuse_other_device(L, fn, idx, "cuda.stream", s->device);
+    return s->track;
 }
 
 /* One release path for __gc, __close and s:free(): never raises, idempotent. */
@@ -171,6 +175,7 @@ static int l_stream(lua_State *L) {
     s->track = t;
     s->priority = (int)priority;
     s->nonblocking = nonblocking;
+    s->device = gl_current_device();
     gl_live.streams++;
     return 1;
 }
@@ -496,6 +501,7 @@ static int l_stream_capture(lua_State *L) {
     if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, step);
     g->exec = exec;
     g->nodes = nodes;
+    g->device = gl_current_device();
     gl_live.graphs++;
     if (!collect_refs(L, 4, g)) luaL_error(L, "%s: out of host memory", fn); /* __gc frees it */
     lua_settop(L, 3);
@@ -512,7 +518,11 @@ static void check_refs_alive(lua_State *L, const gl_graph *g, const char *fn) {
         switch (r->kind) {
         case REF_ARRAY: alive = ((gl_array *)r->obj)->ptr != 0; break;
         case REF_HOST: alive = ((gl_host *)r->obj)->data != NULL; break;
-        case REF_TENSORMAP: alive = ((gl_tensormap *)r->obj)->valid; break;
+        case REF_TENSORMAP: {
+            const char *unusable = gl_tensormap_unusable(r->obj);
+            if (unusable) luaL_error(L, "%s: the graph uses a cuda.tensormap: %s", fn, unusable);
+            break;
+        }
         case REF_MODULE: alive = ((gl_module *)r->obj)->handle != NULL; break;
         case REF_EVENT: alive = ((gl_event *)r->obj)->handle != NULL; break;
         case REF_GRAPH: alive = ((gl_graph *)r->obj)->exec != NULL; break;
@@ -540,8 +550,9 @@ static void mark_refs(gl_graph *g, gl_stream_track *t, uint64_t seq) {
 static int l_graph_launch(lua_State *L) {
     const char *fn = "g:launch";
     gl_graph *g = check_graph(L, 1, fn);
-    gl_stream_track *t = gl_opt_stream_track(L, 2, fn);
     gl_require_gpu(L, fn);
+    if (g->device != gl_current_device()) gl_refuse_other_device(L, fn, 1, "cuda.graph", g->device);
+    gl_stream_track *t = gl_opt_stream_track(L, 2, fn);
     check_refs_alive(L, g, fn);
     mark_refs(g, t, gl_next_seq());
     gl_capture_note(L, 1); /* a replay inside a capture becomes a child graph */

@@ -417,6 +417,13 @@ static tm_obj *check_tm(lua_State *L, int idx, const char *fn) {
     return o;
 }
 
+/* The map remembers the array it points into and that array's address, so work submitted with
+ * the map is refused once the array was freed (the uservalue keeps the object, not the memory). */
+static void pin_array(tm_obj *o, const gl_array *a) {
+    o->pub.array = a;
+    o->pub.array_ptr = a ? a->ptr : 0;
+}
+
 /* Work queued with the map (launches marked its use) still reads the array it points at:
  * hand that pending use over to the array, so freeing the array waits for it. */
 static void hand_use_to_array(lua_State *L, int idx, gl_use *u) {
@@ -449,6 +456,7 @@ static int tm_free(lua_State *L) {
     o->pub.use.nstreams = 0;
     lua_pushnil(L);
     lua_setiuservalue(L, 1, UV_ARRAY);
+    pin_array(o, NULL);
     gl_live.tensormaps--;
     return 0;
 }
@@ -474,6 +482,10 @@ static int l_tensormap(lua_State *L) {
     tm_err e;
     if (!parse_spec(L, 1, &s, &e)) return luaL_error(L, "%s: %s", fn, e.msg);
     gl_require_gpu(L, fn);
+    raw_field(L, 1, "array");
+    const gl_array *arr = gl_test_array(L, -1);
+    if (arr) gl_check_array_device(L, arr, fn, 1);
+    lua_pop(L, 1);
     void *block = lua_newuserdatauv(L, sizeof(tm_obj) + TM_ALIGN - 1, 1);
     tm_obj *o = obj_at(block);
     memset(o, 0, sizeof *o);
@@ -481,7 +493,9 @@ static int l_tensormap(lua_State *L) {
     luaL_setmetatable(L, GL_TENSORMAP_T);
     encode(L, &s, &o->pub.map, fn);
     o->pub.valid = true;
+    o->pub.device = gl_current_device();
     raw_field(L, 1, "array");
+    pin_array(o, gl_test_array(L, -1));
     lua_setiuservalue(L, -2, UV_ARRAY);
     gl_live.tensormaps++;
     return 1;
@@ -512,6 +526,9 @@ static int tm_replace_address(lua_State *L) {
     tm_err e;
     if (!check_rules(&s, &e)) return luaL_error(L, "%s: %s", fn, e.msg);
     gl_require_gpu(L, fn);
+    if (a->device != o->pub.device)
+        return luaL_error(L, "%s: argument #2: the cuda.array belongs to device %d, the tensor map "
+                             "to device %d", fn, a->device, o->pub.device);
     CUtensorMap aligned;
     memcpy(&aligned, &o->pub.map, sizeof aligned);
     GL_CHECK(L, gl_cu.cuTensorMapReplaceAddress(&aligned, (void *)(uintptr_t)s.address), fn,
@@ -519,6 +536,7 @@ static int tm_replace_address(lua_State *L) {
     hand_use_to_array(L, 1, &o->pub.use); /* queued work still reads the old array */
     memcpy(&o->pub.map, &aligned, sizeof aligned);
     o->spec = s;
+    pin_array(o, a);
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, 1, UV_ARRAY);
     lua_settop(L, 1);

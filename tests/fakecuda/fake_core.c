@@ -90,12 +90,12 @@ static void env_init(void) {
     if (lp && *lp) env.log = fopen(lp, "a");
 }
 
-/* A sticky error poisons the context; device queries and the driver version do not need one
- * and keep answering, as with the real driver. */
+/* A sticky error poisons the context; device queries, error names and the driver version do
+ * not need one and keep answering, as with the real driver. */
 static int context_free_call(const char *name) {
     if (strncmp(name, "cuDevicePrimaryCtx", 18) == 0) return 0;
     return strncmp(name, "cuDevice", 8) == 0 || strcmp(name, "cuDriverGetVersion") == 0 ||
-           strcmp(name, "cuInit") == 0;
+           strcmp(name, "cuInit") == 0 || strncmp(name, "cuGetError", 10) == 0;
 }
 
 CUresult fake_enter(const char *name) {
@@ -238,6 +238,7 @@ static int error_index(CUresult r) {
 
 /* Like the driver, the error-name functions answer even after a sticky error. */
 CUresult fake_cuGetErrorName(CUresult r, const char **out) {
+    FAKE_ENTER("cuGetErrorName");
     int i = error_index(r);
     if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
     if (i < 0) {
@@ -249,6 +250,7 @@ CUresult fake_cuGetErrorName(CUresult r, const char **out) {
 }
 
 CUresult fake_cuGetErrorString(CUresult r, const char **out) {
+    FAKE_ENTER("cuGetErrorString");
     int i = error_index(r);
     if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
     if (i < 0) {

@@ -1,0 +1,129 @@
+/*
+ * identity.c — what makes a gpulab userdata that type and no other, beyond its metatable.
+ *
+ * A metatable can be swapped from a script (debug.setmetatable), so "has the cuda.array
+ * metatable" does not prove "is a gl_array": a stream given the array's metatable would have its
+ * (smaller, different) block read as an array. Every userdata the bindings create therefore ends
+ * with an 8-byte tag naming its type, written once when its class metatable is first set
+ * (luaL_setmetatable right after lua_newuserdatauv). A check accepts a block only when the
+ * metatable matches AND the block is large enough to hold a tag AND the tag at its end names the
+ * same type. gpulab.h maps the four Lua API names onto these functions for every file that
+ * includes it, so no binding can bypass the check by calling the raw API.
+ *
+ * The debug library can also replace a userdata's user values, which the bindings use to keep
+ * the objects they point at alive (a kernel's module, a tensor map's array). debug.setuservalue
+ * is replaced by a version that answers fail (as it does for a value the userdata does not have)
+ * for gpulab objects and behaves as Lua's own otherwise.
+ */
+#define GL_IDENTITY_IMPL
+#include "gpulab.h"
+#include "module.h" /* gl_type_name */
+
+#include <string.h>
+
+#define TAG_BYTES 8
+#define TAG_FRESH UINT64_C(0x6770756c61622e30) /* allocated here, no class metatable set yet */
+
+/* FNV-1a of the type name; never equal to TAG_FRESH or 0. */
+static uint64_t tag_of(const char *tname) {
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (const unsigned char *p = (const unsigned char *)tname; *p; p++)
+        h = (h ^ *p) * UINT64_C(0x100000001b3);
+    return h == TAG_FRESH || h == 0 ? h ^ 1 : h;
+}
+
+static unsigned char *tag_slot(lua_State *L, int idx) {
+    if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
+    size_t len = lua_rawlen(L, idx);
+    if (len < TAG_BYTES) return NULL;
+    return (unsigned char *)lua_touserdata(L, idx) + len - TAG_BYTES;
+}
+
+static uint64_t read_tag(const unsigned char *slot) {
+    uint64_t t;
+    memcpy(&t, slot, sizeof t);
+    return t;
+}
+
+void *gl_newuserdatauv(lua_State *L, size_t size, int nuv) {
+    size_t body = (size + TAG_BYTES - 1) & ~(size_t)(TAG_BYTES - 1);
+    if (body < size || body > (size_t)-1 - TAG_BYTES) luaL_error(L, "userdata of %zu bytes is too large", size);
+    unsigned char *p = lua_newuserdatauv(L, body + TAG_BYTES, nuv);
+    uint64_t fresh = TAG_FRESH;
+    memcpy(p + body, &fresh, sizeof fresh);
+    return p;
+}
+
+void gl_setmetatable(lua_State *L, const char *tname) {
+    unsigned char *slot = tag_slot(L, -1);
+    if (slot && read_tag(slot) == TAG_FRESH) {
+        uint64_t tag = tag_of(tname);
+        memcpy(slot, &tag, sizeof tag);
+    }
+    luaL_setmetatable(L, tname);
+}
+
+/* lua_setmetatable(L, idx) for code that sets a class metatable by hand: the tag comes from the
+ * metatable's __name (luaL_newmetatable sets it), written once, on a block made here. */
+int gl_lua_setmetatable(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    unsigned char *slot = tag_slot(L, idx);
+    if (slot && read_tag(slot) == TAG_FRESH && lua_istable(L, -1)) {
+        lua_getfield(L, -1, "__name");
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            uint64_t tag = tag_of(lua_tostring(L, -1));
+            memcpy(slot, &tag, sizeof tag);
+        }
+        lua_pop(L, 1);
+    }
+    return lua_setmetatable(L, idx);
+}
+
+void *gl_testudata(lua_State *L, int idx, const char *tname) {
+    void *p = luaL_testudata(L, idx, tname);
+    if (p == NULL) return NULL;
+    const unsigned char *slot = tag_slot(L, idx);
+    return slot && read_tag(slot) == tag_of(tname) ? p : NULL;
+}
+
+void *gl_checkudata(lua_State *L, int idx, const char *tname) {
+    void *p = gl_testudata(L, idx, tname);
+    if (p == NULL) {
+        const char *msg = lua_pushfstring(L, "%s expected, got %s", tname, gl_type_name(L, idx));
+        luaL_argerror(L, idx, msg);
+    }
+    return p;
+}
+
+bool gl_is_gpulab_object(lua_State *L, int idx) {
+    const unsigned char *slot = tag_slot(L, idx);
+    if (slot == NULL || !lua_getmetatable(L, idx)) return false;
+    lua_getfield(L, -1, "__name");
+    bool ours = lua_type(L, -1) == LUA_TSTRING && read_tag(slot) == tag_of(lua_tostring(L, -1));
+    lua_pop(L, 2);
+    return ours;
+}
+
+/* debug.setuservalue(udata, value [, n]) as Lua's own, but fail for gpulab objects. */
+static int l_setuservalue(lua_State *L) {
+    int n = (int)luaL_optinteger(L, 3, 1);
+    luaL_checktype(L, 1, LUA_TUSERDATA);
+    luaL_checkany(L, 2);
+    lua_settop(L, 2);
+    if (gl_is_gpulab_object(L, 1) || !lua_setiuservalue(L, 1, n)) {
+        lua_pushnil(L); /* fail, as for a user value the userdata does not have */
+        return 1;
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
+void gl_guard_debug_library(lua_State *L) {
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, "debug");
+    if (lua_istable(L, -1)) {
+        lua_pushcfunction(L, l_setuservalue);
+        lua_setfield(L, -2, "setuservalue");
+    }
+    lua_pop(L, 2);
+}

@@ -1,0 +1,261 @@
+-- Robustness through the driver stand-in: releases parked during a capture (more than 256),
+-- tensor maps over freed arrays, the context-sync watchdog (bounded threads, deadlines that
+-- hold with and without it: GPULAB_NO_WATCHDOG=1), objects of another device
+-- (GPULAB_FAKE_DEVICES=2), forged metatables and user values, and the text-only loaders.
+local T = dofile("tests/lua/t.lua")
+
+local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
+local BUSY = assert(os.getenv("GPULAB_FAKE_BUSY_FILE"), "run with GPULAB_FAKE_BUSY_FILE set")
+local NO_WATCHDOG = (os.getenv("GPULAB_NO_WATCHDOG") or "0") ~= "0"
+os.remove(BUSY)
+
+local function read_log()
+  local f = io.open(LOG)
+  if not f then return "" end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+local function clear_log() assert(io.open(LOG, "w")):close() end
+local function busy(on) if on then assert(io.open(BUSY, "w")):close() else os.remove(BUSY) end end
+local function full_collect() collectgarbage(); collectgarbage() end
+
+local function test(name, fn)
+  T.test(name, function()
+    local ok, err = xpcall(fn, debug.traceback)
+    busy(false)
+    pcall(cuda.sync, { timeout = 5 })
+    if not ok then error(err, 0) end
+  end)
+end
+
+-- Threads of this process, from /proc/self/status (the kernel's count of its tasks).
+local function threads()
+  for line in io.lines("/proc/self/status") do
+    local n = line:match("^Threads:%s+(%d+)")
+    if n then return tonumber(n) end
+  end
+  error("no Threads: line in /proc/self/status")
+end
+
+local PTX = [[
+.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry use_array(
+	.param .u64 p
+)
+{
+	ret;
+}
+
+.visible .entry with_tensormap(
+	.param .u32 n,
+	.param .align 64 .b8 tm[128],
+	.param .u64 out
+)
+{
+	ret;
+}
+]]
+
+local mod = cuda.load(PTX)
+local k = mod:kernel("use_array")
+local ktm = mod:kernel("with_tensormap")
+
+test("more than 256 releases parked during a capture are all released once the work completes", function()
+  local s = cuda.stream { nonblocking = true }
+  local arrays = {}
+  for i = 1, 600 do arrays[i] = cuda.array("f32", 16) end
+  busy(true)
+  for i = 1, 600 do k:launch({ grid = 1, block = 1, stream = s }, arrays[i]) end
+  local g = s:capture(function()
+    k:launch({ grid = 1, block = 1, stream = s }, arrays[1])
+    for i = 2, 600 do arrays[i]:free() end -- parked without driver calls until the capture ends
+  end)
+  T.eq(cuda.stats().deferred, 599, "each waits for its queued launch")
+  local function frees() local n = 0; for _ in read_log():gmatch("free 0x") do n = n + 1 end return n end
+  clear_log()
+  full_collect()
+  T.eq(frees(), 0, "nothing freed while the work runs")
+  busy(false)
+  cuda.sync()
+  T.eq(cuda.stats().deferred, 0, "every parked release was visited")
+  T.eq(frees(), 599, "and freed")
+  g:free(); arrays = nil -- luacheck: ignore 311
+  s:free()
+  full_collect(); cuda.sync()
+  T.eq(cuda.stats().arrays, 0)
+end)
+
+test("a tensor map over a freed array is refused by launches, prepared launches and replays", function()
+  local a = cuda.array("f16", 64 * 64)
+  local tm = cuda.tensormap { array = a, dtype = "f16", dims = { 64, 64 }, strides = { 128 }, box = { 64, 64 } }
+  local s = cuda.stream()
+  local L = ktm:prepare({ grid = 1, block = 1, stream = s }, 1, tm, 0)
+  local g = s:capture(function() ktm:launch({ grid = 1, block = 1, stream = s }, 1, tm, 0) end)
+  ktm:launch({ grid = 1, block = 1 }, 1, tm, 0); L(); g:launch(s) -- fine while the array lives
+  cuda.sync()
+  a:free()
+  T.raises(function() ktm:launch({ grid = 1, block = 1 }, 1, tm, 0) end,
+    "the cuda.array under the tensor map was freed")
+  T.raises(function() L() end, "cuda.prepared: argument 2: the cuda.array under the tensor map was freed")
+  T.raises(function() g:launch(s) end, "g:launch: the graph uses a cuda.tensormap: the cuda.array under")
+  local b = cuda.array("f16", 64 * 64)
+  tm:replace_address(b) -- points at a live array again: usable
+  ktm:launch({ grid = 1, block = 1 }, 1, tm, 0); L()
+  b:free()
+  T.raises(function() L() end, "the cuda.array under the tensor map was freed")
+  tm:replace_address(cuda.array("f16", 64 * 64)); L()
+  cuda.sync()
+  L:free(); g:free(); tm:free(); s:free()
+  full_collect(); cuda.sync()
+  T.eq(cuda.stats().arrays, 0); T.eq(cuda.stats().tensormaps, 0)
+end)
+
+test("timed-out context syncs leave at most one watchdog thread, and each deadline holds", function()
+  cuda.sync()
+  local before = threads()
+  local a = cuda.array("f32", 16)
+  busy(true)
+  k:launch({ grid = 1, block = 1 }, a)
+  for _ = 1, 25 do
+    T.raises(function() cuda.sync { timeout = 0.01 } end, "cuda.sync: timed out after")
+  end
+  local after = threads()
+  T.ok(after <= before + 1, string.format("threads %d -> %d after 25 timed-out syncs", before, after))
+  if NO_WATCHDOG then T.eq(after, before, "without the watchdog no thread is started") end
+  busy(false)
+  cuda.sync { timeout = 5 }
+  T.eq(threads(), after, "the next sync reuses what is there")
+  a:free()
+end)
+
+test("a timed-out sync on a stream and on an event keeps its deadline too", function()
+  local s = cuda.stream()
+  local e = cuda.event()
+  busy(true)
+  k:launch({ grid = 1, block = 1, stream = s }, 0)
+  e:record(s)
+  T.raises(function() s:sync { timeout = 0.01 } end, "s:sync: timed out after")
+  T.raises(function() e:sync { timeout = 0.01 } end, "e:sync: timed out after")
+  busy(false)
+  s:sync { timeout = 5 }
+  e:free(); s:free()
+end)
+
+test("objects of another device are refused by launches", function()
+  if cuda.count() < 2 then
+    print("skipped: the stand-in pretends one device here (GPULAB_FAKE_DEVICES=2 for this part)")
+    return
+  end
+  cuda.device(0)
+  local a0 = cuda.array("f32", 64 * 64)
+  local s0 = cuda.stream()
+  local tm0 = cuda.tensormap { array = a0, dtype = "f32", dims = { 64, 64 }, strides = { 256 }, box = { 32, 32 } }
+  k:launch({ grid = 1, block = 1 }, a0) -- same device: fine
+  cuda.device(1)
+  local mod1 = cuda.load(PTX)
+  local k1, ktm1 = mod1:kernel("use_array"), mod1:kernel("with_tensormap")
+  T.raises(function() k1:launch({ grid = 1, block = 1 }, a0) end,
+    "k:launch: argument #1: the cuda.array belongs to device 0, but device 1 is current")
+  T.raises(function() k1:prepare({ grid = 1, block = 1 }, a0) end, "belongs to device 0")
+  T.raises(function() k1:launch({ grid = 1, block = 1, stream = s0 }, 0) end,
+    "the cuda.stream belongs to device 0, but device 1 is current")
+  T.raises(function() ktm1:launch({ grid = 1, block = 1 }, 1, tm0, 0) end,
+    "the cuda.tensormap belongs to device 0, but device 1 is current")
+  T.raises(function() k:launch({ grid = 1, block = 1 }, 0) end, "was loaded on device 0, but device 1 is current")
+  local a1 = cuda.array("f32", 64 * 64)
+  k1:launch({ grid = 1, block = 1 }, a1)
+  T.raises(function() tm0:replace_address(a1) end, "the cuda.array belongs to device 1, the tensor map to device 0")
+  cuda.sync()
+  a1:free(); mod1:free()
+  cuda.device(0)
+  tm0:free(); s0:free(); a0:free()
+end)
+
+test("a forged metatable makes a method raise, never read another type's memory", function()
+  local s = cuda.stream()
+  local a = cuda.array("f32", 16)
+  local array_mt, stream_mt = debug.getmetatable(a), debug.getmetatable(s)
+  debug.setmetatable(s, array_mt)
+  T.raises(function() s:fill(1) end, "cuda.array")
+  T.raises(function() return s.numel end, "")
+  T.raises(function() tostring(s) end, "")
+  T.raises(function() k:launch({ grid = 1, block = 1 }, s) end, "")
+  debug.setmetatable(a, stream_mt)
+  T.raises(function() a:sync() end, "cuda.stream")
+  T.raises(function() k:launch({ grid = 1, block = 1, stream = a }, 0) end, "")
+  debug.setmetatable(s, stream_mt); debug.setmetatable(a, array_mt)
+  -- every class's methods against every other class's objects
+  local objs = { s, a, cuda.event(), cuda.host("f32", 4), mod, k,
+    cuda.tensormap { address = 0x10000, dtype = "f16", dims = { 64, 64 }, strides = { 128 }, box = { 64, 64 } } }
+  local mts = {}
+  for i, o in ipairs(objs) do mts[i] = debug.getmetatable(o) end
+  for i, o in ipairs(objs) do
+    for j, mt in ipairs(mts) do
+      if i ~= j then
+        local keep = debug.getmetatable(o)
+        debug.setmetatable(o, mt)
+        local methods = rawget(mt, "__index")
+        if type(methods) == "table" then
+          for name, m in pairs(methods) do
+            if type(m) == "function" and name ~= "launch" and name ~= "capture" then pcall(m, o, 1, 2) end
+          end
+        end
+        pcall(tostring, o)
+        debug.setmetatable(o, keep)
+      end
+    end
+  end
+  debug.setmetatable(s, stream_mt); debug.setmetatable(a, array_mt)
+  s:sync(); a:fill(2)
+  for _, o in ipairs(objs) do pcall(function() o:free() end) end
+  full_collect(); cuda.sync()
+  T.eq(cuda.stats().streams, 0); T.eq(cuda.stats().arrays, 0)
+end)
+
+test("debug.setuservalue cannot take the objects a gpulab object holds away from it", function()
+  local m = cuda.load(PTX)
+  local kk = m:kernel("use_array")
+  m = nil -- luacheck: ignore 311
+  T.eq(debug.setuservalue(kk, false, 1), nil, "fail, as for a user value it does not have")
+  full_collect()
+  kk:launch({ grid = 1, block = 1 }, 0) -- its module is still alive
+  cuda.sync()
+  local plain = io.stdout -- other userdata behave as Lua's own
+  T.eq(debug.setuservalue(plain, 1, 1), nil)
+end)
+
+test("the debug library does not reach a loader that runs binary chunks", function()
+  local dumped = string.dump(function() return 42 end)
+  T.eq(debug.getupvalue(load, 1), nil, "load keeps no upvalue")
+  local seen = {}
+  debug.sethook(function()
+    local info = debug.getinfo(2, "f")
+    if info and info.func then seen[info.func] = true end
+  end, "c")
+  load("return 1")
+  load(function() return nil end)
+  debug.sethook()
+  for f in pairs(seen) do
+    if f ~= debug.sethook then
+      local ok, chunk = pcall(f, dumped)
+      T.ok(not (ok and type(chunk) == "function" and select(2, pcall(chunk)) == 42),
+        "a function reached while loading runs a binary chunk")
+    end
+  end
+  local f, err = load(dumped)
+  T.eq(f, nil); T.ok(err:find("binary", 1, true), err)
+  local f2, err2 = load(function() local d = dumped; dumped = nil; return d end)
+  T.eq(f2, nil); T.ok(err2:find("binary", 1, true), err2)
+  T.eq(load("return ...", "=x", "t", {})(5), 5)
+  T.eq(load("return y", "=x", "t", { y = 7 })(), 7)
+  local pieces = { "return ", "1 + ", "2" }
+  T.eq(load(function() return table.remove(pieces, 1) end)(), 3)
+end)
+
+mod:free()
+clear_log()
+T.done()
