@@ -11,10 +11,17 @@
 #   cache      a lab run with an empty compile cache, then again with it warm
 #   leaks      each lab in its own scope: device free memory back to its start once collected
 #   stress     10,000 launches interleaved with frees and collections on several streams
+#   lifetimes  tools/stress_lifetimes.lua: 100,000 launches, frees, captures, timed-out syncs and
+#              collections; threads, device memory and cuda.stats() sampled (also without the watchdog)
+#   measure    tools/measure_check.lua: cuda.measure's noise, cold vs hot, throttled samples
+#   profile    tools/profile_check.sh: cuda.profile against ncu --clock-control none
+#   hostref    tools/bench_host_ref.lua: an 8192x8192 transpose reference, Lua loop vs h:transpose()
+#   loader     a lab and a compile with no loader-path entry and an empty compile cache
+#   verdicts   tools/verdicts.sh: every lab 3 times quick and once full, verdicts side by side
 # Usage: tools/device_run.sh OUTDIR [part...]   (after tools/device_build.sh made .device-build)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-all_parts="tests labs bench cache leaks stress sanitize"
+all_parts="tests labs bench cache leaks stress sanitize lifetimes measure profile hostref loader verdicts"
 usage() {
   echo "usage: tools/device_run.sh OUTDIR [part...]"
   echo "  runs the build in .device-build (made by tools/device_build.sh) and writes logs and"
@@ -144,6 +151,41 @@ for part in $parts; do
     rc=$?
     row "stress: launches, frees and GC on 4 streams" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" \
       "$(tail -1 "$out/stress.log")"
+    ;;
+  lifetimes)
+    timeout 400 "$gl" tools/stress_lifetimes.lua 100000 >"$out/lifetimes.log" 2>&1
+    rc=$?
+    row "stress_lifetimes 100,000 operations" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" "$(tail -1 "$out/lifetimes.log")"
+    GPULAB_NO_WATCHDOG=1 timeout 200 "$gl" tools/stress_lifetimes.lua 20000 >"$out/lifetimes-nowatchdog.log" 2>&1
+    rc=$?
+    row "stress_lifetimes 20,000, no watchdog thread" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" "$(tail -1 "$out/lifetimes-nowatchdog.log")"
+    ;;
+  measure)
+    timeout 300 "$gl" tools/measure_check.lua >"$out/measure.log" 2>&1
+    rc=$?
+    row "measure_check" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" "$(grep -c PASS "$out/measure.log") PASS, $(grep -c FAIL "$out/measure.log") FAIL lines"
+    ;;
+  profile)
+    timeout 300 bash tools/profile_check.sh .device-build >"$out/profile.log" 2>&1
+    rc=$?
+    row "profile_check (cuda.profile vs ncu)" "rc=$rc" "$(grep -iE 'largest|FAILED' "$out/profile.log" | head -3 | tr '\n' ' ')"
+    ;;
+  hostref)
+    timeout 200 "$gl" tools/bench_host_ref.lua >"$out/hostref.log" 2>&1
+    rc=$?
+    row "bench_host_ref 8192x8192 transpose" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" "$(grep -E 'transpose|loop' "$out/hostref.log" | head -3 | tr '\n' ' ')"
+    ;;
+  loader)
+    lc=$(mktemp -d)
+    env -u LD_LIBRARY_PATH GPULAB_CACHE_DIR="$lc" timeout 200 "$gl" labs/compile_pipeline.lua --quick >"$out/loader.log" 2>&1
+    rc=$?
+    row "lab with an empty compile cache, no LD_LIBRARY_PATH" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" \
+      "$(grep -c NVRTC_ERROR "$out/loader.log") NVRTC errors; loader cache lists libnvrtc: $(ldconfig -p | grep -c libnvrtc.so)"
+    ;;
+  verdicts)
+    timeout 560 bash tools/verdicts.sh "$gl" "$out/verdicts" >"$out/verdicts.log" 2>&1
+    rc=$?
+    row "verdicts: 3 quick + 1 full per lab" "rc=$rc" "$(tail -1 "$out/verdicts.log")"
     ;;
   esac
 done
