@@ -400,6 +400,13 @@ int gl_watchdog_threads(void) {
     return n;
 }
 
+bool gl_watchdog_pending(void) {
+    pthread_mutex_lock(&wd.mu);
+    bool pending = wd.started && wd.completed != wd.requested;
+    pthread_mutex_unlock(&wd.mu);
+    return pending;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

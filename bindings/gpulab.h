@@ -137,6 +137,9 @@ void gl_wait(lua_State *L, CUstream stream, double timeout_s, const char *fn);
 bool gl_ctx_sync_deadline(double timeout_s, CUresult *res);
 /* Watchdog threads running now (0 or 1). */
 int gl_watchdog_threads(void);
+/* True while a context sync asked of the watchdog has not finished (a timed-out cuda.sync whose
+ * work still runs): a stream capture begun now would be invalidated by that sync. */
+bool gl_watchdog_pending(void);
 /* Ends an idle watchdog and waits for it (the Lua state is closing); one still waiting in the
  * driver is left alone. */
 void gl_watchdog_stop(void);

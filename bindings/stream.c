@@ -459,6 +459,11 @@ static int l_stream_capture(lua_State *L) {
         luaL_error(L, "bad argument #2 to '%s' (function expected, got %s)", fn, gl_type_name(L, 2));
     if (cap.active) luaL_error(L, "%s: a capture is already under way (captures do not nest)", fn);
     gl_require_gpu(L, fn);
+    /* A context sync still running for a timed-out cuda.sync{timeout=}: a capture begun meanwhile
+     * was invalidated by it (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED in the H200 stress run) */
+    if (gl_watchdog_pending())
+        luaL_error(L, "%s: a timed-out cuda.sync is still waiting for the GPU, and its context sync "
+                      "would invalidate the capture: let that work finish (cuda.sync()) first", fn);
     lua_settop(L, 2);
     gl_graph *g = lua_newuserdatauv(L, sizeof *g, 1); /* 3: the result, empty until the end */
     memset(g, 0, sizeof *g);

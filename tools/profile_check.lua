@@ -167,7 +167,7 @@ for line in text:gmatch("[^\n]+") do
     elseif header then
       local id = f[header["ID"]]
       if not by_id[id] then by_id[id] = {} ; order[#order + 1] = id end
-      local v = tonumber((f[header["Metric Value"]] or ""):gsub(",", ""))
+      local v = tonumber((string.gsub(f[header["Metric Value"]] or "", ",", "")))
       local unit = f[header["Metric Unit"]] or ""
       if v and SCALE[unit] and unit ~= "byte" and unit ~= "nsecond" then v = v * SCALE[unit] end
       by_id[id][f[header["Metric Name"]]] = v

@@ -132,6 +132,24 @@ test("timed-out context syncs leave at most one watchdog thread, and each deadli
   a:free()
 end)
 
+test("no capture begins while a timed-out context sync still waits for the GPU", function()
+  cuda.sync()
+  local a = cuda.array("f32", 16)
+  local s = cuda.stream()
+  busy(true)
+  k:launch({ grid = 1, block = 1 }, a)
+  T.raises(function() cuda.sync { timeout = 0.01 } end, "cuda.sync: timed out after")
+  if not NO_WATCHDOG then
+    T.raises(function() s:capture(function() k:launch({ grid = 1, block = 1, stream = s }, a) end) end,
+      "s:capture: a timed-out cuda.sync is still waiting for the GPU")
+  end
+  busy(false)
+  cuda.sync { timeout = 5 }
+  local g = s:capture(function() k:launch({ grid = 1, block = 1, stream = s }, a) end)
+  T.ok(g, "once the work has finished, captures begin again")
+  g:free(); s:free(); a:free()
+end)
+
 test("a timed-out sync on a stream and on an event keeps its deadline too", function()
   local s = cuda.stream()
   local e = cuda.event()
