@@ -34,6 +34,7 @@ typedef gl_cupti_result (*gl_cupti_str_fn)(gl_cupti_result, const char **);
 static struct {
     GL_CUPTI_FUNCS(GL_CUPTI_FIELD)
     gl_cupti_str_fn cuptiGetResultString, cuptiGetErrorMessage;
+    int (*cuptiFinalize)(void); /* optional: detaches CUPTI from the process */
 } cp;
 #undef GL_CUPTI_FIELD
 
@@ -126,6 +127,8 @@ static bool cupti_open(const char **reason) {
             memcpy(&cp.cuptiGetResultString, &p, sizeof p);
             p = dlsym(h, "cuptiGetErrorMessage");
             memcpy(&cp.cuptiGetErrorMessage, &p, sizeof p);
+            p = dlsym(h, "cuptiFinalize");
+            memcpy(&cp.cuptiFinalize, &p, sizeof p);
         }
     }
     if (reason) *reason = lib.ok ? NULL : lib.reason;
@@ -207,6 +210,10 @@ static void session_release(session *s) {
         gl_cupti_deinit_params p = {.structSize = GL_CUPTI_INIT_SIZE};
         cp.cuptiProfilerDeInitialize(&p);
         s->initialized = false;
+        /* Deinitialised, CUPTI stays attached to the driver: on the H200 every later launch cost
+         * 6.3 us instead of 3.9 us. Detach it once the profiled work is done; the next
+         * cuda.profile attaches it again. */
+        if (cp.cuptiFinalize && gl_cu.cuCtxSynchronize() == CUDA_SUCCESS) cp.cuptiFinalize();
     }
     free(s->avail);
     free(s->config);
