@@ -34,7 +34,6 @@ typedef gl_cupti_result (*gl_cupti_str_fn)(gl_cupti_result, const char **);
 static struct {
     GL_CUPTI_FUNCS(GL_CUPTI_FIELD)
     gl_cupti_str_fn cuptiGetResultString, cuptiGetErrorMessage;
-    int (*cuptiFinalize)(void); /* optional: detaches CUPTI from the process */
 } cp;
 #undef GL_CUPTI_FIELD
 
@@ -127,8 +126,6 @@ static bool cupti_open(const char **reason) {
             memcpy(&cp.cuptiGetResultString, &p, sizeof p);
             p = dlsym(h, "cuptiGetErrorMessage");
             memcpy(&cp.cuptiGetErrorMessage, &p, sizeof p);
-            p = dlsym(h, "cuptiFinalize");
-            memcpy(&cp.cuptiFinalize, &p, sizeof p);
         }
     }
     if (reason) *reason = lib.ok ? NULL : lib.reason;
@@ -210,10 +207,10 @@ static void session_release(session *s) {
         gl_cupti_deinit_params p = {.structSize = GL_CUPTI_INIT_SIZE};
         cp.cuptiProfilerDeInitialize(&p);
         s->initialized = false;
-        /* Deinitialised, CUPTI stays attached to the driver: on the H200 every later launch cost
-         * 6.3 us instead of 3.9 us. Detach it once the profiled work is done; the next
-         * cuda.profile attaches it again. */
-        if (cp.cuptiFinalize && gl_cu.cuCtxSynchronize() == CUDA_SUCCESS) cp.cuptiFinalize();
+        /* Deinitialised, CUPTI stays attached to the driver: on the H200 a later launch cost
+         * 6.3 us instead of 3.9 us. cuptiFinalize would detach it, but then the next
+         * cuptiProfilerInitialize fails with CUPTI_ERROR_NOT_INITIALIZED (seen there), and
+         * repeated profiles in one session matter more: docs/API.md states the cost. */
     }
     free(s->avail);
     free(s->config);
