@@ -207,10 +207,9 @@ static void session_release(session *s) {
         gl_cupti_deinit_params p = {.structSize = GL_CUPTI_INIT_SIZE};
         cp.cuptiProfilerDeInitialize(&p);
         s->initialized = false;
-        /* Deinitialised, CUPTI stays attached to the driver: on the H200 a later launch cost
-         * 6.3 us instead of 3.9 us. cuptiFinalize would detach it, but then the next
-         * cuptiProfilerInitialize fails with CUPTI_ERROR_NOT_INITIALIZED (seen there), and
-         * repeated profiles in one session matter more: docs/API.md states the cost. */
+        /* Deinitialised, CUPTI stays attached to the driver. cuptiFinalize would detach it, but
+         * then the next cuptiProfilerInitialize fails with CUPTI_ERROR_NOT_INITIALIZED (seen on
+         * the H200), and repeated profiles in one session matter more (docs/API.md). */
     }
     free(s->avail);
     free(s->config);
