@@ -539,6 +539,32 @@ if best then
       decided(d3, { "same" }, { "slower", "faster" }), ev3)
   end
 end
+
+-- What the hardware counters saw of the best run, beside the bytes this lab counts. Done last: a
+-- profile replays the kernel, and nothing is timed after it.
+local function counted_dram(run)
+  local metrics = { "dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum" }
+  local pok, prof = pcall(cuda.profile, run, { metrics = metrics })
+  if not pok then return nil, tostring(prof) end
+  local rd, wr, ns = 0, 0, 0
+  for _, row in ipairs(prof) do
+    rd = rd + (row.metrics[metrics[1]] or 0)
+    wr = wr + (row.metrics[metrics[2]] or 0)
+    ns = ns + (row.metrics[metrics[3]] or 0)
+  end
+  if ns <= 0 then return nil, "no kernel was profiled" end
+  return { read = rd, written = wr, ns = ns }
+end
+if best and cuda.profile and not os.getenv("GPULAB_SANITIZER") and cuda.profile_available() then
+  local seen, why = counted_dram(config_fn(best.shape, best.stages, best.ctas_per_sm, OUT_BUFS))
+  if seen then
+    L:note(string.format("counters (CUPTI) on the best run: DRAM %.1f MB read + %.1f MB written (this lab counts "
+      .. "%.1f + %.1f MB), %.0f GB/s over the kernel's own %.3f ms", seen.read / 1e6, seen.written / 1e6,
+      n * 2 / 1e6, n * 2 / 1e6, (seen.read + seen.written) / seen.ns, seen.ns / 1e6))
+  else
+    L:note("counters: cuda.profile of the best run gave nothing: " .. why)
+  end
+end
 for _, m in pairs(maps) do m[1]:free(); m[2]:free() end
 
 os.exit(L:finish())
