@@ -25,9 +25,10 @@ T.test("hot and cold regimes give a measure result", function()
   check_shape(r, "cold")
 end)
 
-T.test("an unreachable noise target stops at the timeout with min_samples taken", function()
+T.test("an unreachable noise target stops at the timeout, with what it measured", function()
   local r = lab.measure(work, { min_samples = 5, min_time = 0, max_noise = 1e-9, timeout = 1.5 })
-  T.ok(r.samples >= 5, "samples: " .. r.samples)
+  T.ok(r.samples >= 1, "samples: " .. r.samples)
+  if r.engine == "cuda.measure" then T.eq(r.stop, "timeout", "stop reason") end
   check_shape(r, r.regime)
 end)
 
