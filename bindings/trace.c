@@ -50,6 +50,7 @@ static struct {
     CUevent base;
     double base_host;
     bool atexit_set;
+    bool atexit_after_driver; /* registered again once the driver is up (record_event) */
 } tr;
 
 static double now_us(void) {
@@ -80,6 +81,8 @@ static trace_event *new_event(void) {
 
 /* An event pair is only recorded outside captures (a record there would become a graph node)
  * and while the context is healthy. */
+static void trace_at_exit(void);
+
 static CUevent record_event(CUstream stream) {
     if (!gl_context_usable() || gl_capture_active() || tr.timed >= MAX_DEVICE_TIMED) return NULL;
     if (tr.base == NULL) {
@@ -91,6 +94,10 @@ static CUevent record_event(CUstream stream) {
         }
         tr.base = b;
         tr.base_host = now_us() - tr.t0;
+        /* exit handlers run in reverse order: one registered now, after libcuda's own (it tears
+         * the context down at exit), writes the file while the events can still be read. On the
+         * H200 a lab ending in os.exit() lost every device span without it. */
+        if (!tr.atexit_after_driver) tr.atexit_after_driver = atexit(trace_at_exit) == 0;
     }
     CUevent e = NULL;
     if (gl_cu.cuEventCreate(&e, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return NULL;
