@@ -9,12 +9,12 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 luacheck --quiet lua labs tests tools
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPULAB_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 if [ "${GPULAB_TEST_QUICK:-0}" != 1 ]; then
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGPULAB_SANITIZE=ON >/dev/null
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGPULAB_SANITIZE=ON -DGPULAB_WERROR=ON >/dev/null
   cmake --build build-asan -j"$jobs"
   export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:halt_on_error=1
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
