@@ -9,11 +9,10 @@
 #include <stdbool.h>
 
 /* state.c ---------------------------------------------------------------------------------- */
-/* Opens the standard libraries, preloads `cuda` (also as a global) and puts gpulab's lua/
- * folder on package.path. argv0 locates the installed or build-tree data folder. */
+/* Opens the standard libraries, preloads `cuda` (also as a global) and adds a last searcher
+ * for gpulab's own lua/ modules, leaving package.path as lua(1) sets it. argv0 locates the
+ * installed or build-tree data folder. */
 void gl_setup_state(lua_State *L, const char *argv0);
-/* The folder holding gpulab's lua/, kernels/ and labs/ (source tree or installed share dir). */
-const char *gl_data_dir(void);
 /* Message handler that appends a traceback (lua.c's convention, in our words). */
 int gl_msghandler(lua_State *L);
 /* Calls the function below `narg` arguments with gl_msghandler and SIGINT handling.

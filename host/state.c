@@ -61,7 +61,6 @@ static void find_data_dir(const char *argv0) {
     snprintf(data_dir, sizeof data_dir, "%s", GPULAB_INSTALL_DATA_DIR);
 }
 
-const char *gl_data_dir(void) { return data_dir; }
 
 /* ---- loading chunks: Lua's functions, text only -------------------------------------------
  * A precompiled chunk bypasses the parser's checks, so gpulab never loads one. Everything else
