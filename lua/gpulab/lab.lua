@@ -376,7 +376,7 @@ local function finite(v) return type(v) == "number" and v == v and v ~= math.hug
 
 -- lab.summarize(times_ms [, extra]) --> a result shaped like cuda.measure's: mean, median, min,
 -- max, stdev, noise (stdev / mean), ci95 = mean ± t·stdev/√n, samples, times; `extra` adds
--- fields (regime, rejected, sm_clock_mhz). Used where cuda.measure is absent, and to pool samples.
+-- fields (regime, rejected, sm_clock_mhz). Used to pool the samples of two measurements.
 function lab.summarize(times, extra)
   if type(times) ~= "table" or #times == 0 then error("lab.summarize: argument 1 must be a non-empty list of ms", 2) end
   local v, sum = {}, 0
@@ -414,47 +414,16 @@ function lab.pool(a, b)
     sm_clock_mhz = a.sm_clock_mhz, engine = a.engine, label = a.label })
 end
 
--- An L2 flush buffer per device size, kept for the process (the cold regime of the fallback).
-local flush_buffer
-
--- lab.measure(fn, opts) --> a cuda.measure result. cuda.measure where this build has it;
--- otherwise cuda.bench samples under the same stopping rule (min_samples and min_time, then
--- noise <= max_noise, or timeout), with the L2 flushed outside each timed sample for
--- regime="cold". The fallback takes no clock samples: sm_clock_mhz stays nil, rejected 0.
+-- lab.measure(fn, opts) --> cuda.measure(fn, opts) with only the contract's options handed on
+-- (regime, min_samples, min_time, max_noise, timeout, stream, throttle), engine = "cuda.measure".
 local MEASURE_OPTS = { "regime", "min_samples", "min_time", "max_noise", "timeout", "stream", "throttle" }
 function lab.measure(fn, opts)
   opts = opts or {}
-  if type(cuda) == "table" and type(cuda.measure) == "function" then
-    local o = {}
-    for _, k in ipairs(MEASURE_OPTS) do o[k] = opts[k] end
-    local r = cuda.measure(fn, o)
-    r.engine = r.engine or "cuda.measure"
-    return r
-  end
-  local regime = opts.regime or "hot"
-  if regime ~= "hot" and regime ~= "cold" then
-    error("lab.measure: regime '" .. tostring(regime) .. "' needs cuda.measure (this build has cuda.bench only)", 2)
-  end
-  local min_samples, min_time = opts.min_samples or 10, opts.min_time or 0.2
-  local max_noise, timeout = opts.max_noise or 0.005, opts.timeout or 5
-  local now = cuda.now
-  local t0 = now()
-  local times = {}
-  cuda.bench(fn, { warmup = 2, reps = 1, stream = opts.stream }) -- module load, caches, clocks
-  if regime == "cold" and not flush_buffer then
-    flush_buffer = cuda.array("u8", 2 * math.max(cuda.device(0).l2_bytes, 1 << 20))
-  end
-  repeat
-    local batch = regime == "cold" and 1 or math.max(1, min_samples // 2)
-    if regime == "cold" then flush_buffer:fill(0) end
-    for _, t in ipairs(cuda.bench(fn, { warmup = 0, reps = batch, stream = opts.stream }).samples) do
-      times[#times + 1] = t
-    end
-    local elapsed = now() - t0
-    local enough = #times >= min_samples and elapsed >= min_time
-    local r = #times >= 2 and lab.summarize(times) or nil
-  until (enough and r.noise <= max_noise) or (#times >= min_samples and elapsed >= timeout)
-  return lab.summarize(times, { regime = regime, engine = "cuda.bench" })
+  local o = {}
+  for _, k in ipairs(MEASURE_OPTS) do o[k] = opts[k] end
+  local r = cuda.measure(fn, o)
+  r.engine = r.engine or "cuda.measure"
+  return r
 end
 
 local function check_result(r, fn, argn)

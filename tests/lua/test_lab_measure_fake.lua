@@ -1,5 +1,5 @@
--- lab.measure through the driver stand-in: with cuda.measure it hands the work on; without it
--- the cuda.bench fallback builds the same result shape, flushes for the cold regime and stops.
+-- lab.measure through the driver stand-in: it hands the work on to cuda.measure and returns its
+-- result shape for both regimes, stopping at the timeout when the noise target cannot be met.
 -- The stand-in's times say nothing about a GPU: only the shape and the stopping are checked.
 local T = dofile("tests/lua/t.lua")
 local lab = require("gpulab.lab")
