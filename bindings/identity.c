@@ -79,11 +79,42 @@ int gl_lua_setmetatable(lua_State *L, int idx) {
     return lua_setmetatable(L, idx);
 }
 
+/* The last class metatables seen, so that the check on every launch argument costs two pointer
+ * compares instead of a registry lookup by name and a hash. An entry only short-cuts a match
+ * that the tag confirms (the tag alone already proves the block's layout); a metatable that is
+ * not the cached one takes the full path, which refreshes the entry, so an object whose
+ * metatable a script replaced is judged by the registry as before. */
+#define CLASS_CACHE 8
+static struct {
+    const char *tname;        /* the caller's literal: compared by address, then by content */
+    uint64_t tag;
+    const void *mt;
+} class_cache[CLASS_CACHE];
+
+static int class_slot(const char *tname) {
+    unsigned h = (unsigned)((uintptr_t)tname >> 3) % CLASS_CACHE;
+    return (int)h;
+}
+
 void *gl_testudata(lua_State *L, int idx, const char *tname) {
+    const unsigned char *slot = tag_slot(L, idx);
+    if (slot == NULL) return NULL;
+    int c = class_slot(tname);
+    if (class_cache[c].tname == tname && read_tag(slot) == class_cache[c].tag && lua_getmetatable(L, idx)) {
+        bool same = lua_topointer(L, -1) == class_cache[c].mt;
+        lua_pop(L, 1);
+        if (same) return lua_touserdata(L, idx);
+    }
     void *p = luaL_testudata(L, idx, tname);
     if (p == NULL) return NULL;
-    const unsigned char *slot = tag_slot(L, idx);
-    return slot && read_tag(slot) == tag_of(tname) ? p : NULL;
+    uint64_t tag = tag_of(tname);
+    if (read_tag(slot) != tag) return NULL;
+    lua_getmetatable(L, idx);
+    class_cache[c].tname = tname;
+    class_cache[c].tag = tag;
+    class_cache[c].mt = lua_topointer(L, -1);
+    lua_pop(L, 1);
+    return p;
 }
 
 void *gl_checkudata(lua_State *L, int idx, const char *tname) {

@@ -676,11 +676,13 @@ static void push_params(lua_State *L, const gl_kernel *k) {
 }
 
 static int kernel_index(lua_State *L) {
+    /* Methods first, before the identity check: `k:launch` looks its method up on every launch,
+     * and each method checks its own self, so handing one out proves nothing about the object. */
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
     gl_kernel *k = luaL_checkudata(L, 1, GL_KERNEL_T);
     const char *key = lua_tostring(L, 2);
-    lua_pushvalue(L, 2);
-    lua_rawget(L, lua_upvalueindex(1)); /* methods first */
-    if (!lua_isnil(L, -1) || key == NULL) return 1;
+    if (key == NULL) return 1;
     if (strcmp(key, "name") == 0) lua_pushstring(L, k->name);
     else if (strcmp(key, "regs") == 0) lua_pushinteger(L, k->regs);
     else if (strcmp(key, "smem") == 0) lua_pushinteger(L, k->static_smem);
