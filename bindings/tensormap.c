@@ -632,8 +632,17 @@ static void push_list_u32(lua_State *L, const cuuint32_t *v, int n) {
     push_list_u64(L, w, n);
 }
 
+/* The alignment a box's shared-memory destination needs: 128 bytes for a plain box (the
+ * tensor copy's own rule), and a swizzled box's pattern repeats every 8 rows of its span, so
+ * the buffer must start on that repeat for the layout a consumer computes to be the one the
+ * copy writes (1024 bytes for the 128B swizzle). */
+static unsigned smem_align(const tm_spec *s) {
+    unsigned repeat = s->swizzle->span * 8;
+    return repeat > 128 ? repeat : 128;
+}
+
 /* Fields: box_bytes, dtype, rank, dims, strides, box, element_strides, interleave, swizzle,
- * l2_promotion, oob_fill, address, array; then methods. */
+ * smem_align, l2_promotion, oob_fill, address, array; then methods. */
 static int tm_index(lua_State *L) {
     tm_obj *o = test_obj(L, 1);
     const char *k = luaL_checkstring(L, 2);
@@ -652,6 +661,7 @@ static int tm_index(lua_State *L) {
     else if (strcmp(k, "element_strides") == 0) push_list_u32(L, s->estrides, s->rank);
     else if (strcmp(k, "interleave") == 0) lua_pushstring(L, s->interleave->name);
     else if (strcmp(k, "swizzle") == 0) lua_pushstring(L, s->swizzle->name);
+    else if (strcmp(k, "smem_align") == 0) lua_pushinteger(L, smem_align(s));
     else if (strcmp(k, "l2_promotion") == 0) lua_pushstring(L, s->l2->name);
     else if (strcmp(k, "oob_fill") == 0) lua_pushstring(L, s->oob->name);
     else if (strcmp(k, "address") == 0) lua_pushinteger(L, (lua_Integer)s->address);

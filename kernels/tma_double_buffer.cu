@@ -17,11 +17,18 @@
 // returns (gpulab/tma.cuh), so a protocol mistake never traps and poisons the context.
 #include <gpulab/tma.cuh>
 
-#define TILE_BYTES 8192
+#define TILE_BYTES 8192       // the one-tile kernel's tile, and the lab's default box
+#define MAX_TILE_BYTES 32768  // the pipeline's largest box (256 x 64 f16)
 #define MAX_STAGES 8
 #ifndef CONSUMER_WARPS
 #define CONSUMER_WARPS 4
 #endif
+
+// tma_pipeline's flags
+#define PIPE_NO_PREFETCH 1  // skip prefetch.tensormap (seed §3: an optimisation, not a requirement)
+#define PIPE_EVICT_FIRST 2  // loads and stores carry an L2 evict_first policy (data used once)
+#define PIPE_UNSAFE_REUSE 4 // rewrite a store buffer without cp.async.bulk.wait_group.read: WRONG
+                            // on purpose, to show what the store's completion protocol protects
 
 // Dynamic shared memory is only 16-byte aligned; TMA boxes with the 128B swizzle want 1024.
 // The launch asks for 1,024 bytes more than the buffers need.
@@ -41,10 +48,10 @@ __device__ __forceinline__ uint4 scale_vec(uint4 v, gl_u32 s2) {
 // Thread t of n scales the 16-byte vectors t, t+n, ... of one tile in place. Elementwise, so
 // the shared-memory layout (swizzled or not) does not matter; consecutive threads touch
 // consecutive 16 bytes, which is free of bank conflicts.
-__device__ __forceinline__ void scale_tile(unsigned char *tile, gl_u32 s2, int t, int n) {
+__device__ __forceinline__ void scale_tile(unsigned char *tile, int bytes, gl_u32 s2, int t, int n) {
     uint4 *v = (uint4 *)tile;
 #pragma unroll 4
-    for (int i = t; i < TILE_BYTES / 16; i += n) v[i] = scale_vec(v[i], s2);
+    for (int i = t; i < bytes / 16; i += n) v[i] = scale_vec(v[i], s2);
 }
 
 // All `threads` consumer threads agree: true only if every one passes true (bar.red.and).
@@ -61,17 +68,44 @@ __device__ __forceinline__ bool consumers_all(bool ok, gl_u32 threads) {
     return r != 0;
 }
 
+// The producer thread: every load of this CTA, each into the next stage once it is released.
+__device__ __forceinline__ void pipeline_produce(const gl_tensormap_t *in_map, const gl_tensormap_t *out_map,
+                                                 unsigned char *buf, gl_u64 *full, gl_u64 *empty, int tiles_x,
+                                                 int ntiles, int box_w, int box_h, int tile_bytes, int stages,
+                                                 int flags, gl_u64 deadline, int *status) {
+    if (!(flags & PIPE_NO_PREFETCH)) {
+        gl_tma_prefetch_desc(in_map);
+        gl_tma_prefetch_desc(out_map);
+    }
+    const gl_u64 policy = gl_l2_evict_first_policy();
+    int i = 0;
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, i++) {
+        const int s = i % stages, round = i / stages;
+        // The buffer's previous tile (round-1) must be released before it is overwritten. In
+        // round 0 the parity-1 wait on a fresh barrier returns at once.
+        if (!gl_mbar_wait(&empty[s], (round & 1) ^ 1, deadline, status, GL_WAIT_CODE(GL_WAIT_EMPTY, s, round)))
+            return;
+        gl_mbar_arrive_expect_tx(&full[s], (gl_u32)tile_bytes);
+        const int x = (tile % tiles_x) * box_w, y = (tile / tiles_x) * box_h;
+        if (flags & PIPE_EVICT_FIRST)
+            gl_tma_load_2d_hint(buf + s * tile_bytes, in_map, x, y, &full[s], policy);
+        else
+            gl_tma_load_2d(buf + s * tile_bytes, in_map, x, y, &full[s]);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(32 * (1 + CONSUMER_WARPS))
 tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constant__ gl_tensormap_t out_map,
-             int tiles_x, int ntiles, int box_w, int box_h, int stages, int out_bufs, float scale,
+             int tiles_x, int ntiles, int box_w, int box_h, int stages, int out_bufs, int flags, float scale,
              unsigned long long timeout_ns, int *status) {
-    __shared__ gl_u64 full[MAX_STAGES];  // "tile is filled": 1 arrival (producer) + TILE_BYTES
+    __shared__ gl_u64 full[MAX_STAGES];  // "tile is filled": 1 arrival (producer) + the tile's bytes
     __shared__ gl_u64 empty[MAX_STAGES]; // "buffer may be overwritten": 1 arrival (consumer 0)
     extern __shared__ unsigned char dyn_smem[];
     unsigned char *buf = align_1024(dyn_smem);
     const int warp = threadIdx.x / 32;
-    if (stages < 1 || stages > MAX_STAGES || (out_bufs != 0 && out_bufs != 2) ||
-        blockDim.x != 32 * (1 + CONSUMER_WARPS)) {
+    const int tile_bytes = box_w * box_h * 2;
+    if (stages < 1 || stages > MAX_STAGES || out_bufs < 0 || out_bufs > 2 || tile_bytes > MAX_TILE_BYTES ||
+        tile_bytes % 16 != 0 || blockDim.x != 32 * (1 + CONSUMER_WARPS)) {
         if (threadIdx.x == 0 && status != nullptr) atomicCAS(status, 0, 0x7fff0000 | (stages & 0xffff));
         return; // a bad configuration is reported, never run
     }
@@ -87,51 +121,44 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
     const gl_u64 deadline = timeout_ns ? gl_globaltimer_ns() + timeout_ns : 0;
 
     if (warp == 0) { // ---- producer: one thread issues every load of this CTA
-        if (threadIdx.x != 0) return;
-        gl_tma_prefetch_desc(&in_map);
-        gl_tma_prefetch_desc(&out_map);
-        int i = 0;
-        for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, i++) {
-            const int s = i % stages, round = i / stages;
-            // The buffer's previous tile (round-1) must be released before it is overwritten. In
-            // round 0 the parity-1 wait on a fresh barrier returns at once.
-            if (!gl_mbar_wait(&empty[s], (round & 1) ^ 1, deadline, status,
-                              GL_WAIT_CODE(GL_WAIT_EMPTY, s, round)))
-                return;
-            gl_mbar_arrive_expect_tx(&full[s], TILE_BYTES);
-            gl_tma_load_2d(buf + s * TILE_BYTES, &in_map, (tile % tiles_x) * box_w, (tile / tiles_x) * box_h,
-                           &full[s]);
-        }
+        if (threadIdx.x == 0)
+            pipeline_produce(&in_map, &out_map, buf, full, empty, tiles_x, ntiles, box_w, box_h, tile_bytes, stages,
+                             flags, deadline, status);
         return;
     }
 
-    // ---- consumers. out_bufs == 2: read the stage buffer, write the scaled tile to one of two
-    // store buffers and release the stage at once, so the next load into it overlaps this tile's
+    // ---- consumers. out_bufs 1 or 2: read the stage buffer, write the scaled tile to a store
+    // buffer and release the stage at once, so the next load into it overlaps this tile's
     // store. out_bufs == 0: scale in place and store from the stage buffer, which then stays
     // held until the bulk store has read it (cp.async.bulk.wait_group.read).
     const int ct = threadIdx.x - 32;
     const gl_u32 nct = blockDim.x - 32;
     const gl_u32 s2 = gl_f16x2_splat(scale);
-    unsigned char *outbuf = buf + stages * TILE_BYTES;
+    const gl_u64 policy = gl_l2_evict_first_policy();
+    const bool safe = !(flags & PIPE_UNSAFE_REUSE);
+    unsigned char *outbuf = buf + stages * tile_bytes;
     int i = 0;
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, i++) {
         const int s = i % stages, round = i / stages;
-        unsigned char *tbuf = buf + s * TILE_BYTES;
+        unsigned char *tbuf = buf + s * tile_bytes;
         bool ok = gl_mbar_wait(&full[s], round & 1, deadline, status, GL_WAIT_CODE(GL_WAIT_FULL, s, round));
         unsigned char *obuf = tbuf;
-        if (out_bufs == 2) {
-            obuf = outbuf + (i & 1) * TILE_BYTES;
-            // the store issued two tiles ago read this store buffer: at most the last one may still read
-            if (ct == 0) gl_tma_store_wait_read<1>();
+        if (out_bufs > 0) {
+            obuf = outbuf + (out_bufs == 2 ? (i & 1) : 0) * tile_bytes;
+            // The store issued out_bufs tiles ago read this store buffer: wait until it has.
+            if (ct == 0 && safe) {
+                if (out_bufs == 2) gl_tma_store_wait_read<1>();
+                else gl_tma_store_wait_read<0>();
+            }
             gl_named_barrier(2, nct);
             if (ok) {
                 const uint4 *src = (const uint4 *)tbuf;
                 uint4 *dst = (uint4 *)obuf;
 #pragma unroll 4
-                for (int v = ct; v < TILE_BYTES / 16; v += (int)nct) dst[v] = scale_vec(src[v], s2);
+                for (int v = ct; v < tile_bytes / 16; v += (int)nct) dst[v] = scale_vec(src[v], s2);
             }
         } else if (ok) {
-            scale_tile(tbuf, s2, ct, (int)nct);
+            scale_tile(tbuf, tile_bytes, s2, ct, (int)nct);
         }
         gl_fence_proxy_async_smem(); // the TMA store (async proxy) reads what these threads wrote
         if (!consumers_all(ok, nct)) { // every consumer leaves together on a time-out
@@ -139,8 +166,10 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
             return;
         }
         if (ct == 0) {
-            if (out_bufs == 2) gl_mbar_arrive(&empty[s]); // every consumer has read the stage buffer
-            gl_tma_store_2d(&out_map, (tile % tiles_x) * box_w, (tile / tiles_x) * box_h, obuf);
+            if (out_bufs > 0) gl_mbar_arrive(&empty[s]); // every consumer has read the stage buffer
+            const int x = (tile % tiles_x) * box_w, y = (tile / tiles_x) * box_h;
+            if (flags & PIPE_EVICT_FIRST) gl_tma_store_2d_hint(&out_map, x, y, obuf, policy);
+            else gl_tma_store_2d(&out_map, x, y, obuf);
             gl_tma_store_commit();
             if (out_bufs == 0) {
                 // Release a buffer once its store no longer reads it. With 2+ stages the release
@@ -177,7 +206,7 @@ tma_one_tile(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
         gl_tma_load_2d(buf, &in_map, x, y, &full);
     }
     bool ok = gl_mbar_wait(&full, 0, deadline, status, GL_WAIT_CODE(GL_WAIT_FULL, 0, 0));
-    if (ok) scale_tile(buf, gl_f16x2_splat(scale), threadIdx.x, blockDim.x);
+    if (ok) scale_tile(buf, TILE_BYTES, gl_f16x2_splat(scale), threadIdx.x, blockDim.x);
     gl_fence_proxy_async_smem();
     if (!__syncthreads_and(ok)) return;
     if (threadIdx.x == 0) {
@@ -270,4 +299,63 @@ count_diff_vec16(const uint4 *__restrict__ a, const uint4 *__restrict__ b, unsig
         local += (x.x != y.x) | (x.y != y.y) | (x.z != y.z) | (x.w != y.w);
     }
     if (local) atomicAdd(count, local);
+}
+
+// Stores only: every CTA fills one tile of shared memory with `value` (two f16 per word) and
+// writes it with TMA stores to its tiles. `wait` picks what the issuing thread waits for
+// after each store: 0 nothing (the groups overlap; one wait at the end), 1 until the store has
+// READ shared memory (cp.async.bulk.wait_group.read 0: the buffer may be reused), 2 until its
+// writes are complete (cp.async.bulk.wait_group 0). The shared buffer never changes, so all
+// three are correct; they differ in what the thread waits for, which is the store's
+// completion protocol (seed §3).
+extern "C" __global__ void __launch_bounds__(128)
+tma_store_only(const __grid_constant__ gl_tensormap_t out_map, int tiles_x, int ntiles, int box_w, int box_h,
+               int wait, gl_u32 value) {
+    extern __shared__ unsigned char dyn_smem[];
+    unsigned char *buf = align_1024(dyn_smem);
+    const int tile_bytes = box_w * box_h * 2;
+    if (tile_bytes > MAX_TILE_BYTES || tile_bytes % 16 != 0) return;
+    for (int i = threadIdx.x; i < tile_bytes / 4; i += blockDim.x) ((gl_u32 *)buf)[i] = value;
+    gl_fence_proxy_async_smem();
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        gl_tma_store_2d(&out_map, (tile % tiles_x) * box_w, (tile / tiles_x) * box_h, buf);
+        gl_tma_store_commit();
+        if (wait == 1) gl_tma_store_wait_read<0>();
+        else if (wait == 2) gl_tma_store_wait<0>();
+    }
+    gl_tma_store_wait_read<0>(); // shared memory must outlive the stores reading it
+}
+
+// One CTA loads one box at element (0, 0) into shared memory at a 1024-aligned buffer plus
+// `offset` bytes, then copies the bytes it finds there to `out`, as the consumer of a swizzled
+// tile would see them. check != 0: gl_tma_dst_aligned refuses a destination that is not
+// `align`-byte aligned (status records GL_WAIT_ALIGN) and nothing is copied.
+extern "C" __global__ void __launch_bounds__(128)
+tma_swizzle_probe(const __grid_constant__ gl_tensormap_t map, unsigned char *out, int box_bytes, int offset,
+                  int check, int align, unsigned long long timeout_ns, int *status) {
+    __shared__ gl_u64 bar;
+    extern __shared__ unsigned char dyn_smem[];
+    unsigned char *dst = align_1024(dyn_smem) + offset;
+    for (int i = threadIdx.x; i < box_bytes; i += blockDim.x) dst[i] = 0xEE; // poison: never an input byte here
+    gl_fence_proxy_async_smem();
+    if (threadIdx.x == 0) {
+        gl_mbar_init(&bar, 1);
+        gl_fence_mbar_init();
+    }
+    __syncthreads();
+    __shared__ int issued;
+    if (threadIdx.x == 0) {
+        issued = !check || gl_tma_dst_aligned(dst, (gl_u32)align, status, GL_WAIT_CODE(GL_WAIT_ALIGN, 0, 0));
+        if (issued) {
+            gl_mbar_arrive_expect_tx(&bar, (gl_u32)box_bytes);
+            gl_tma_load_2d(dst, &map, 0, 0, &bar);
+        }
+    }
+    __syncthreads();
+    if (!issued) return;
+    const gl_u64 deadline = gl_globaltimer_ns() + timeout_ns;
+    if (!gl_mbar_wait(&bar, 0, deadline, status, GL_WAIT_CODE(GL_WAIT_FULL, 0, 0))) return;
+    for (int i = threadIdx.x; i < box_bytes; i += blockDim.x) out[i] = dst[i];
 }

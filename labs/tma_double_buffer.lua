@@ -134,7 +134,8 @@ local function pipeline_run(shape, stages, ctas_per_sm, tin, tout, rows, cols, o
   local ntiles = opts.ntiles or tiles_x * (rows // shape[2])
   local grid = math.min(dev.sm_count * ctas_per_sm, ntiles, opts.grid_cap or math.huge)
   local prep = k_pipe:prepare({ grid = grid, block = PIPE_THREADS, smem = pipe_smem(stages, out_bufs) },
-    tin, tout, tiles_x, ntiles, shape[1], shape[2], stages, out_bufs, P.scale, TIMEOUT_NS, d_status)
+    tin, tout, tiles_x, ntiles, shape[1], shape[2], stages, out_bufs, opts.flags or 0, P.scale, TIMEOUT_NS,
+    d_status)
   return function() prep() end, grid, ntiles
 end
 

@@ -92,6 +92,7 @@ __device__ __forceinline__ bool gl_mbar_try_wait(gl_u64 *bar, gl_u32 parity) {
 #define GL_WAIT_FULL 1  // "tile is filled"
 #define GL_WAIT_EMPTY 2 // "buffer may be overwritten"
 #define GL_WAIT_OTHER 3
+#define GL_WAIT_ALIGN 4 // a copy's shared destination was not aligned (gl_tma_dst_aligned)
 #define GL_WAIT_CODE(kind, stage, phase) \
     (0x40000000 | ((kind) << 24) | (((stage) & 0xff) << 16) | ((phase) & 0xffff))
 
@@ -142,6 +143,38 @@ __device__ __forceinline__ void gl_tma_load_2d(void *dst, const gl_tensormap_t *
         : "memory");
 }
 
+// An L2 policy that marks lines as first to go (data read or written once); pass it to the
+// *_hint forms. createpolicy runs per thread and costs a few cycles: make it once per kernel.
+__device__ __forceinline__ gl_u64 gl_l2_evict_first_policy() {
+    gl_u64 policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
+__device__ __forceinline__ void gl_tma_load_2d_hint(void *dst, const gl_tensormap_t *map, int x, int y,
+                                                    gl_u64 *bar, gl_u64 policy) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(gl_smem_addr(dst)),
+        "l"(map), "r"(x), "r"(y), "r"(gl_smem_addr(bar)), "l"(policy)
+        : "memory");
+}
+
+// The shared-memory alignment a box load needs: 128 bytes, or the swizzle pattern's repeat
+// (8 rows of its span: 256, 512 or 1024 bytes), which a tensor map reports as map.smem_align.
+// Returns false, and records `code` in status, instead of issuing a copy to a destination that
+// is not aligned: what the hardware does with one is not an error the caller can see.
+__device__ __forceinline__ bool gl_tma_dst_aligned(const void *dst, gl_u32 align, int *status, int code) {
+    if ((gl_smem_addr(dst) & (align - 1)) == 0) return true;
+    if (status != nullptr && atomicCAS(status, 0, code) == 0) {
+        status[1] = (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+        status[2] = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+        status[3] = (int)(gl_smem_addr(dst) & 0xffff);
+        __threadfence();
+    }
+    return false;
+}
+
 // Stores the box at (x, y) from shared memory at src. Completion is by bulk groups, not
 // mbarriers: gl_tma_store_commit() closes a group, gl_tma_store_wait_read<N>() waits until at
 // most N groups may still read their shared memory, gl_tma_store_wait<N>() until at most N are
@@ -149,6 +182,13 @@ __device__ __forceinline__ void gl_tma_load_2d(void *dst, const gl_tensormap_t *
 __device__ __forceinline__ void gl_tma_store_2d(const gl_tensormap_t *map, int x, int y, const void *src) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map),
                  "r"(x), "r"(y), "r"(gl_smem_addr(src))
+                 : "memory");
+}
+
+__device__ __forceinline__ void gl_tma_store_2d_hint(const gl_tensormap_t *map, int x, int y, const void *src,
+                                                     gl_u64 policy) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group.L2::cache_hint"
+                 " [%0, {%1, %2}], [%3], %4;" ::"l"(map), "r"(x), "r"(y), "r"(gl_smem_addr(src)), "l"(policy)
                  : "memory");
 }
 

@@ -1,0 +1,208 @@
+-- tma_limit.lua — the persistent TMA pipeline of labs/tma_double_buffer.lua against
+-- cuMemcpyDtoD at the size the limit is judged at (default 32768 x 65536 f16 = 4 GiB), over every
+-- knob the kernel has: box shape (8-32 KB), stages, CTAs per SM, store buffers or in place, L2
+-- evict_first hints, descriptor prefetch. Every run's output is compared bit for bit with the
+-- plain copy's on the device. Then the store-only kernel under its three waits, the
+-- store-buffer reuse without wait_group.read, and a box-size sweep (16 B .. 32 KB) against the
+-- plain copy, cold and hot. One table per part; device only.
+--   gpulab tools/tma_limit.lua [--rows=N --cols=N] [--parts=pipe,store,torn,boxes]
+local opts = { rows = 32768, cols = 65536, parts = "pipe,store,torn,boxes" }
+for _, a in ipairs(arg) do
+  local k, v = a:match("^%-%-(%w+)=(.*)$")
+  if k then opts[k] = tonumber(v) or v end
+end
+local want = {}
+for p in tostring(opts.parts):gmatch("[^,]+") do want[p] = true end
+local ok, why = cuda.available()
+if not ok then print("tma_limit: no GPU: " .. tostring(why)); os.exit(77) end
+
+local dev = cuda.device(0)
+local prog = cuda.compile_file(cuda.home .. "/kernels/tma_double_buffer.cu",
+  { arch = "sm_90a", defines = { CONSUMER_WARPS = 4 } })
+local mod = cuda.load(prog)
+local k_pipe, k_copy = mod:kernel("tma_pipeline"), mod:kernel("copy_int4_scale")
+local k_diff, k_store = mod:kernel("count_diff_vec16"), mod:kernel("tma_store_only")
+local THREADS = 160
+local NO_PREFETCH, EVICT_FIRST, UNSAFE = 1, 2, 4
+k_pipe:set_max_dynamic_smem(dev.smem_per_block_optin)
+k_store:set_max_dynamic_smem(32768 + 1024)
+local d_status = cuda.array("i32", 4)
+local h_status = cuda.host("i32", 4)
+local d_cnt, h_cnt = cuda.array("u64", 1), cuda.host("u64", 1)
+
+local function matrix(rows, cols)
+  local n = rows * cols
+  local m = { rows = rows, cols = cols, n = n, bytes = 4 * n }
+  m.din, m.dout, m.dref = cuda.array("f16", n), cuda.array("f16", n), cuda.array("f16", n)
+  local chunk = math.min(n, 1 << 24)
+  local h = cuda.host("f16", chunk)
+  h:random { seed = os.time(), lo = -1, hi = 1 }
+  for off = 0, n - 1, chunk do
+    m.din:copy_from(h, { dst_offset = off, count = math.min(chunk, n - off) })
+  end
+  k_copy:launch({ grid = dev.sm_count * 8, block = 256 }, m.din, m.dref, n * 2 // 16, 2.0)
+  cuda.sync { timeout = 30 }
+  m.maps = {}
+  return m
+end
+local function maps_of(m, w, h)
+  local key = w .. "x" .. h
+  if not m.maps[key] then
+    local spec = function(a) return { array = a, dtype = "f16", dims = { m.cols, m.rows }, strides = { m.cols * 2 },
+                                      box = { w, h }, l2_promotion = "256B" } end
+    m.maps[key] = { cuda.tensormap(spec(m.din)), cuda.tensormap(spec(m.dout)) }
+  end
+  return m.maps[key]
+end
+local function mismatches(m)
+  d_cnt:fill(0)
+  k_diff:launch({ grid = dev.sm_count * 4, block = 256 }, m.dout, m.dref, m.n * 2 // 16, d_cnt)
+  cuda.sync { timeout = 30 }
+  h_cnt:copy_from(d_cnt)
+  h_status:copy_from(d_status)
+  return h_cnt[1], h_status[1]
+end
+local function measure(fn, regime, t)
+  return cuda.measure(fn, { regime = regime or "hot", min_samples = 5, min_time = 0.02, max_noise = 0.01,
+                            timeout = t or 0.25 })
+end
+local function gbps(m, r, bytes) return (bytes or m.bytes) / (r.mean * 1e-3) / 1e9 end
+local function pipe_fn(m, w, h, stages, ctas, out_bufs, flags)
+  local mp = maps_of(m, w, h)
+  local tiles_x, ntiles = m.cols // w, (m.cols // w) * (m.rows // h)
+  local smem = (stages + out_bufs) * w * h * 2 + 1024
+  if ctas > k_pipe:occupancy(THREADS, smem) then return nil end
+  local prep = k_pipe:prepare({ grid = math.min(ntiles, dev.sm_count * ctas), block = THREADS, smem = smem },
+    mp[1], mp[2], tiles_x, ntiles, w, h, stages, out_bufs, flags, 2.0, 4000000000, d_status)
+  return function() prep() end
+end
+local function run_checked(m, fn, regime, t)
+  m.dout:fill(0)
+  d_status:fill(0)
+  local r = measure(fn, regime, t)
+  local bad, st = mismatches(m)
+  return r, bad, st
+end
+
+print(string.format("tma_limit on %s (%d SMs, L2 %d MB)", dev.name, dev.sm_count, dev.l2_bytes >> 20))
+
+if want.pipe then
+  local m = matrix(opts.rows, opts.cols)
+  local dtod_fn = function() m.dout:copy_from(m.din) end
+  local copy_fn = function() k_copy:launch({ grid = dev.sm_count * 8, block = 256 }, m.din, m.dout, m.n * 2 // 16, 2.0) end
+  local dtod = measure(dtod_fn, "hot", 1)
+  local copy = measure(copy_fn, "hot", 1)
+  print(string.format("matrix %d x %d f16, %.2f GiB moved per run; cuMemcpyDtoD %.0f GB/s, int4 copy %.0f GB/s (%.1f%%)",
+    m.rows, m.cols, m.bytes / 2 ^ 30, gbps(m, dtod), gbps(m, copy), 100 * dtod.mean / copy.mean))
+  print("pipe box stages ctas out_bufs flags GB/s pct_dtod mismatches status")
+  local best = {}
+  for _, shape in ipairs({ { 256, 16 }, { 256, 32 }, { 256, 64 }, { 128, 32 }, { 64, 64 } }) do
+    for _, out_bufs in ipairs({ 2, 0 }) do
+      for _, flags in ipairs({ 0, EVICT_FIRST }) do
+        for _, stages in ipairs({ 1, 2, 3, 4, 6, 8 }) do
+          for _, ctas in ipairs({ 1, 2, 3, 4 }) do
+            local fn = pipe_fn(m, shape[1], shape[2], stages, ctas, out_bufs, flags)
+            if fn then
+              local r, bad, st = run_checked(m, fn)
+              local g = gbps(m, r)
+              print(string.format("pipe %dx%d %d %d %d %d %.0f %.1f %d 0x%x", shape[1], shape[2], stages, ctas, out_bufs,
+                flags, g, 100 * dtod.mean / r.mean, bad, st))
+              local key = out_bufs .. ":" .. flags
+              if bad == 0 and st == 0 and (not best[key] or g > best[key].g) then
+                best[key] = { g = g, w = shape[1], h = shape[2], stages = stages, ctas = ctas, out_bufs = out_bufs, flags = flags }
+              end
+            end
+          end
+        end
+      end
+    end
+  end
+  local dtod2 = measure(dtod_fn, "hot", 1)
+  print(string.format("cuMemcpyDtoD again: %.0f GB/s", gbps(m, dtod2)))
+  for key, b in pairs(best) do
+    local fn = pipe_fn(m, b.w, b.h, b.stages, b.ctas, b.out_bufs, b.flags)
+    local fnp = pipe_fn(m, b.w, b.h, b.stages, b.ctas, b.out_bufs, b.flags | NO_PREFETCH)
+    local d = measure(dtod_fn, "hot", 1)
+    local r = measure(fn, "hot", 1)
+    local rp, badp = run_checked(m, fnp, "hot", 1)
+    print(string.format("best[%s] %dx%d s=%d c=%d: %.0f GB/s = %.1f%% of DtoD %.0f (same run); without prefetch %.0f GB/s (%d mismatches)",
+      key, b.w, b.h, b.stages, b.ctas, gbps(m, r), 100 * d.mean / r.mean, gbps(m, d), gbps(m, rp), badp))
+  end
+  for _, mp in pairs(m.maps) do mp[1]:free(); mp[2]:free() end
+  m.din:free(); m.dout:free(); m.dref:free()
+end
+
+if want.store or want.torn then
+  local m = matrix(8192, 32768) -- 512 MB
+  if want.store then
+    local w, h = 256, 32
+    local mp = maps_of(m, w, h)
+    local tiles_x, ntiles = m.cols // w, (m.cols // w) * (m.rows // h)
+    m.dval = cuda.array("f16", m.n)
+    m.dval:fill(2.0)
+    local memset = measure(function() m.dout:fill(0) end, "hot", 1)
+    print(string.format("store-only, %d MB written: memset (fill) %.0f GB/s", m.n * 2 >> 20, gbps(m, memset, m.n * 2)))
+    for _, wait in ipairs({ 0, 1, 2 }) do
+      for _, ctas in ipairs({ 1, 2, 4, 8 }) do
+        local fn = function()
+          k_store:launch({ grid = dev.sm_count * ctas, block = 128, smem = w * h * 2 + 1024 }, mp[2], tiles_x, ntiles, w,
+            h, wait, 0x40004000)
+        end
+        m.dout:fill(0)
+        local r = measure(fn, "hot", 0.5)
+        d_cnt:fill(0)
+        k_diff:launch({ grid = dev.sm_count * 4, block = 256 }, m.dout, m.dval, m.n * 2 // 16, d_cnt)
+        cuda.sync { timeout = 30 }
+        h_cnt:copy_from(d_cnt)
+        print(string.format("store wait=%d ctas=%d %.0f GB/s, %d vectors not 2.0", wait, ctas, gbps(m, r, m.n * 2),
+          h_cnt[1]))
+      end
+    end
+  end
+  if want.torn then
+    print("torn out_bufs unsafe stages run mismatches_of_vec16")
+    for _, out_bufs in ipairs({ 1, 2 }) do
+      for _, unsafe in ipairs({ 0, UNSAFE }) do
+        for run = 1, 3 do
+          local fn = pipe_fn(m, 256, 16, 4, 2, out_bufs, unsafe)
+          m.dout:fill(0)
+          d_status:fill(0)
+          fn()
+          local bad, st = mismatches(m)
+          print(string.format("torn %d %d 4 %d %d of %d status 0x%x", out_bufs, unsafe, run, bad, m.n * 2 // 16, st))
+        end
+      end
+    end
+  end
+  for _, mp in pairs(m.maps) do mp[1]:free(); mp[2]:free() end
+  m.din:free(); m.dout:free(); m.dref:free()
+end
+
+if want.boxes then
+  print("boxes regime box bytes best_stages best_ctas tma_GB/s copy_GB/s ratio")
+  for _, reg in ipairs({ { "cold", 8192, 32768 }, { "hot", 2048, 2048 } }) do
+    local m = matrix(reg[2], reg[3])
+    local copy_fn = function() k_copy:launch({ grid = dev.sm_count * 8, block = 256 }, m.din, m.dout, m.n * 2 // 16, 2.0) end
+    local copy = measure(copy_fn, reg[1], 0.5)
+    for _, shape in ipairs({ { 8, 1 }, { 32, 1 }, { 128, 1 }, { 256, 1 }, { 256, 2 }, { 256, 4 }, { 256, 8 }, { 256, 16 },
+      { 256, 32 }, { 256, 64 } }) do
+      local best
+      for _, stages in ipairs({ 2, 4, 8 }) do
+        for _, ctas in ipairs({ 1, 2, 4 }) do
+          local fn = pipe_fn(m, shape[1], shape[2], stages, ctas, 2, 0)
+          if fn then
+            local r, bad, st = run_checked(m, fn, reg[1], 0.3)
+            if bad == 0 and st == 0 and (not best or r.mean < best.r.mean) then best = { r = r, stages = stages, ctas = ctas } end
+            if bad ~= 0 or st ~= 0 then print(string.format("  box %dx%d s=%d c=%d: %d mismatches, status 0x%x", shape[1], shape[2], stages, ctas, bad, st)) end
+          end
+        end
+      end
+      if best then
+        print(string.format("boxes %s %dx%d %d %d %d %.0f %.0f %.3f", reg[1], shape[1], shape[2], shape[1] * shape[2] * 2,
+          best.stages, best.ctas, gbps(m, best.r), gbps(m, copy), copy.mean / best.r.mean))
+      end
+    end
+    for _, mp in pairs(m.maps) do mp[1]:free(); mp[2]:free() end
+    m.din:free(); m.dout:free(); m.dref:free()
+  end
+end
