@@ -18,7 +18,8 @@
 #include <gpulab/tma.cuh>
 
 #define TILE_BYTES 8192       // the one-tile kernel's tile, and the lab's default box
-#define MAX_TILE_BYTES 32768  // the pipeline's largest box (256 x 64 f16)
+#define MAX_TILE_BYTES 32768  // the largest box (256 x 64 f16)
+#define MAX_STAGE_BYTES 65536 // the pipeline's largest stage (boxes per stage x box)
 #define MAX_STAGES 8
 #ifndef CONSUMER_WARPS
 #define CONSUMER_WARPS 4
@@ -29,6 +30,17 @@
 #define PIPE_EVICT_FIRST 2  // loads and stores carry an L2 evict_first policy (data used once)
 #define PIPE_UNSAFE_REUSE 4 // rewrite a store buffer without cp.async.bulk.wait_group.read: WRONG
                             // on purpose, to show what the store's completion protocol protects
+#define PIPE_DYNAMIC 8      // tiles handed out by a global counter (sched[0]) instead of a fixed
+                            // stride: CTAs that run ahead take more, and the tiles in flight stay
+                            // close together in memory
+#define PIPE_YMAJOR 16      // tile t is (t / tiles_y, t % tiles_y): consecutive tiles go down a
+                            // column of boxes instead of along a row of them
+#define PIPE_BOXES_SHIFT 8  // flags >> 8: boxes per stage (0 means 1): a stage holds that many
+                            // consecutive tiles, loaded against one barrier and stored together
+
+// A stage's bytes rounded up to 128: every TMA destination must be 128-byte aligned (a box of
+// 16 bytes at a 16-byte offset faults with CUDA_ERROR_MISALIGNED_ADDRESS on the H200).
+__device__ __forceinline__ int stage_stride(int stage_bytes) { return (stage_bytes + 127) & ~127; }
 
 // Dynamic shared memory is only 16-byte aligned; TMA boxes with the 128B swizzle want 1024.
 // The launch asks for 1,024 bytes more than the buffers need.
@@ -68,44 +80,89 @@ __device__ __forceinline__ bool consumers_all(bool ok, gl_u32 threads) {
     return r != 0;
 }
 
-// The producer thread: every load of this CTA, each into the next stage once it is released.
+// Element coordinates of tile t's box: along rows of boxes, or (PIPE_YMAJOR) down columns.
+__device__ __forceinline__ void tile_xy(int t, int tiles_x, int ntiles, int box_w, int box_h, int flags, int *x,
+                                        int *y) {
+    if (flags & PIPE_YMAJOR) {
+        const int tiles_y = ntiles / tiles_x;
+        *x = (t / tiles_y) * box_w;
+        *y = (t % tiles_y) * box_h;
+    } else {
+        *x = (t % tiles_x) * box_w;
+        *y = (t / tiles_x) * box_h;
+    }
+}
+
+// The next group of tiles of this CTA (a group is `boxes` consecutive tiles; ngroups of them):
+// a fixed stride over the grid, or (PIPE_DYNAMIC) the next one not yet taken by any CTA. The
+// counter resets itself: every producer that draws past the end counts itself in sched[1], and
+// the last of them zeroes both, so the next launch starts at group 0.
+__device__ __forceinline__ int next_group(int prev, int ngroups, int flags, int *sched) {
+    if (!(flags & PIPE_DYNAMIC)) return prev < 0 ? (int)blockIdx.x : prev + (int)gridDim.x;
+    const int g = atomicAdd(&sched[0], 1);
+    if (g >= ngroups && atomicAdd(&sched[1], 1) == (int)gridDim.x - 1) {
+        sched[0] = 0;
+        sched[1] = 0;
+        __threadfence();
+    }
+    return g;
+}
+
+// The producer thread: every load of this CTA, each group into the next stage once it is
+// released. group_of[s] tells the consumers which group stage s holds (-1: no more); the full
+// barrier's arrival publishes it.
 __device__ __forceinline__ void pipeline_produce(const gl_tensormap_t *in_map, const gl_tensormap_t *out_map,
-                                                 unsigned char *buf, gl_u64 *full, gl_u64 *empty, int tiles_x,
-                                                 int ntiles, int box_w, int box_h, int tile_bytes, int stages,
-                                                 int flags, gl_u64 deadline, int *status) {
+                                                 unsigned char *buf, gl_u64 *full, gl_u64 *empty, int *group_of,
+                                                 int tiles_x, int ntiles, int box_w, int box_h, int tile_bytes,
+                                                 int boxes, int stages, int flags, int *sched, gl_u64 deadline,
+                                                 int *status) {
     if (!(flags & PIPE_NO_PREFETCH)) {
         gl_tma_prefetch_desc(in_map);
         gl_tma_prefetch_desc(out_map);
     }
     const gl_u64 policy = gl_l2_evict_first_policy();
-    int i = 0;
-    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, i++) {
+    const int stride = stage_stride(boxes * tile_bytes);
+    const int ngroups = (ntiles + boxes - 1) / boxes;
+    int group = next_group(-1, ngroups, flags, sched);
+    for (int i = 0;; i++) {
         const int s = i % stages, round = i / stages;
-        // The buffer's previous tile (round-1) must be released before it is overwritten. In
+        // The buffer's previous group (round-1) must be released before it is overwritten. In
         // round 0 the parity-1 wait on a fresh barrier returns at once.
         if (!gl_mbar_wait(&empty[s], (round & 1) ^ 1, deadline, status, GL_WAIT_CODE(GL_WAIT_EMPTY, s, round)))
             return;
-        gl_mbar_arrive_expect_tx(&full[s], (gl_u32)tile_bytes);
-        const int x = (tile % tiles_x) * box_w, y = (tile / tiles_x) * box_h;
-        if (flags & PIPE_EVICT_FIRST)
-            gl_tma_load_2d_hint(buf + s * tile_bytes, in_map, x, y, &full[s], policy);
-        else
-            gl_tma_load_2d(buf + s * tile_bytes, in_map, x, y, &full[s]);
+        if (group >= ngroups) { // the end: wake the consumers with no bytes to wait for
+            group_of[s] = -1;
+            gl_mbar_arrive(&full[s]);
+            return;
+        }
+        group_of[s] = group;
+        const int first = group * boxes, count = min(boxes, ntiles - first);
+        gl_mbar_arrive_expect_tx(&full[s], (gl_u32)(count * tile_bytes));
+        for (int b = 0; b < count; b++) {
+            int x, y;
+            tile_xy(first + b, tiles_x, ntiles, box_w, box_h, flags, &x, &y);
+            unsigned char *dst = buf + s * stride + b * tile_bytes;
+            if (flags & PIPE_EVICT_FIRST) gl_tma_load_2d_hint(dst, in_map, x, y, &full[s], policy);
+            else gl_tma_load_2d(dst, in_map, x, y, &full[s]);
+        }
+        group = next_group(group, ngroups, flags, sched);
     }
 }
 
 extern "C" __global__ void __launch_bounds__(32 * (1 + CONSUMER_WARPS))
 tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constant__ gl_tensormap_t out_map,
              int tiles_x, int ntiles, int box_w, int box_h, int stages, int out_bufs, int flags, float scale,
-             unsigned long long timeout_ns, int *status) {
+             unsigned long long timeout_ns, int *status, int *sched) {
     __shared__ gl_u64 full[MAX_STAGES];  // "tile is filled": 1 arrival (producer) + the tile's bytes
     __shared__ gl_u64 empty[MAX_STAGES]; // "buffer may be overwritten": 1 arrival (consumer 0)
+    __shared__ int group_of[MAX_STAGES]; // the group in each stage, written before its full arrival
     extern __shared__ unsigned char dyn_smem[];
     unsigned char *buf = align_1024(dyn_smem);
     const int warp = threadIdx.x / 32;
     const int tile_bytes = box_w * box_h * 2;
-    if (stages < 1 || stages > MAX_STAGES || out_bufs < 0 || out_bufs > 2 || tile_bytes > MAX_TILE_BYTES ||
-        tile_bytes % 16 != 0 || blockDim.x != 32 * (1 + CONSUMER_WARPS)) {
+    const int boxes = (flags >> PIPE_BOXES_SHIFT) > 0 ? (flags >> PIPE_BOXES_SHIFT) : 1;
+    if (boxes > 16 || stages < 1 || stages > MAX_STAGES || out_bufs < 0 || out_bufs > 2 ||
+        tile_bytes > MAX_TILE_BYTES || boxes * tile_bytes > MAX_STAGE_BYTES || tile_bytes % 16 != 0 || blockDim.x != 32 * (1 + CONSUMER_WARPS) || ((flags & PIPE_DYNAMIC) && sched == nullptr)) {
         if (threadIdx.x == 0 && status != nullptr) atomicCAS(status, 0, 0x7fff0000 | (stages & 0xffff));
         return; // a bad configuration is reported, never run
     }
@@ -122,8 +179,8 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
 
     if (warp == 0) { // ---- producer: one thread issues every load of this CTA
         if (threadIdx.x == 0)
-            pipeline_produce(&in_map, &out_map, buf, full, empty, tiles_x, ntiles, box_w, box_h, tile_bytes, stages,
-                             flags, deadline, status);
+            pipeline_produce(&in_map, &out_map, buf, full, empty, group_of, tiles_x, ntiles, box_w, box_h, tile_bytes,
+                             boxes, stages, flags, sched, deadline, status);
         return;
     }
 
@@ -136,44 +193,49 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
     const gl_u32 s2 = gl_f16x2_splat(scale);
     const gl_u64 policy = gl_l2_evict_first_policy();
     const bool safe = !(flags & PIPE_UNSAFE_REUSE);
-    unsigned char *outbuf = buf + stages * tile_bytes;
-    int i = 0;
-    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, i++) {
+    const int stride = stage_stride(boxes * tile_bytes);
+    unsigned char *outbuf = buf + stages * stride;
+    for (int i = 0;; i++) {
         const int s = i % stages, round = i / stages;
-        unsigned char *tbuf = buf + s * tile_bytes;
+        unsigned char *tbuf = buf + s * stride;
         bool ok = gl_mbar_wait(&full[s], round & 1, deadline, status, GL_WAIT_CODE(GL_WAIT_FULL, s, round));
-        unsigned char *obuf = tbuf;
-        if (out_bufs > 0) {
-            obuf = outbuf + (out_bufs == 2 ? (i & 1) : 0) * tile_bytes;
-            // The store issued out_bufs tiles ago read this store buffer: wait until it has.
-            if (ct == 0 && safe) {
-                if (out_bufs == 2) gl_tma_store_wait_read<1>();
-                else gl_tma_store_wait_read<0>();
-            }
-            gl_named_barrier(2, nct);
-            if (ok) {
-                const uint4 *src = (const uint4 *)tbuf;
-                uint4 *dst = (uint4 *)obuf;
-#pragma unroll 4
-                for (int v = ct; v < tile_bytes / 16; v += (int)nct) dst[v] = scale_vec(src[v], s2);
-            }
-        } else if (ok) {
-            scale_tile(tbuf, tile_bytes, s2, ct, (int)nct);
+        // The store issued out_bufs groups ago read the store buffer this group goes to: consumer
+        // 0, which issued it, waits until it has; the barrier below holds the others until then.
+        if (out_bufs > 0 && ct == 0 && safe) {
+            if (out_bufs == 2) gl_tma_store_wait_read<1>();
+            else gl_tma_store_wait_read<0>();
         }
-        gl_fence_proxy_async_smem(); // the TMA store (async proxy) reads what these threads wrote
+        const int group = ok ? group_of[s] : 0;
         if (!consumers_all(ok, nct)) { // every consumer leaves together on a time-out
             if (ct == 0) gl_tma_store_wait_read<0>(); // after the stores already issued read their buffers
             return;
         }
+        if (group < 0) break; // the producer has no more tiles
+        const int first = group * boxes, count = min(boxes, ntiles - first);
+        unsigned char *obuf = tbuf;
+        if (out_bufs > 0) {
+            obuf = outbuf + (out_bufs == 2 ? (i & 1) : 0) * stride;
+            const uint4 *src = (const uint4 *)tbuf;
+            uint4 *dst = (uint4 *)obuf;
+#pragma unroll 4
+            for (int v = ct; v < count * tile_bytes / 16; v += (int)nct) dst[v] = scale_vec(src[v], s2);
+        } else {
+            scale_tile(tbuf, count * tile_bytes, s2, ct, (int)nct);
+        }
+        gl_fence_proxy_async_smem(); // the TMA store (async proxy) reads what these threads wrote
+        gl_named_barrier(3, nct);    // every consumer's part of the group is written
         if (ct == 0) {
             if (out_bufs > 0) gl_mbar_arrive(&empty[s]); // every consumer has read the stage buffer
-            const int x = (tile % tiles_x) * box_w, y = (tile / tiles_x) * box_h;
-            if (flags & PIPE_EVICT_FIRST) gl_tma_store_2d_hint(&out_map, x, y, obuf, policy);
-            else gl_tma_store_2d(&out_map, x, y, obuf);
-            gl_tma_store_commit();
+            for (int b = 0; b < count; b++) {
+                int x, y;
+                tile_xy(first + b, tiles_x, ntiles, box_w, box_h, flags, &x, &y);
+                if (flags & PIPE_EVICT_FIRST) gl_tma_store_2d_hint(&out_map, x, y, obuf + b * tile_bytes, policy);
+                else gl_tma_store_2d(&out_map, x, y, obuf + b * tile_bytes);
+            }
+            gl_tma_store_commit(); // one bulk group per stage
             if (out_bufs == 0) {
                 // Release a buffer once its store no longer reads it. With 2+ stages the release
-                // trails by one tile, so this thread does not stall on the store it just issued.
+                // trails by one group, so this thread does not stall on the store it just issued.
                 if (stages == 1) {
                     gl_tma_store_wait_read<0>();
                     gl_mbar_arrive(&empty[s]);
@@ -358,4 +420,33 @@ tma_swizzle_probe(const __grid_constant__ gl_tensormap_t map, unsigned char *out
     const gl_u64 deadline = gl_globaltimer_ns() + timeout_ns;
     if (!gl_mbar_wait(&bar, 0, deadline, status, GL_WAIT_CODE(GL_WAIT_FULL, 0, 0))) return;
     for (int i = threadIdx.x; i < box_bytes; i += blockDim.x) out[i] = dst[i];
+}
+
+// The store's completion protocol, broken on purpose (seed §3). Per tile: every thread writes
+// `value` into the shared buffer, thread 0 issues the TMA store of it, and then every thread
+// reuses the buffer at once, overwriting it with `next` as the following tile's data would.
+// wait_read != 0: thread 0 first waits with cp.async.bulk.wait_group.read 0 until the store has
+// read the buffer, and the output is `value` everywhere. Without the wait the store may read
+// the buffer after the overwrite began: the host finds `next` in the output (torn tiles).
+extern "C" __global__ void __launch_bounds__(256)
+tma_store_reuse_demo(const __grid_constant__ gl_tensormap_t out_map, int tiles_x, int ntiles, int box_w, int box_h,
+                     int wait_read, gl_u32 value, gl_u32 next) {
+    extern __shared__ unsigned char dyn_smem[];
+    gl_u32 *buf = (gl_u32 *)align_1024(dyn_smem);
+    const int words = box_w * box_h * 2 / 4;
+    if (box_w * box_h * 2 > MAX_TILE_BYTES) return;
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        for (int i = threadIdx.x; i < words; i += blockDim.x) buf[i] = value;
+        gl_fence_proxy_async_smem(); // the store (async proxy) reads what the threads wrote
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            gl_tma_store_2d(&out_map, (tile % tiles_x) * box_w, (tile / tiles_x) * box_h, buf);
+            gl_tma_store_commit();
+            if (wait_read) gl_tma_store_wait_read<0>();
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < words; i += blockDim.x) buf[i] = next;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) gl_tma_store_wait_read<0>(); // shared memory must outlive the stores reading it
 }
