@@ -1,9 +1,11 @@
 /*
  * bench_launch_raw — the baseline for tools/bench_launch.lua: a plain C loop over cuLaunchKernel.
  * Loads a cubin or PTX file holding `empty_kernel` and `args4` (kernels/bench_launch.cu), launches
- * each N times on the default stream and prints microseconds per launch (best of 3 runs):
- *     empty <us>
- *     args4 <us>
+ * each N times on the default stream and prints microseconds per launch (best of 3 runs), for a
+ * sustained loop (N back to back, then a sync) and for bursts of 256 launches after a sync
+ * (only the launching timed: the host's cost, with the queue never full):
+ *     empty <us>          args4 <us>
+ *     empty_burst <us>    args4_burst <us>
  * Usage: bench_launch_raw FILE [N]   (libcuda is opened at run time, as gpulab does)
  */
 #include "gpulab.h"
@@ -54,11 +56,30 @@ static double time_launches(CUfunction f, void **params, long n) {
     return (now_s() - t0) / (double)n;
 }
 
-static double best_of_3(CUfunction f, void **params, long n) {
-    time_launches(f, params, n / 10 + 1); /* warm-up */
+#define BURST 256
+
+/* Seconds per launch over bursts of BURST launches, each after a drained queue; only the
+ * launches are timed. */
+static double time_bursts(CUfunction f, void **params, long n) {
+    double total = 0;
+    long done = 0;
+    while (done < n) {
+        check(gl_cu.cuCtxSynchronize(), "cuCtxSynchronize");
+        double t0 = now_s();
+        for (int i = 0; i < BURST; i++)
+            check(gl_cu.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel");
+        total += now_s() - t0;
+        done += BURST;
+    }
+    check(gl_cu.cuCtxSynchronize(), "cuCtxSynchronize");
+    return total / (double)done;
+}
+
+static double best_of_3(double (*timer)(CUfunction, void **, long), CUfunction f, void **params, long n) {
+    timer(f, params, n / 10 + 1); /* warm-up */
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
-        double t = time_launches(f, params, n);
+        double t = timer(f, params, n);
         if (t < best) best = t;
     }
     return best;
@@ -99,8 +120,10 @@ int main(int argc, char **argv) {
     float scale = 2.0f;
     void *params[] = {&out, &in, &count, &scale};
 
-    printf("empty %.4f\n", best_of_3(empty, NULL, n) * 1e6);
-    printf("args4 %.4f\n", best_of_3(args4, params, n) * 1e6);
+    printf("empty %.4f\n", best_of_3(time_launches, empty, NULL, n) * 1e6);
+    printf("args4 %.4f\n", best_of_3(time_launches, args4, params, n) * 1e6);
+    printf("empty_burst %.4f\n", best_of_3(time_bursts, empty, NULL, n) * 1e6);
+    printf("args4_burst %.4f\n", best_of_3(time_bursts, args4, params, n) * 1e6);
     gl_cu.cuModuleUnload(mod);
     free(image);
     return 0;
