@@ -733,8 +733,12 @@ L:section("A swizzled box into a misaligned buffer, in child processes")
 do
   local probe = cuda.home .. "/tests/lua/tma_swizzle_child.lua"
   local results, rows_sw = {}, {}
-  for _, mode in ipairs({ { "128B", 0, 0 }, { "128B", 128, 0 }, { "128B", 16, 0 }, { "none", 16, 0 },
-    { "128B", 128, 1 }, { "128B", 16, 1 } }) do
+  local modes = { { "128B", 0, 0 }, { "128B", 128, 0 }, { "128B", 16, 0 }, { "none", 16, 0 }, { "128B", 128, 1 },
+                  { "128B", 16, 1 } }
+  if REDUCED then -- compute-sanitizer follows the children: leave out the two that fault on purpose
+    modes = { modes[1], modes[2], modes[5], modes[6] }
+  end
+  for _, mode in ipairs(modes) do
     local r = L:child(probe, { args = { mode[1], tostring(mode[2]), tostring(mode[3]) }, timeout = 60 })
     local line = r.stdout:match("swizzle_probe [^\n]*") or ""
     local function num(key) return tonumber(line:match(" " .. key .. "=(%-?%w+)")) end
@@ -766,10 +770,11 @@ do
   local all_ran = true
   for _, e in ipairs(results) do all_ran = all_ran and e.line ~= "" end
   local holds = all_ran and aligned.error == "" and aligned.expected == aligned.chunks and
-    off128.error == "" and (off128.expected or 0) < (off128.chunks or 0) and
-    (off16.error ~= "" or (off16.expected or 0) < (off16.chunks or 0)) and refused(c128) and refused(c16)
+    off128.error == "" and (off128.expected or 0) < (off128.chunks or 0) and refused(c128) and refused(c16)
+  if holds and off16 then holds = off16.error ~= "" or (off16.expected or 0) < (off16.chunks or 0)
+  elseif holds then holds = nil end -- under compute-sanitizer the faulting probe is not run: undecided
   L:verdict("swizzle_align", string.format("aligned: %s; 128 B off: %s; 16 B off: %s; with the check both refused: %s",
-    aligned.expected == aligned.chunks and "exact" or "WRONG", rows_sw[2][4], rows_sw[3][4],
+    aligned.expected == aligned.chunks and "exact" or "WRONG", rows_sw[2][4], off16 and rows_sw[3][4] or "not run",
     tostring(refused(c128) and refused(c16))), holds)
 end
 
