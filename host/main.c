@@ -11,7 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gpulab.h"
 #include "host.h"
 
 static void usage(FILE *out) {

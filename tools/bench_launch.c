@@ -6,7 +6,7 @@
  *     args4 <us>
  * Usage: bench_launch_raw FILE [N]   (libcuda is opened at run time, as gpulab does)
  */
-#include "gpulab.h"
+#include "driver.h"
 
 #include <stdio.h>
 #include <stdlib.h>
