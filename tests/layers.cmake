@@ -6,6 +6,8 @@ gl_deadline(deadline 120)
 add_test(NAME layers_include_check
   COMMAND ${deadline} $<TARGET_FILE:gpulab> tools/include_check.lua ${CMAKE_SOURCE_DIR}
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+gl_add_lua_test(layers_include_check_rules tests/lua/test_include_check.lua
+  ENV GPULAB_BIN=$<TARGET_FILE:gpulab> GPULAB_LIBCUDA=/nonexistent/libcuda.so)
 get_target_property(GPULAB_BINDINGS_INCLUDES gpulab_bindings INTERFACE_INCLUDE_DIRECTORIES)
 list(TRANSFORM GPULAB_BINDINGS_INCLUDES PREPEND "-I")
 add_test(NAME layers_compile
