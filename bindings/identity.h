@@ -11,7 +11,6 @@
 #ifndef GPULAB_IDENTITY_H
 #define GPULAB_IDENTITY_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 #include <lauxlib.h>

@@ -16,7 +16,6 @@
 #include "stream.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 uint64_t gl_work_seq = 0;
 uint64_t gl_done_seq = 0;

@@ -44,7 +44,6 @@
 #include "stream.h"
 #include "wait.h"
 
-
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>

@@ -4,7 +4,6 @@
  */
 #include <lauxlib.h>
 #include <lua.h>
-#include <lualib.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <lauxlib.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>

@@ -11,6 +11,8 @@
 --   unused     every "quoted" include declares something the file uses.
 --   missing    every gpulab name a file uses is declared in the file or a header it includes
 --              directly (no file relies on what another header happens to include).
+--   unused <>  a common C or library header (string.h, stdio.h, lua.h, cuda.h, ...) is included
+--              only where one of the names it declares is used (the names are listed below).
 --
 -- Names are read from headers by a few patterns (prototypes, macros, typedefs, struct tags,
 -- enum constants, externs), which is enough for gpulab's one-declaration-per-line style; a name
@@ -198,6 +200,51 @@ for _, f in ipairs(files) do
   for h, names in pairs(missing) do
     table.sort(names)
     problem("missing: %s uses %s from %s without including it", f.path, table.concat(names, ", "), h)
+  end
+end
+
+-- unused <system> includes ------------------------------------------------------------------
+-- For each header: plain names it declares, and Lua patterns for families (lua_*, CU*).
+local SYSTEM = {
+  ["string.h"] = {"strlen strcmp strncmp strchr strrchr strstr strdup strndup memcpy memmove memset memcmp "
+                  .. "memchr strerror strcpy strncpy strcat strspn strcspn strtok strsignal strnlen"},
+  ["stdio.h"] = {"printf fprintf snprintf sprintf vsnprintf vfprintf fopen fclose fread fwrite fputs fgets fputc "
+                 .. "putchar puts FILE stderr stdout stdin fflush perror ferror feof fileno getline fdopen popen "
+                 .. "pclose fseek ftell rewind remove rename tmpfile setvbuf sscanf dprintf"},
+  ["stdlib.h"] = {"malloc calloc realloc free getenv setenv unsetenv exit abort strtol strtoul strtoll strtoull "
+                  .. "strtod atoi qsort realpath mkstemp EXIT_SUCCESS EXIT_FAILURE atexit llabs abs _Exit bsearch"},
+  ["stdbool.h"] = {"bool true false"},
+  ["stddef.h"] = {"size_t NULL offsetof ptrdiff_t max_align_t"},
+  ["stdint.h"] = {"SIZE_MAX UINTPTR_MAX INTPTR_MAX intptr_t uintptr_t", "^u?int%d+_t$", "^U?INT%d+_M[AI][XN]$"},
+  ["limits.h"] = {"INT_MAX INT_MIN UINT_MAX LONG_MAX LONG_MIN ULONG_MAX LLONG_MAX LLONG_MIN ULLONG_MAX PATH_MAX "
+                  .. "CHAR_BIT UCHAR_MAX SHRT_MAX USHRT_MAX SSIZE_MAX"},
+  ["math.h"] = {"isnan isinf isfinite sqrt fabs floor ceil pow exp log sin cos tanh ldexp frexp fmod nextafter "
+                .. "nextafterf ldexpf rint HUGE_VAL INFINITY NAN round trunc log2 lround llround fmin fmax copysign "
+                .. "signbit nearbyint expm1 log1p cbrt floorf ceilf sqrtf fabsf"},
+  ["errno.h"] = {"errno", "^E[A-Z0-9]+$"},
+  ["time.h"] = {"clock_gettime timespec CLOCK_MONOTONIC CLOCK_REALTIME time_t time nanosleep clock localtime "
+                .. "strftime gmtime difftime"},
+  ["unistd.h"] = {"read write close pipe fork execv execvp execve dup dup2 getpid isatty access unlink usleep "
+                  .. "sleep _exit getcwd chdir setpgid getpgrp readlink sysconf STDIN_FILENO STDOUT_FILENO "
+                  .. "STDERR_FILENO lseek pid_t ssize_t geteuid getuid tcgetpgrp rmdir fsync ftruncate pipe2 "
+                  .. "environ execvpe getppid kill alarm"},
+  ["lua.h"] = {"", "^lua_", "^LUA_"},
+  ["lauxlib.h"] = {"", "^luaL_", "^LUAL_"},
+  ["lualib.h"] = {"luaL_openlibs", "^luaopen_"},
+  ["cuda.h"] = {"", "^CU", "^cu[A-Z]"},
+}
+for _, f in ipairs(files) do
+  for _, h in ipairs(f.system) do
+    local spec = SYSTEM[h]
+    if spec then
+      local used = false
+      for name in spec[1]:gmatch("%S+") do if f.ids[name] then used = true break end end
+      for i = 2, #spec do
+        if used then break end
+        for id in pairs(f.ids) do if id:match(spec[i]) then used = true break end end
+      end
+      if not used then problem("unused: %s includes <%s> but uses nothing it declares", f.path, h) end
+    end
   end
 end
 

@@ -1,6 +1,7 @@
 -- tools/include_check.lua on a small made-up tree: each rule it enforces reports its violation
 -- (a binding including a host header, a host file including an internal binding header, C under
--- lua/, an impure dtype.h, userdata made without identity.h, an unused and a missing include).
+-- lua/, an impure dtype.h, userdata made without identity.h, an unused and a missing include, an
+-- unused system header).
 local T = dofile("tests/lua/t.lua")
 
 local BIN = assert(os.getenv("GPULAB_BIN"), "run with GPULAB_BIN set")
@@ -16,7 +17,8 @@ local files = {
   ["bindings/dtype.h"] = "#include <lua.h>\nint gl_dtype_size(int t);\n",
   ["bindings/used.h"] = "int gl_used(void);\n",
   ["bindings/unused.h"] = "int gl_unused(void);\n",
-  ["bindings/a.c"] = '#include "host.h"\n#include "unused.h"\nint f(void) { return gl_used() + gl_host_thing(); }\n'
+  ["bindings/a.c"] = '#include "host.h"\n#include "unused.h"\n#include <math.h>\n'
+                     .. "int f(void) { return gl_used() + gl_host_thing(); }\n"
                      .. "void *g(void) { return lua_newuserdatauv(1); }\n",
   ["host/host.h"] = "int gl_host_thing(void);\n",
   ["host/b.c"] = '#include "host.h"\n#include "used.h"\nint h(void) { return gl_used() + gl_host_thing(); }\n',
@@ -38,6 +40,7 @@ T.test("include_check reports every rule's violation", function()
     "identity: bindings/a.c uses lua_newuserdatauv without including identity.h",
     "unused: bindings/a.c includes \"unused.h\" but uses nothing it declares",
     "missing: bindings/a.c uses gl_used from used.h without including it",
+    "unused: bindings/a.c includes <math.h> but uses nothing it declares",
   }) do
     T.ok(out:find(want, 1, true), "reports: " .. want .. "\n" .. out)
   end
