@@ -89,7 +89,7 @@ local function render_section(out, s)
                                   s.columns and s.columns[2] or "returns / does")
     out[#out + 1] = "|---|---|"
     for _, e in ipairs(entries) do
-      out[#out + 1] = string.format("| %s | %s |", entry_label(e), cell(e.summary))
+      out[#out + 1] = string.format("| %s | %s |", cell(entry_label(e)), cell(e.summary))
     end
     out[#out + 1] = ""
     for _, e in ipairs(entries) do
