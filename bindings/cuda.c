@@ -2,9 +2,13 @@
  * cuda.c — the `cuda` module: gathers every binding into one table, plus the small argument
  * helpers they share.
  */
+#include "context.h"
 #include "gpulab.h"
-#include "observe.h"
-#include "measure.h"
+#include "identity.h"
+#include "lifetime.h"
+#include "options.h"
+#include "register.h"
+#include "wait.h"
 
 #include <math.h>
 #include <string.h>
@@ -140,7 +144,6 @@ int luaopen_cuda(lua_State *L) {
     gl_open_stream(L);
     gl_open_measure(L);
     gl_open_tensormap(L);
-    gl_open_isolate(L);
     gl_open_profile(L); gl_open_trace(L);
     gl_guard_debug_library(L);
     return 1;

@@ -2,7 +2,14 @@
  * device.c — cuda.count(), cuda.device(i) and dev:attribute(NAME), plus the per-device launch
  * limits that launch.c and module.c check against (read once per device, then cached).
  */
+#include "check.h"
+#include "context.h"
+#include "driver.h"
+#include "gpulab.h"
+#include "identity.h"
 #include "module.h"
+#include "objects.h"
+#include "register.h"
 
 #include <stdio.h>
 #include <string.h>

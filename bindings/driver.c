@@ -3,9 +3,18 @@
  * context, the poisoned state after a sticky error, the launch log and deadline waits.
  */
 #define _GNU_SOURCE
+#include "check.h"
+#include "context.h"
+#include "driver.h"
 #include "gpulab.h"
+#include "launchlog.h"
+#include "lifetime.h"
 #include "observe.h"
+#include "options.h"
+#include "register.h"
+#include "wait.h"
 
+#include <lauxlib.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -127,9 +136,13 @@ bool gl_driver_open(const char **reason) {
     return drv.ok;
 }
 
-int gl_driver_version(void) { return drv.ok ? drv.version : 0; }
+/* Driver version as reported by cuDriverGetVersion (e.g. 13000), or 0 without a driver. */
+static int gl_driver_version(void) { return drv.ok ? drv.version : 0; }
 
 /* ---------------------------------------------------------------------------------------- */
+
+/* Appends "; launches since the last good sync: k<<<grid,block>>> on stream ..., ..." */
+static void gl_log_describe(luaL_Buffer *b);
 
 const char *gl_cuda_error_name(CUresult r, char *buf, size_t len) {
     const char *name = NULL;
@@ -267,7 +280,7 @@ static void fmt_dim(char *buf, size_t len, const unsigned d[3]) {
         snprintf(buf, len, "(%u,%u,%u)", d[0], d[1], d[2]);
 }
 
-void gl_log_describe(luaL_Buffer *b) {
+static void gl_log_describe(luaL_Buffer *b) {
     if (lg.count == 0) {
         luaL_addstring(b, "; no launches since the last good sync");
         return;
@@ -391,13 +404,6 @@ void gl_watchdog_stop(void) {
     pthread_mutex_lock(&wd.mu);
     wd.started = wd.ended = wd.stop = false;
     pthread_mutex_unlock(&wd.mu);
-}
-
-int gl_watchdog_threads(void) {
-    pthread_mutex_lock(&wd.mu);
-    int n = wd.started && !wd.ended ? 1 : 0;
-    pthread_mutex_unlock(&wd.mu);
-    return n;
 }
 
 bool gl_watchdog_pending(void) {

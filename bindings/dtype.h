@@ -1,7 +1,8 @@
 /*
- * dtype.h — element types of arrays: names and sizes (declared in objects.h), the f16 and bf16
- * conversions, and loads/stores of one element of any dtype. Pure C, no Lua and no driver, so
- * unit tests and other bindings can use it directly.
+ * dtype.h — element types of arrays: names and sizes, the f16 and bf16
+ * conversions, and loads/stores of one element of any dtype (dtype.c). Pure C: no Lua and no
+ * driver header is reachable from here (tools/include_check.lua keeps it so), so unit tests and
+ * other bindings can use it directly.
  */
 #ifndef GPULAB_DTYPE_H
 #define GPULAB_DTYPE_H
@@ -10,7 +11,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "objects.h"
+typedef enum gl_dtype {
+    GL_F16, GL_BF16, GL_F32, GL_F64,
+    GL_I8, GL_I16, GL_I32, GL_I64,
+    GL_U8, GL_U16, GL_U32, GL_U64,
+    GL_BOOL,              /* one byte: 0 is false, anything else reads as true */
+    GL_DTYPE_COUNT
+} gl_dtype;
+/* Returns -1 for an unknown name. */
+int gl_dtype_from_name(const char *name);
+/* The same for a counted name (a Lua string): one with an embedded NUL is unknown. */
+int gl_dtype_from_lname(const char *name, size_t len);
+const char *gl_dtype_name(gl_dtype t);
+size_t gl_dtype_size(gl_dtype t);
 
 /* IEEE binary16 and bfloat16 <-> float/double. Encoding rounds to nearest, ties to even,
  * straight from the double (no double rounding when the source is a double); values past the

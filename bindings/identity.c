@@ -16,8 +16,8 @@
  * for gpulab objects and behaves as Lua's own otherwise.
  */
 #define GL_IDENTITY_IMPL
-#include "gpulab.h"
-#include "module.h" /* gl_type_name */
+#include "identity.h"
+#include "module.h"
 
 #include <string.h>
 
@@ -126,7 +126,8 @@ void *gl_checkudata(lua_State *L, int idx, const char *tname) {
     return p;
 }
 
-bool gl_is_gpulab_object(lua_State *L, int idx) {
+/* True for a userdata created by gpulab with its class metatable still in place. */
+static bool gl_is_gpulab_object(lua_State *L, int idx) {
     const unsigned char *slot = tag_slot(L, idx);
     if (slot == NULL || !lua_getmetatable(L, idx)) return false;
     lua_getfield(L, -1, "__name");

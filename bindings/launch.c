@@ -7,14 +7,22 @@
  * Kernel arguments are numbered from 1 in messages ("argument 3" is the kernel's third
  * parameter, whatever its position on the Lua call).
  */
+#include "check.h"
+#include "context.h"
+#include "driver.h"
 #include "dtype.h"
+#include "identity.h"
+#include "launchlog.h"
+#include "lifetime.h"
 #include "module.h"
 #include "objects.h"
 #include "observe.h"
+#include "options.h"
+#include "ptx.h"
+#include "register.h"
 #include "stream.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -8,11 +8,14 @@
  * stream object: when a stream goes away, its track keeps a final event for late releases,
  * which hold a reference to the track and wait on that event.
  */
+#include "check.h"
+#include "context.h"
+#include "driver.h"
 #include "gpulab.h"
+#include "lifetime.h"
 #include "stream.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 uint64_t gl_work_seq = 0;
 uint64_t gl_done_seq = 0;

@@ -31,10 +31,18 @@
  */
 #define _GNU_SOURCE
 #include "measure.h"
-
+#include "check.h"
+#include "context.h"
+#include "driver.h"
+#include "identity.h"
+#include "launchlog.h"
+#include "lifetime.h"
 #include "module.h"
 #include "objects.h"
+#include "options.h"
+#include "register.h"
 #include "stream.h"
+#include "wait.h"
 
 #include <dlfcn.h>
 #include <math.h>

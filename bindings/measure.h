@@ -5,7 +5,9 @@
 #ifndef GPULAB_MEASURE_H
 #define GPULAB_MEASURE_H
 
-#include "gpulab.h"
+#include <stdbool.h>
+
+#include <lua.h>
 
 typedef enum { GL_REGIME_COLD, GL_REGIME_HOT, GL_REGIME_GRAPH } gl_regime;
 
@@ -30,9 +32,5 @@ typedef struct gl_measure_opts {
  * default stream). Pushes the cuda.measure result table. Raises "o->fn: ..." on errors, with
  * every event, buffer and capture it made released; an error raised by fn propagates as is. */
 void gl_measure_run(lua_State *L, int fn_idx, int stream_idx, const gl_measure_opts *o);
-
-/* Registers cuda.measure and cuda.stats_of; call after gl_open_stream (it takes the stream
- * and graph methods it needs from their metatables then, before any script can run). */
-void gl_open_measure(lua_State *L);
 
 #endif

@@ -27,9 +27,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
+#include "context.h"
+#include "driver.h"
 #include "dtype.h"
+#include "identity.h"
+#include "lifetime.h"
 #include "objects.h"
 #include "observe.h"
+#include "options.h"
+#include "register.h"
 #include "stream.h"
 
 #define HOST_ALIGN 64 /* cache line; also enough for any vector load a test might do */
@@ -310,12 +317,12 @@ gl_array *gl_check_array(lua_State *L, int idx, const char *fn) {
     return a;
 }
 
-gl_host *gl_test_host(lua_State *L, int idx) {
+static gl_host *gl_test_host(lua_State *L, int idx) {
     gl_host *h = luaL_testudata(L, idx, GL_HOST_T);
     return h && h->data ? h : NULL;
 }
 
-gl_host *gl_check_host(lua_State *L, int idx, const char *fn) {
+static gl_host *gl_check_host(lua_State *L, int idx, const char *fn) {
     gl_host *h = luaL_testudata(L, idx, GL_HOST_T);
     if (h == NULL)
         mem_error(L, "%s: argument #%d: expected cuda.host, got %s", fn, idx, type_name(L, idx));

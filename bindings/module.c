@@ -7,7 +7,14 @@
  */
 #define _GNU_SOURCE
 #include "module.h"
+#include "check.h"
+#include "context.h"
+#include "driver.h"
+#include "identity.h"
+#include "lifetime.h"
 #include "objects.h"
+#include "ptx.h"
+#include "register.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -5,7 +5,12 @@
 #ifndef GPULAB_MODULE_H
 #define GPULAB_MODULE_H
 
-#include "gpulab.h"
+#include <stdbool.h>
+
+#include <cuda.h>
+#include <lua.h>
+
+#include "lifetime.h"
 #include "ptx.h"
 
 /* Limits of one device, read once per device (launch checks must not query the driver). */

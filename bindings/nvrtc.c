@@ -5,7 +5,13 @@
  * reads a kernel's signature from its PTX (ptx.c).
  */
 #define _GNU_SOURCE /* memmem */
+#include "cache.h"
 #include "gpulab.h"
+#include "identity.h"
+#include "module.h"
+#include "options.h"
+#include "ptx.h"
+#include "register.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -19,10 +25,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cache.h"
-#include "host.h"
-#include "module.h"
-#include "ptx.h"
 
 #define PROGRAM_T "cuda.program"
 #define DEFAULT_ARCH "sm_90a"
@@ -582,9 +584,22 @@ static void collect_inputs(lua_State *L, const request *rq, inputs *in) {
     }
 }
 
+/* The host's observer of the files compiles read (gpulab.h); NULL: nobody asked. */
+static gl_compile_observer compile_observer;
+static void *compile_observer_ctx;
+
+void gl_set_compile_observer(gl_compile_observer fn, void *ctx) {
+    compile_observer = fn;
+    compile_observer_ctx = ctx;
+}
+
+static void observe_compiled_file(const char *path) {
+    if (compile_observer) compile_observer(path, compile_observer_ctx);
+}
+
 static void record_dependency(const char *path, void *ctx) {
     (void)ctx;
-    gl_watch_record(path);
+    observe_compiled_file(path);
 }
 
 static void compute_key(const request *rq, const inputs *in, const char *nvrtc_version,
@@ -607,7 +622,7 @@ static void compute_key(const request *rq, const inputs *in, const char *nvrtc_v
         .system_dirs = in->system_dirs,
         .nsystem_dirs = in->nsystem_dirs,
     };
-    gl_cache_key(&k, key, getenv("GPULAB_DEPFILE") ? record_dependency : NULL, NULL);
+    gl_cache_key(&k, key, compile_observer ? record_dependency : NULL, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -802,7 +817,7 @@ static int compile_request(lua_State *L, request *rq, int opts, const char *defa
     char dir[4096];
     bool cached = rq->use_cache && gl_cache_dir(dir, sizeof dir);
     unsigned char key[32];
-    if (cached || getenv("GPULAB_DEPFILE")) {
+    if (cached || compile_observer) {
         push_nvrtc_identity(L);
         compute_key(rq, &in, lua_tostring(L, -1), key);
         lua_pop(L, 1);
@@ -869,7 +884,7 @@ static int l_compile_file(lua_State *L) {
     if (plen == 0) bad_arg(L, 1, rq.fn, "path must not be empty");
     int opts = opts_arg(L, 2, rq.fn);
     lua_settop(L, 2);
-    gl_watch_record(path); /* even when it fails to compile: --watch re-runs on a fix */
+    observe_compiled_file(path); /* even when it fails to compile: --watch re-runs on a fix */
     push_file(L, path, rq.fn); /* 3 */
     rq.src = lua_tolstring(L, 3, &rq.src_len);
     const char *nul = memchr(rq.src, '\0', rq.src_len);

@@ -5,22 +5,16 @@
 #ifndef GPULAB_OBJECTS_H
 #define GPULAB_OBJECTS_H
 
-#include "gpulab.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-/* dtypes ------------------------------------------------------------------ memory.c/dtype.c */
-typedef enum gl_dtype {
-    GL_F16, GL_BF16, GL_F32, GL_F64,
-    GL_I8, GL_I16, GL_I32, GL_I64,
-    GL_U8, GL_U16, GL_U32, GL_U64,
-    GL_BOOL,              /* one byte: 0 is false, anything else reads as true */
-    GL_DTYPE_COUNT
-} gl_dtype;
-/* Returns -1 for an unknown name. */
-int gl_dtype_from_name(const char *name);
-/* The same for a counted name (a Lua string): one with an embedded NUL is unknown. */
-int gl_dtype_from_lname(const char *name, size_t len);
-const char *gl_dtype_name(gl_dtype t);
-size_t gl_dtype_size(gl_dtype t);
+#include <cuda.h>
+#include <lua.h>
+
+#include "context.h"
+#include "dtype.h"
+#include "lifetime.h"
 
 #define GL_MAX_DIMS 8
 
@@ -68,8 +62,6 @@ typedef struct gl_host {
     gl_use use;           /* async copies from/to pinned memory mark it */
     gl_mem_block *block;  /* shared with views */
 } gl_host;
-gl_host *gl_check_host(lua_State *L, int idx, const char *fn);
-gl_host *gl_test_host(lua_State *L, int idx);
 
 /* Stream "cuda.stream" ----------------------------------------------------------- stream.c */
 #define GL_STREAM_T "cuda.stream"

@@ -29,11 +29,6 @@ void gl_observe_copy(long token, const char *what, size_t bytes, CUstream stream
 void gl_observe_sync(long token, const char *what, CUstream stream);
 void gl_observe_graph(long token, CUstream stream);
 
-/* Registration into the `cuda` table (cuda.c). */
-struct lua_State;
-void gl_open_profile(struct lua_State *L); /* profile, profile_available (profile.c) */
-void gl_open_trace(struct lua_State *L);   /* trace                         (trace.c)   */
-
 /* profile.c: a launch seen while cuda.profile runs its function. */
 void gl_profile_note_launch(const char *kernel, const unsigned grid[3], const unsigned block[3]);
 

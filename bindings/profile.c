@@ -9,10 +9,16 @@
  * (an error in fn included) ends the session and frees the images.
  */
 #define _GNU_SOURCE
+#include "check.h"
+#include "context.h"
 #include "cupti_abi.h"
-#include "gpulab.h"
+#include "driver.h"
+#include "identity.h"
 #include "observe.h"
+#include "options.h"
+#include "register.h"
 #include "stream.h"
+#include "wait.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

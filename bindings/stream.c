@@ -12,11 +12,20 @@
  * GLOBAL would also fail other threads' innocent calls for the duration.
  */
 #include "stream.h"
-
+#include "check.h"
+#include "context.h"
+#include "driver.h"
+#include "identity.h"
+#include "launchlog.h"
+#include "lifetime.h"
 #include "measure.h"
 #include "module.h"
 #include "objects.h"
 #include "observe.h"
+#include "options.h"
+#include "register.h"
+#include "wait.h"
+
 
 #include <math.h>
 #include <stdio.h>

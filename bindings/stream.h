@@ -11,7 +11,8 @@
 
 #include <stdbool.h>
 
-#include "gpulab.h"
+#include <lua.h>
+
 
 /* True between the begin and the end of a capture (cheap: a flag). */
 bool gl_capture_active(void);

@@ -16,7 +16,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
+#include "context.h"
+#include "driver.h"
+#include "identity.h"
+#include "lifetime.h"
 #include "objects.h"
+#include "register.h"
 
 #define TM_MAX_RANK 5
 #define TM_ERR_LEN 256

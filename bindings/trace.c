@@ -12,8 +12,11 @@
  * Also the dispatch of gl_observe_* to cuda.profile's launch notes (profile.c).
  */
 #define _GNU_SOURCE
-#include "gpulab.h"
+#include "context.h"
+#include "driver.h"
+#include "identity.h"
 #include "observe.h"
+#include "register.h"
 #include "stream.h"
 
 #include <limits.h>

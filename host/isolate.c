@@ -7,8 +7,8 @@
  * The child leads its own process group, so anything it started dies with it.
  */
 #define _GNU_SOURCE
-#include "gpulab.h"
 #include "host.h"
+#include "identity.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,14 +4,12 @@
  */
 #include <lauxlib.h>
 #include <lua.h>
-#include <lualib.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "gpulab.h"
 #include "host.h"
 
 static void usage(FILE *out) {

@@ -729,6 +729,30 @@ static void replay_inputs(lua_State *L, const char *path) {
     fflush(stdout);
 }
 
+/* ---- help(x) ------------------------------------------------------------------------------------
+ * The API reference entry of a function, object or name, from docs/api.lua (lua/gpulab/help.lua).
+ * The module is required on the first call, so a session that never asks reads nothing. A global
+ * `help` the user (or LUA_INIT) defined first is left alone. */
+static const char help_source[] =
+    "local require = ...\n"
+    "return function(...) return require('gpulab.help').help(...) end\n";
+
+static void install_help(lua_State *L) {
+    int t = lua_getglobal(L, "help");
+    lua_pop(L, 1);
+    if (t != LUA_TNIL) return;
+    if (luaL_loadbufferx(L, help_source, sizeof help_source - 1, "=repl help", "t") != LUA_OK) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_getglobal(L, "require");
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_setglobal(L, "help");
+}
+
 /* ---- REPL commands ------------------------------------------------------------------------------ */
 
 static void cmd_help(void) {
@@ -736,7 +760,8 @@ static void cmd_help(void) {
            "An unfinished chunk continues on the next line (prompt \"" PROMPT_MORE "\"; _PROMPT and _PROMPT2 set\n"
            "the prompts as in lua(1)).\n"
            "Tab completes globals, fields and methods; Ctrl-C interrupts running code or clears the line;\n"
-           "Ctrl-D exits. The `cuda` module is loaded as a global.\n"
+           "Ctrl-D exits. The `cuda` module is loaded as a global; help(x) prints the reference entry of\n"
+           "a function, an object or a name (help(cuda.compile), help(arr), help(\"view\"), help()).\n"
            "Commands:\n"
            "  :help          this text\n"
            "  :history       the inputs of this session that ran without error\n"
@@ -974,6 +999,7 @@ int gl_repl(lua_State *L, const char *replay) {
     setlocale(LC_CTYPE, ""); /* libedit edits in the terminal's character set */
     completion_state = L;
     load_pretty_printer(L);
+    install_help(L);
     History *h = NULL;
     EditLine *el = NULL;
     if (tty) {

@@ -109,7 +109,8 @@ int gl_loadbuffer_text(lua_State *L, const char *s, size_t len, const char *chun
 }
 
 /* luaL_loadfilex (BOM and #! line skipped, stdin for NULL, Lua's "cannot open/read" texts). */
-int gl_loadfilex(lua_State *L, const char *path, const char *mode) {
+/* Loads a chunk as luaL_loadfilex does, text only (NULL path: stdin). */
+static int gl_loadfilex(lua_State *L, const char *path, const char *mode) {
     int status = luaL_loadfilex(L, path, text_only_mode(mode));
     if (status == LUA_ERRSYNTAX) fix_mode_message(L, mode, path ? path : "stdin");
     return status;
@@ -289,6 +290,7 @@ void gl_setup_state(lua_State *L, const char *argv0) {
     lua_getglobal(L, "cuda");
     lua_pushstring(L, data_dir);
     lua_setfield(L, -2, "home");
+    gl_open_isolate(L);
     lua_pop(L, 1);
     if (getenv("GPULAB_DEPFILE")) gl_watch_child_setup(L);
 }
@@ -406,7 +408,8 @@ static void install_coroutine_tracking(lua_State *L) {
     lua_pop(L, 1);
 }
 
-int gl_msghandler(lua_State *L) {
+/* Message handler that appends a traceback (lua.c's convention, in our words). */
+static int gl_msghandler(lua_State *L) {
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL) {
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;

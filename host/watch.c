@@ -5,14 +5,14 @@
  * The child learns where to report its dependencies from GPULAB_DEPFILE and appends one
  * absolute path per line: the script (main.c), every module `require` found in a file and
  * every file loaded with loadfile/dofile (gl_watch_child_setup), and every kernel source or
- * header NVRTC read (the compile binding).
+ * header NVRTC read (reported by the compile binding to the observer gl_watch_child_setup sets).
  */
 #define _GNU_SOURCE
+#include "gpulab.h"
 #include "host.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <lauxlib.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -67,7 +67,13 @@ static int recording_loadfile(lua_State *L) {
     return lua_gettop(L);
 }
 
+static void record_compiled_file(const char *path, void *ctx) {
+    (void)ctx;
+    gl_watch_record(path);
+}
+
 void gl_watch_child_setup(lua_State *L) {
+    gl_set_compile_observer(record_compiled_file, NULL);
     lua_getglobal(L, "loadfile");
     lua_pushcclosure(L, recording_loadfile, 1);
     lua_setglobal(L, "loadfile");

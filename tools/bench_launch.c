@@ -8,7 +8,7 @@
  *     empty_burst <us>    args4_burst <us>
  * Usage: bench_launch_raw FILE [N]   (libcuda is opened at run time, as gpulab does)
  */
-#include "gpulab.h"
+#include "driver.h"
 
 #include <stdio.h>
 #include <stdlib.h>

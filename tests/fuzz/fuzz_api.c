@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "gpulab.h"
 #include "host.h"
 
 static char *driver_src;

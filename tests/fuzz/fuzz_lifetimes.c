@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "gpulab.h"
 #include "host.h"
 
 static char *driver_src;

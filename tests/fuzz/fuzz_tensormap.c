@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "gpulab.h"
 #include "host.h"
 
 typedef struct { const uint8_t *p; size_t n; } cursor;

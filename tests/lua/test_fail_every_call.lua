@@ -1,5 +1,5 @@
 -- Every driver entry point gpulab uses can fail, and no failure leaves bookkeeping behind: for
--- each entry point of GL_DRIVER_FUNCS (bindings/gpulab.h) the stand-in fails its 1st and 2nd
+-- each entry point of GL_DRIVER_FUNCS (bindings/driver.h) the stand-in fails its 1st and 2nd
 -- call with CUDA_ERROR_OUT_OF_MEMORY, and its 1st with the sticky CUDA_ERROR_ILLEGAL_ADDRESS,
 -- while tests/lua/fail_workload.lua runs; the workload must end with cuda.stats() at zero,
 -- and the stand-in's log must show that the failure was injected (the workload reaches it).
@@ -16,7 +16,7 @@ local not_reached = {
 }
 
 local function entry_points()
-  local text = T.read("bindings/gpulab.h")
+  local text = T.read("bindings/driver.h")
   local block = text:match("#define GL_DRIVER_FUNCS%(X%)(.-)\n\n")
   local names = {}
   for name in block:gmatch("X%((cu[%w_]+)%)") do names[#names + 1] = name end

@@ -1,0 +1,22 @@
+/*
+ * context.h — the current device and its lazily created primary context (driver.c).
+ */
+#ifndef GPULAB_CONTEXT_H
+#define GPULAB_CONTEXT_H
+
+#include <stdbool.h>
+
+#include <lua.h>
+
+/* Makes sure the driver is open, the primary context of the current device is current and
+ * the context is not poisoned; raises "fn: ..." otherwise. Every GPU entry point calls it. */
+void gl_require_gpu(lua_State *L, const char *fn);
+/* True once a context exists and is not poisoned: finalizers use it before touching handles. */
+bool gl_context_usable(void);
+/* The current device ordinal (0 until cuda.device(i) changes it). */
+int gl_current_device(void);
+/* Makes device `ordinal` current (retains its primary context). Raises on failure. */
+void gl_select_device(lua_State *L, int ordinal, const char *fn);
+/* gl_poisoned_reason() is part of the public interface: gpulab.h. */
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * identity.h — userdata classes whose identity cannot be forged (identity.c, gl_new_class in
+ * cuda.c). Every userdata made by gpulab ends with a tag naming its type, and every type check
+ * compares it besides the metatable, so a forged metatable (debug.setmetatable) never makes one
+ * type's block read as another's.
+ *
+ * Including this header maps Lua's userdata calls (lua_newuserdatauv, luaL_checkudata, ...) to
+ * the guarded ones: every file that creates, checks or re-tags a userdata must include it
+ * (tools/include_check.lua refuses one that does not).
+ */
+#ifndef GPULAB_IDENTITY_H
+#define GPULAB_IDENTITY_H
+
+#include <stddef.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+void *gl_newuserdatauv(lua_State *L, size_t size, int nuv);
+void gl_setmetatable(lua_State *L, const char *tname);
+int gl_lua_setmetatable(lua_State *L, int idx);
+void *gl_testudata(lua_State *L, int idx, const char *tname);
+void *gl_checkudata(lua_State *L, int idx, const char *tname);
+/* Replaces debug.setuservalue (if the debug library is loaded) by one that refuses gpulab objects. */
+void gl_guard_debug_library(lua_State *L);
+/* Creates a metatable named `tname` with methods, __index = methods, __name = tname. */
+void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods);
+
+#ifndef GL_IDENTITY_IMPL
+#undef lua_newuserdatauv
+#define lua_newuserdatauv gl_newuserdatauv
+#define luaL_setmetatable gl_setmetatable
+#define lua_setmetatable gl_lua_setmetatable
+#define luaL_testudata gl_testudata
+#define luaL_checkudata gl_checkudata
+#endif
+
+#endif

@@ -1,0 +1,987 @@
+-- docs/api.lua — THE description of gpulab's Lua API. docs/API.md and the editor stub
+-- lua/gpulab/meta/cuda.lua are generated from it (`gpulab tools/gen_api.lua`), the REPL's
+-- help(x) reads it, and the test `api_coverage` fails when a function gpulab registers is
+-- missing here or an entry here names something that does not exist.
+--
+-- FORMAT. Pure data: `return { title=, intro=, sections = { section, ... } }`.
+--   section = { title = "…", level = 2 | 3,        -- "## title" / "### title" in API.md
+--               text = [[markdown before the entries]], after = [[markdown after them]],
+--               columns = {"call", "returns / does"},   -- optional heading of the entry table
+--               entries = { entry, ... } }            -- a section may be free text only
+--   entry = { "NAME", kind = …, summary = "one line (the table cell)", … }
+--     NAME and kind:
+--       "cuda.compile"       function (default kind; "lab.new" for the harness module)
+--       "cuda.array:fill"    method (kind inferred from ':'); the class must be described too
+--       "cuda.home"          kind = "field", type = "string"
+--       "cuda.array"         kind = "class": a userdata/table type; fields = {{name, type, text}, …}
+--     sig      = "cuda.compile(src [, opts])"        -- functions and methods: how it is called
+--     params   = { {"src", "string", "text"}, {"opts", "table?", "text"} }   -- "?" = optional
+--     options  = { {"name", "string", "default or nil", "meaning"}, … }   -- keys of the opts table
+--     options_of = "cuda.compile"                     -- takes the same options as that entry
+--     returns  = { {"cuda.program", "text"}, … }
+--     errors   = { "cuda.sync: option 'timeout' must be 0..1e9 seconds, got …", … }
+--     text     = [[longer markdown]],  example = [[Lua code]]
+--   Types are LuaLS types: string integer number boolean table function any nil, described
+--   class names (cuda.array, Lab), unions a|b, arrays T[], table<K, V>, literals "cold"|"hot".
+-- ADDING A FUNCTION: add its entry to the section it belongs to (copy a neighbour), run
+-- `gpulab tools/gen_api.lua`, commit docs/api.lua with the two regenerated files.
+return {
+title = "gpulab API reference",
+intro = [==[
+Everything is reached through `cuda` (a global in scripts and the REPL, also `require("cuda")`) and the
+pure-Lua lab harness `require("gpulab.lab")`. Errors are Lua errors whose text names the function and
+the argument (`bad argument #2 to 'cuda.array' (...)`, `k:launch: argument 3: kernel expects f32 (4 bytes),
+got cuda.array`) and, for driver failures, the CUDA error name and number (`CUDA_ERROR_OUT_OF_MEMORY (2)`).
+
+In the REPL, `help(x)` prints the entry of a function (`help(cuda.compile)`), an object
+(`help(arr)`: its type and methods) or a name (`help("compile")`, `help("cuda.array:view")`).]==],
+sections = {
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Driver, devices, context", level = 2,
+  entries = {
+    { "cuda.available", sig = "cuda.available()",
+      returns = { {"boolean", "true when a GPU can be used"}, {"string?", "why not"} },
+      summary = "`true`, or `false, reason` (no driver, no device, poisoned context)" },
+    { "cuda.version", sig = "cuda.version()",
+      returns = { {"table", "{gpulab=, lua=, nvrtc=, driver=}"} },
+      summary = "`{gpulab=, lua=, nvrtc=, driver=}` (`driver` is nil without a driver)" },
+    { "cuda.count", sig = "cuda.count()", returns = { {"integer", "devices"} },
+      summary = "number of devices" },
+    { "cuda.device", sig = "cuda.device(i)",
+      params = { {"i", "integer?", "0-based device ordinal (default: the current device)"} },
+      returns = { {"cuda.device", "the device's description"} },
+      summary = "makes device `i` current; fields `name`, `ordinal`, `arch` (`\"sm_90\"`), `cc` (a table `{9, 0}`: major, minor), `sm_count`, `mem_bytes`, `l2_bytes`, `smem_per_block` (48 KB without opt-in), `smem_per_block_optin`, `smem_per_sm`, `max_threads_per_block`, `max_threads_per_sm`, `regs_per_sm`, `max_blocks_per_sm`, `warp_size`; `dev:attribute(\"MAX_THREADS_PER_BLOCK\")` for any `CU_DEVICE_ATTRIBUTE_*` (prefix optional)" },
+    { "cuda.device", kind = "class",
+      summary = "what cuda.device(i) returns: a table of the device's limits",
+      fields = {
+        {"name", "string", "the device's name"},
+        {"ordinal", "integer", "0-based ordinal"},
+        {"arch", "string", "`\"sm_90\"`"},
+        {"cc", "integer[]", "`{major, minor}`"},
+        {"sm_count", "integer", "multiprocessors"},
+        {"mem_bytes", "integer", "device memory"},
+        {"l2_bytes", "integer", "L2 cache size"},
+        {"smem_per_block", "integer", "shared memory per block without opt-in (48 KB)"},
+        {"smem_per_block_optin", "integer", "shared memory per block with opt-in"},
+        {"smem_per_sm", "integer", "shared memory per multiprocessor"},
+        {"max_threads_per_block", "integer", "threads per block"},
+        {"max_threads_per_sm", "integer", "resident threads per multiprocessor"},
+        {"regs_per_sm", "integer", "registers per multiprocessor"},
+        {"max_blocks_per_sm", "integer", "resident blocks per multiprocessor"},
+        {"warp_size", "integer", "threads per warp"},
+      } },
+    { "cuda.device:attribute", sig = "dev:attribute(name)",
+      params = { {"name", "string", "a `CU_DEVICE_ATTRIBUTE_*` name, prefix optional"} },
+      returns = { {"integer", "the attribute's value"} },
+      summary = "any `CU_DEVICE_ATTRIBUTE_*` of the device (`dev:attribute(\"MAX_THREADS_PER_BLOCK\")`)" },
+    { "cuda.device_attributes", sig = "cuda.device_attributes()", returns = { {"string[]", "names"} },
+      summary = "the attribute names `dev:attribute` knows" },
+    { "cuda.sync", sig = "cuda.sync{timeout=s}",
+      params = { {"opts", "table?", "`{timeout=seconds}`"} },
+      options = { {"timeout", "number", "none", "seconds to wait (0..1e9)"} },
+      errors = { "cuda.sync: option 'timeout' must be 0..1e9 seconds, got …",
+                 "cuda.sync: timed out after … s waiting for the GPU; … (the launches in flight)" },
+      summary = "waits for the whole context; past the deadline it raises naming the pending launches" },
+    { "cuda.mem_info", sig = "cuda.mem_info()",
+      returns = { {"integer", "free bytes"}, {"integer", "total bytes"} },
+      summary = "free, total device bytes (`cuMemGetInfo`)" },
+    { "cuda.poisoned", sig = "cuda.poisoned()", returns = { {"string?", "the reason"} },
+      summary = "nil, or the reason every GPU call now fails" },
+    { "cuda.stats", sig = "cuda.stats()", returns = { {"table", "counts by kind"} },
+      summary = "live objects held by gpulab: `arrays, hosts, modules, streams, events, graphs, tensormaps, prepared, device_bytes, pinned_bytes, deferred` (releases waiting for queued work)" },
+    { "cuda.now", sig = "cuda.now()", returns = { {"number", "seconds"} },
+      summary = "host wall clock in seconds (monotonic)" },
+  },
+  after = [==[
+libcuda is opened at run time (`GPULAB_LIBCUDA` overrides `libcuda.so.1`), NVRTC too (`GPULAB_LIBNVRTC`),
+both on first use; the primary context is created on the first GPU call.
+
+Neither needs the CUDA folder on the loader path (no `LD_LIBRARY_PATH`, no ldconfig entry). NVRTC is
+looked for in the toolkit folder the build found, then by the loader's search, then in
+`/usr/local/cuda/lib64`; its builtins library (`libnvrtc-builtins.so.13.0`, which libnvrtc opens by
+name at the first compile) is loaded first from the folder libnvrtc came from. If a file is missing,
+the error names it, every place looked at, and says to set `GPULAB_LIBNVRTC=/path/to/libnvrtc.so.13`.
+A libcuda given by path (`GPULAB_LIBCUDA=/usr/local/cuda/compat/libcuda.so.1`) gets the JIT compiler
+libraries beside it (`libnvidia-ptxjitcompiler.so.1`, `libnvidia-nvvm.so.4`) loaded from that folder.
+
+After a sticky error (700 illegal address, 715 illegal instruction, 719 launch failed, …) the context
+cannot be recovered in-process: every later GPU call raises `context poisoned by …; restart the process`,
+naming the launches that were in flight. Finalizers then leave the driver's handles alone.]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Compiling", level = 2,
+  text = [==[`cuda.compile(src, opts)` and `cuda.compile_file(path, opts)` run NVRTC; they work without a GPU.]==],
+  entries = {
+    { "cuda.compile", sig = "cuda.compile(src [, opts])",
+      params = { {"src", "string", "CUDA C++ source"}, {"opts", "table?", "options, below"} },
+      returns = { {"cuda.program", "the compiled program"} },
+      summary = "compiles `src` with NVRTC into a program (PTX, and a cubin for a real arch)",
+      options = {
+        {"name", "string", "`kernel.cu`", "file name NVRTC reports (default `kernel.cu`, or the path)"},
+        {"arch", "string", "`sm_90a`", "`sm_90a` (default on Hopper and without a device), `sm_XY`, or a virtual `compute_XY` (no cubin)"},
+        {"std", "string", nil, "`c++17` …"},
+        {"defines", "table<string, string|number|boolean>", nil, "`{K=4, FLAG=true}` → `-DK=4 -DFLAG`"},
+        {"include_dirs", "string[]", nil, "searched after the source's folder; `<home>/kernels/include` is always added (`<home>` is `cuda.home`, below)"},
+        {"toolkit_headers", "boolean", "`true`", "`true` (default): the CUDA toolkit's `include` folder and, with CUDA 13, `include/cccl` are searched last, so `<cuda_fp16.h>`, `<cooperative_groups.h>` and `<cuda/std/...>` need no include directory; `false` leaves them out"},
+        {"headers", "table<string, string>", nil, "in-memory headers `{[\"a.h\"]=text}`"},
+        {"options", "string[]", nil, "extra NVRTC options, in order"},
+        {"lineinfo", "boolean", nil, "`-lineinfo` (also set by `gpulab --sanitize`)"},
+        {"names", "string[]", nil, "name expressions (`\"scale<2>\"`) to lower; see `prog.lowered`. Lookups by `prog:params`, `mod:kernel` and `mod:global` accept spacing variants (`\"scale<2, float>\"` finds `\"scale<2,float>\"`: white space only counts between two identifier characters); an expression that was not registered raises listing the registered ones"},
+        {"cache", "boolean", "`true`", "`false` to bypass the compile cache"},
+      },
+      errors = { "a failed compile raises with NVRTC's log rewritten to `file:line: …`",
+                 "an option string, define name or value, the arch, the file name or a name expression with an embedded NUL byte is refused, never truncated" },
+      example = [==[local prog = cuda.compile([[extern "C" __global__ void k(float *x) { x[0] = 1; }]],
+                           {defines = {N = 4}})
+local mod = cuda.load(prog)]==] },
+    { "cuda.compile_file", sig = "cuda.compile_file(path [, opts])",
+      params = { {"path", "string", "a .cu file; its folder is searched first for includes"},
+                 {"opts", "table?", "as cuda.compile's"} },
+      options_of = "cuda.compile",
+      returns = { {"cuda.program", "the compiled program"} },
+      errors = { "cuda.compile_file: cannot open '<path>': <reason>",
+                 "cuda.compile_file: '<path>': source contains a NUL byte at offset N" },
+      summary = "`cuda.compile` of a file's text (`name` defaults to the path); `--watch` re-runs when it or a header it read changes" },
+    { "cuda.cache_key", sig = "cuda.cache_key(src, opts[, nvrtc_version])",
+      params = { {"src", "string", "CUDA C++ source"}, {"opts", "table?", "as cuda.compile's"},
+                 {"nvrtc_version", "string?", "the NVRTC identity to key with (default: the library's)"} },
+      options_of = "cuda.compile",
+      returns = { {"string", "the SHA-256 key in hex"} },
+      summary = "the compile cache key a `cuda.compile(src, opts)` would use (see Compile cache, below)" },
+    { "cuda.program", kind = "class",
+      summary = "what cuda.compile returns: a table of the compile's results",
+      fields = {
+        {"ptx", "string", "the PTX text"},
+        {"cubin", "string?", "the cubin (nil for a virtual arch)"},
+        {"log", "string", "NVRTC's log"},
+        {"lowered", "table<string, string>", "name expression → lowered (mangled) name"},
+        {"cache_hit", "boolean", "whether it came from the compile cache"},
+        {"name", "string", "the file name NVRTC reported"},
+        {"arch", "string", "the arch compiled for"},
+        {"options", "string[]", "the NVRTC options used, `-I` ones included"},
+      } },
+    { "cuda.program:params", sig = "prog:params(kernel)",
+      params = { {"kernel", "string", "an extern \"C\" name, a name expression or a mangled name"} },
+      returns = { {"table[]", "`{ {kind=, size=, align=, offset=}, … }`"} },
+      summary = "the kernel's parameter list read from the PTX" },
+  },
+  after = [==[
+The result `prog` has `ptx`, `cubin` (nil for a virtual arch), `log`, `lowered`, `cache_hit`, `name`,
+`arch`, `options`, and `prog:params(kernel)` → `{ {kind=, size=, align=, offset=}, … }` read from the PTX
+(`kernel` is an extern "C" name, a name expression or a mangled name). A failed compile raises with
+NVRTC's log rewritten to `file:line: …`. Option strings, define names and values, the arch, the
+file name and name expressions with an embedded NUL byte are refused, never truncated.
+
+Parameter kinds are PTX's: `u8 u16 u32 u64` (NVCC declares C's signed and unsigned integers and
+`bool` this way: `bool` is `u8`), `s8 … s64` (hand-written PTX), `b8 b16 b32 b64 b128` (untyped
+bits), `f16 f16x2 bf16 bf16x2 f32 f64`, `pred`. Arrays and by-value structs are the element kind
+with `size` a multiple of it (`b8` with `size=24` for a 24-byte struct; a tensor map is `b8`,
+`size=128`, `align=64`). `offset` is the byte offset in the parameter buffer.
+
+**Where the toolkit is.** The toolkit whose headers are added is the one NVRTC comes from: the
+folder beside the library `GPULAB_LIBNVRTC` names, else beside the NVRTC the build found, then
+`$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda` (the first `include` folder holding `cuda_fp16.h`).
+`prog.options` shows the `-I` options that resulted.
+
+**Compile cache.** On by default in `$GPULAB_CACHE_DIR`, else `$XDG_CACHE_HOME/gpulab`, else
+`~/.cache/gpulab`; `GPULAB_CACHE=0` or `{cache=false}` turns it off. The key is a SHA-256 over a schema
+version, gpulab's version, the NVRTC library (its real file name, which carries the full version, size and
+time), the exact arch, the ordered options, the source, the name expressions and the contents of every
+header the source includes (followed recursively through in-memory headers, the source's folder and the
+include directories). Toolkit headers are keyed by identity rather than contents — path, size,
+modification time (ns) and inode of every one the source reaches — so editing or replacing one
+changes the key without hashing megabytes of headers. Each installed header's include lines are
+remembered for the process with its identity, so later keys stat it instead of reading it again.
+A source including `<cuda_fp16.h>`, `<cooperative_groups.h>` and `<cuda/std/cstdint>` (265
+headers) took 13–48 ms to key the first time and 2.0 ms at best afterwards (times vary widely
+on the shared 2-core machine these were measured on). Entries are written atomically with a checksum; damaged entries are misses; a
+directory or entry that is a symlink, someone else's, or group/other-writable is not used (one warning).
+`cuda.cache_key(src, opts[, nvrtc_version])` shows the key.]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Modules, kernels, launches", level = 2,
+  entries = {
+    { "cuda.load", sig = "cuda.load(prog | image | path)",
+      params = { {"source", "cuda.program|string|table", "a program, a cubin/PTX/fatbin string, a file path, or `{cubin=, ptx=}`"} },
+      returns = { {"cuda.module", "the loaded module"} },
+      summary = "a module from a program, a cubin/PTX/fatbin string, or a file" },
+    { "cuda.module", kind = "class", summary = "a loaded module (`<close>` and `mod:free()` unload it)" },
+    { "cuda.module:kernel", sig = "mod:kernel(name)",
+      params = { {"name", "string", "extern \"C\" name or name expression"} },
+      returns = { {"cuda.kernel", "the kernel"} },
+      summary = "kernel by extern \"C\" name or name expression; fields `name, regs, smem, local_bytes, const_bytes, max_threads, params`" },
+    { "cuda.module:global", sig = "mod:global(name, dtype, n | {dims})",
+      params = { {"name", "string", "variable name or name expression"}, {"dtype", "string", "element type"},
+                 {"shape", "integer|integer[]", "element count or dimensions"} },
+      returns = { {"cuda.array", "a device view of the variable"} },
+      summary = "a `__constant__` or `__device__` variable (by name or name expression, `\"table<4>\"`, via `cuModuleGetGlobal`) as a device view: a `cuda.array` with `ptr, nbytes, dtype, shape, numel`, usable with `v:copy_from(h)`, `h:copy_from(v)`, `v:fill(x)` and as a pointer argument. Its bytes may be fewer than the variable's, never more (`f32[65] needs 260 bytes, but 'coeff' holds 256 bytes`). A view is not an allocation (`cuda.stats().arrays` does not count it) and keeps its module loaded: after `mod:free()` the module takes no new kernels, but it is unloaded only when its last view is freed and the work that used the views is done" },
+    { "cuda.module:free", sig = "mod:free()", summary = "unloads the module once its views and queued work are gone; it takes no new kernels" },
+    { "cuda.kernel", kind = "class", summary = "a kernel of a loaded module",
+      fields = {
+        {"name", "string", "the entry name (mangled for C++)"},
+        {"regs", "integer", "registers per thread"},
+        {"smem", "integer", "static shared memory bytes"},
+        {"local_bytes", "integer", "local memory per thread"},
+        {"const_bytes", "integer", "constant memory bytes"},
+        {"max_threads", "integer", "most threads per block it can launch with"},
+        {"max_dynamic_smem", "integer", "dynamic shared memory allowed (as last set)"},
+        {"params", "table[]", "`{ {kind=, size=, align=, offset=}, … }`"},
+        {"module", "cuda.module", "the module it belongs to"},
+      } },
+    { "cuda.kernel:occupancy", sig = "k:occupancy(block, dyn_smem)",
+      params = { {"block", "integer", "threads per block"}, {"dyn_smem", "integer?", "dynamic shared memory bytes"} },
+      returns = { {"integer", "blocks per SM"}, {"string", "the limiting resource"}, {"table", "every limit"} },
+      summary = "blocks per SM, the limiting resource (`threads`, `registers`, `shared memory`, `blocks`), and a table of every limit" },
+    { "cuda.kernel:set_max_dynamic_smem", sig = "k:set_max_dynamic_smem(bytes)",
+      params = { {"bytes", "integer", "dynamic shared memory per block"} },
+      summary = "opt in above 48 KB (checked against the device)" },
+    { "cuda.kernel:launch", sig = "k:launch(cfg, ...)",
+      params = { {"cfg", "table", "`{grid=n|{x,y,z}, block=n|{x,y,z}, smem=0, stream=s}`"},
+                 {"...", "any", "the kernel's arguments"} },
+      summary = "checked launch; `cfg = {grid=n|{x,y,z}, block=n|{x,y,z}, smem=0, stream=s}`" },
+    { "cuda.kernel:prepare", sig = "k:prepare(cfg, ...)",
+      params = { {"cfg", "table", "as k:launch"}, {"...", "any", "the kernel's arguments"} },
+      returns = { {"cuda.prepared", "the prepared launch"} },
+      summary = "a prepared launch `L`: `L()` launches, `L:set(i, v)` repacks argument `i`" },
+    { "cuda.prepared", kind = "class",
+      summary = "a launch packed once: calling it (`L()`, or `L:launch()`) launches it again" },
+    { "cuda.prepared:launch", sig = "L:launch()", summary = "launches it (the same as `L()`)" },
+    { "cuda.prepared:set", sig = "L:set(i, v)",
+      params = { {"i", "integer", "1-based argument index"}, {"v", "any", "the new value"} },
+      summary = "repacks argument `i` (checked as k:launch checks it)" },
+    { "cuda.prepared:free", sig = "L:free()", summary = "releases what it holds (also `<close>`)" },
+  },
+  after = [==[
+Arguments are checked against the kernel's parameter list before the driver is called: a Lua number is
+converted to the exact parameter type (integer types refuse fractions and out-of-range values; f16/bf16
+round to nearest even), `true`/`false` go to any 1-byte parameter (C++ `bool` is `u8` in PTX, so 0..255
+are accepted there too; tables, strings of another size and the like raise), a `cuda.array` or an
+integer goes to a 64-bit pointer, a `cuda.tensormap` goes by value (a `const __grid_constant__`
+128-byte parameter), and a Lua string of exactly the parameter's size goes by value as a struct.
+Objects a launch uses stay alive until the launch is known complete.
+
+A tensor map given to a parameter declared without `__grid_constant__` is refused where the PTX
+shows it: such a kernel reads all 128 bytes with `ld.param` into a copy and never takes the
+parameter's own address (a grid-constant one is used through `mov`/`cvta.param`), so the TMA unit
+would be handed the copy's address. It cannot be detected when the module was loaded from a cubin
+or fatbin without its PTX, or when the kernel never takes the map's address at all (then it uses no
+TMA with it); the signature alone is the same for both declarations (`.param .align 64 .b8 m[128]`).
+
+When a program pairs a cubin with a PTX text (`cuda.load{cubin=, ptx=}`), `mod:kernel` checks the
+PTX's parameter count and sizes against the loaded binary's (`cuFuncGetParamInfo`) and refuses a
+mismatch; kernel names and PTX text with an embedded NUL byte are refused.]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Memory", level = 2,
+  text = [==[
+`cuda.array(dtype, n | {dims})` (device) and `cuda.host(dtype, n | {dims}, {pinned=true})` (host);
+dtypes `f16 bf16 f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool`. Both: `dtype, shape, ndim, numel, nbytes`,
+`copy_from(src[, stream | opts])`, `view(first[, n | {dims}])`, `free()`, `<close>`. Device arrays: `ptr`,
+`fill(v[, stream])`. Host arrays:
+`h[i]` (1-based, range- and type-checked), `#h`, `fill(v)`, `iota([start[, step]])`,
+`random{seed=, lo=, hi=}`, `totable()`, `pinned`. Zero-element arrays are refused; sizes are
+overflow-checked.
+
+`h:random{seed=0, lo=0, hi=1 (floats) | 100 (integers)}` is deterministic: the state is four successive
+splitmix64 outputs starting from `seed`, each step is xoshiro256** and `u = (next >> 11) · 2^-53` lies in
+[0, 1); floats get `lo + (hi − lo)·u` rounded once to the dtype, integers `lo + floor((hi − lo)·u)`, one
+draw per element in index order. Seed 1 gives f64 0.70292183315885048, 0.52043661993885693, …
+
+`cuda.compare(a, b, {atol=0, rtol=0})` (done in C; device arrays are copied to the host) →
+`{ok=, max_abs=, max_rel=, mismatches=, first_bad=}`; an element mismatches when
+`|a − b| > atol + rtol·|b|`; NaN equals only NaN. `first_bad` is the 1-based index of the first
+mismatching element (as `h[first_bad]` reads it), absent when none mismatches.]==],
+  entries = {
+    { "cuda.array", sig = "cuda.array(dtype, n | {dims})",
+      params = { {"dtype", "string", "`f16 bf16 f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool`"},
+                 {"shape", "integer|integer[]", "element count or dimensions"} },
+      returns = { {"cuda.array", "uninitialised device memory"} },
+      errors = { "zero-element arrays are refused; sizes are overflow-checked" },
+      summary = "a device array (`cuMemAlloc`)" },
+    { "cuda.host", sig = "cuda.host(dtype, n | {dims}, {pinned=true})",
+      params = { {"dtype", "string", "as cuda.array"}, {"shape", "integer|integer[]", "element count or dimensions"},
+                 {"opts", "table?", "`{pinned=true}`"} },
+      options = { {"pinned", "boolean", "`false`", "page-locked memory (`cuMemAllocHost`), for async copies"} },
+      returns = { {"cuda.host", "zeroed host memory"} },
+      summary = "a host array, pinned on request" },
+    { "cuda.compare", sig = "cuda.compare(a, b, {atol=0, rtol=0})",
+      params = { {"a", "cuda.array|cuda.host", "measured"}, {"b", "cuda.array|cuda.host", "reference"},
+                 {"opts", "table?", "tolerances"} },
+      options = { {"atol", "number", "0", "absolute tolerance"}, {"rtol", "number", "0", "relative tolerance (of |b|)"} },
+      returns = { {"table", "`{ok=, max_abs=, max_rel=, mismatches=, first_bad=}`"} },
+      errors = { "cuda.compare: atol and rtol must not be negative", "cuda.compare: element counts differ (n and m)" },
+      summary = "element-wise comparison in C (device arrays are copied to the host first)" },
+    { "cuda.array", kind = "class", summary = "device memory (or a view of it); `<close>` frees it",
+      fields = {
+        {"ptr", "integer", "the device address (a view's is its parent's plus the offset)"},
+        {"dtype", "string", "element type"}, {"shape", "integer[]", "dimensions"},
+        {"ndim", "integer", "number of dimensions"}, {"numel", "integer", "elements"},
+        {"nbytes", "integer", "bytes"},
+      } },
+    { "cuda.array:fill", sig = "d:fill(v[, stream])",
+      params = { {"v", "number|boolean", "the value"}, {"stream", "cuda.stream?", "asynchronous on this stream"} },
+      returns = { {"cuda.array", "d"} },
+      summary = "sets every element (a driver memset)" },
+    { "cuda.array:copy_from", sig = "x:copy_from(src[, stream | opts])",
+      params = { {"src", "cuda.array|cuda.host", "the source"}, {"opts", "cuda.stream|table?", "a stream, or options"} },
+      options = {
+        {"stream", "cuda.stream", nil, "asynchronous on this stream (pinned host memory)"},
+        {"dst_offset", "integer", "0", "elements skipped in the destination"},
+        {"src_offset", "integer", "0", "elements skipped in the source"},
+        {"count", "integer", nil, "elements to copy (per row with `rows`)"},
+        {"reinterpret", "boolean", "`false`", "copy the bytes of another dtype as they are"},
+        {"convert", "boolean", "`false`", "convert value by value between host arrays"},
+        {"rows", "integer", nil, "a 2-D copy of this many rows"},
+        {"dst_pitch", "integer", nil, "destination row pitch in elements"},
+        {"src_pitch", "integer", nil, "source row pitch in elements"},
+      },
+      returns = { {"cuda.array", "x"} },
+      errors = { "dtype mismatch (destination f32, source i32)" },
+      summary = "copies from another device or host array (see Copies, below)" },
+    { "cuda.array:view", sig = "x:view(first[, n | {dims}])",
+      params = { {"first", "integer", "1-based first element"}, {"shape", "(integer|integer[])?", "count or dimensions (default: to the end)"} },
+      returns = { {"cuda.array", "a view sharing x's memory"} },
+      summary = "elements `first ..` of `x` as an array of its own shape (see Copies, views, below)" },
+    { "cuda.array:free", sig = "x:free()", summary = "releases the memory once queued work using it is done (also `<close>`)" },
+    { "cuda.host", kind = "class", summary = "host memory with a dtype: `h[i]` (1-based, range- and type-checked), `#h`",
+      fields = {
+        {"dtype", "string", "element type"}, {"shape", "integer[]", "dimensions"},
+        {"ndim", "integer", "number of dimensions"}, {"numel", "integer", "elements"},
+        {"nbytes", "integer", "bytes"}, {"pinned", "boolean", "page-locked"},
+      } },
+    { "cuda.host:fill", sig = "h:fill(v)", params = { {"v", "number|boolean", "the value"} },
+      returns = { {"cuda.host", "h"} }, summary = "sets every element" },
+    { "cuda.host:iota", sig = "h:iota([start[, step]])",
+      params = { {"start", "number?", "first value (0)"}, {"step", "number?", "increment (1)"} },
+      returns = { {"cuda.host", "h"} }, summary = "`h[i] = start + (i-1)·step`" },
+    { "cuda.host:random", sig = "h:random{seed=, lo=, hi=}",
+      params = { {"opts", "table?", "seed and range"} },
+      options = { {"seed", "integer", "0", "the generator's seed"}, {"lo", "number", "0", "lowest value"},
+                  {"hi", "number", "1 (floats) | 100 (integers)", "bound (exclusive)"},
+                  {"p", "number", "0.5", "bool arrays: probability of `true`"} },
+      returns = { {"cuda.host", "h"} }, summary = "deterministic pseudo-random values (xoshiro256**, above)" },
+    { "cuda.host:totable", sig = "h:totable()", returns = { {"table", "the elements as a Lua list"} },
+      summary = "the elements as a Lua table" },
+    { "cuda.host:copy_from", sig = "x:copy_from(src[, stream | opts])",
+      params = { {"src", "cuda.array|cuda.host", "the source"}, {"opts", "cuda.stream|table?", "a stream, or options"} },
+      options_of = "cuda.array:copy_from",
+      returns = { {"cuda.host", "x"} }, summary = "as `cuda.array:copy_from`" },
+    { "cuda.host:view", sig = "x:view(first[, n | {dims}])",
+      params = { {"first", "integer", "1-based first element"}, {"shape", "(integer|integer[])?", "count or dimensions"} },
+      returns = { {"cuda.host", "a view sharing x's memory"} }, summary = "as `cuda.array:view`" },
+    { "cuda.host:free", sig = "x:free()", summary = "releases the memory (also `<close>`)" },
+  } },
+
+{ title = "Copies, views and the bool dtype", level = 3,
+  text = [==[
+`x:copy_from(src, {stream=, dst_offset=0, src_offset=0, count=, reinterpret=false, convert=false,
+rows=, dst_pitch=, src_pitch=})`
+(a bare stream as the second argument still works). Offsets count the elements skipped in each array
+(offset 0 is element 1); without `count` everything after the offsets is copied and both sides must
+agree. The dtypes must be equal, otherwise the copy is refused naming both
+(`dtype mismatch (destination f32, source i32)`): `reinterpret=true` copies the bytes as they are (sizes
+then compare in bytes, `count` counts destination elements), `convert=true` converts value by value
+between host arrays (as `h[i] = v` would: integer destinations refuse fractions, NaN and values out of
+range, checked before anything is written; bool takes non-zero as `true`). Device copies with offsets
+are single driver copies at the offset addresses; overlapping host copies behave like `memmove`.
+A 2-D copy adds `rows=R` (and needs `count`, the elements of each row): row `r` (0-based) goes from
+`src_offset + r·src_pitch` to `dst_offset + r·dst_pitch`; pitches are in elements and default to the
+innermost dimension of a 2-D (or higher) array, else to `count`, so
+`tile:copy_from(m, {rows=64, count=64, src_offset=r0*cols + c0})` cuts a 64×64 tile out of matrix `m`.
+The last row is checked to fit both arrays before anything is copied; device copies make one driver
+copy per row; `convert=true` works row by row too (every row checked first).
+
+`x:view(first, n | {dims})` is elements `first .. first+numel−1` of `x` (1-based) as an array of its own
+shape (`h:view(1, {rows, cols})` reshapes; `h:view(first)` runs to the end). It shares the parent's memory and keeps the parent alive;
+the memory is freed only when the parent and every view of it were freed or collected and the work
+queued on each is complete, so `x:free()` with live views is safe. A device view is a `cuda.array`
+like any other: a launch pointer argument (`ptr` is the parent's plus the offset), a copy source or
+destination, a `cuda.tensormap` target. `tostring` says `view`. `cuda.stats()` counts each view as a
+live array (`arrays`, `hosts`); `device_bytes` and `pinned_bytes` count allocations, not views.
+
+`bool` is one byte; `h[i]` takes and returns `true`/`false` (numbers are refused), any non-zero byte
+reads as `true`, `fill(true)` works on both kinds, `h:random{seed=, p=0.5}` sets each element true with
+probability `p`, `cuda.compare` compares them as 0/1, `h:sum()` counts the true ones.]==] },
+
+{ title = "Bulk host operations (in C)", level = 3,
+  text = [==[
+For host references that must not loop in Lua (each `h[i]` costs ~90 ns there). All are synchronous
+and work on views; methods that change `h` return it. `h:fill(v)`, `h:iota()`, `h:random{}` and
+`h2:copy_from(h1, {convert=true})` (above) belong here too.]==],
+  columns = {"call", "does"},
+  entries = {
+    { "cuda.host:transpose", sig = "h:transpose([dst])",
+      params = { {"dst", "cuda.host?", "the destination (default: a new array)"} }, returns = { {"cuda.host", "dst"} },
+      summary = "2-D `h` `{rows, cols}` → `dst` (default a new host array `{cols, rows}`), `dst[c][r] = h[r][c]`; tiled; same dtype; `dst` may not overlap `h`" },
+    { "cuda.host:add", sig = "h:add(x)", params = { {"x", "number|cuda.host", "the operand"} }, returns = { {"cuda.host", "h"} },
+      summary = "element-wise `h = h + x`; `x` a number or a host array of the same element count (any dtype)" },
+    { "cuda.host:sub", sig = "h:sub(x)", params = { {"x", "number|cuda.host", "the operand"} }, returns = { {"cuda.host", "h"} },
+      summary = "element-wise `h = h - x`; `x` as for `add`" },
+    { "cuda.host:mul", sig = "h:mul(x)", params = { {"x", "number|cuda.host", "the operand"} }, returns = { {"cuda.host", "h"} },
+      summary = "element-wise `h = h · x`; `x` as for `add`" },
+    { "cuda.host:div", sig = "h:div(x)", params = { {"x", "number|cuda.host", "the operand"} }, returns = { {"cuda.host", "h"} },
+      summary = "element-wise `h = h / x`; `x` as for `add`" },
+    { "cuda.host:scale", sig = "h:scale(a)", params = { {"a", "number", "the factor"} }, returns = { {"cuda.host", "h"} },
+      summary = "`h = a·h`" },
+    { "cuda.host:axpy", sig = "h:axpy(a, x)", params = { {"a", "number", "the factor"}, {"x", "cuda.host", "the other array"} },
+      returns = { {"cuda.host", "h"} }, summary = "`h = a·x + h`" },
+    { "cuda.host:apply", sig = "h:apply(name)", params = { {"name", "string", "the function's name"} }, returns = { {"cuda.host", "h"} },
+      summary = "`h[i] = f(h[i])` for float arrays, f one of `abs neg sqrt exp log sin cos tanh relu sigmoid floor ceil rint square recip` (C's libm in double, rounded once; `relu` keeps NaN)" },
+    { "cuda.host:sum", sig = "h:sum()", returns = { {"number", "the sum"} },
+      summary = "float dtypes: pairwise summation in double; integers: exact (128-bit), an integer when it fits 64 bits, else a float; bool: the count of `true`" },
+    { "cuda.host:dot", sig = "h:dot(x)", params = { {"x", "cuda.host", "the other array"} }, returns = { {"number", "the dot product"} },
+      summary = "the dot product, summed as `h:sum()` sums" },
+    { "cuda.host:min", sig = "h:min()", returns = { {"number", "value"}, {"integer", "1-based index"} },
+      summary = "value and 1-based index of the first smallest element; a NaN wins (it is reported, not skipped)" },
+    { "cuda.host:max", sig = "h:max()", returns = { {"number", "value"}, {"integer", "1-based index"} },
+      summary = "value and 1-based index of the first largest element; a NaN wins (it is reported, not skipped)" },
+    { "cuda.host:matmul", sig = "c:matmul(a, b, {alpha=1, beta=0})",
+      params = { {"a", "cuda.host", "`{M,K}`"}, {"b", "cuda.host", "`{K,N}`"}, {"opts", "table?", "scalars"} },
+      options = { {"alpha", "number", "1", "factor of a·b"}, {"beta", "number", "0", "factor of c"} },
+      returns = { {"cuda.host", "c"} },
+      summary = "`c = alpha·a·b + beta·c` for row-major 2-D `a {M,K}`, `b {K,N}`, `c {M,N}`; accumulated in double over double copies of `a` and `b` (so `c` may alias them); integer operands are exact while partial sums stay below 2^53, an integer `c` gets the result rounded to nearest and wrapped to its dtype; naive O(MKN), for references at small sizes" },
+  },
+  after = [==[
+Arithmetic into a float array is computed in double and rounded once to its dtype (so `add`, `sub`, `mul`,
+`div` of two f32 arrays give the correctly rounded f32 result). Integer arrays take integer operands only (a float
+array or a fractional number is refused: convert first) and wrap around on overflow like the GPU's
+integer units; `div` truncates toward zero and a zero divisor is refused before anything is written.
+An operand that is a shifted view of the destination is read as it was before the call. Bool arrays
+take no arithmetic. `gpulab tools/bench_host_ref.lua [N]` times an N² f32 transpose reference both ways
+and checks they agree; at N = 8192 on the 2-core Xeon build machine (2026-12-01, CPU time): the Lua
+element loop 10.1 s, `h:transpose()` 0.23 s (allocating the result included; 0.14 s into an existing
+array), `cuda.compare` of the two 0.21 s, `h:sum()` 0.08 s. The machine is shared, so these vary by
+about 25% from run to run.
+
+Scripts cannot pull an array out from under these calls: option and shape tables are read raw (their
+metamethods never run), and an array is checked again after any Lua allocation (which can run a
+finalizer that frees it), so such a call raises `... was freed` instead of touching freed memory.]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Streams, events, graphs, timing", level = 2,
+  entries = {
+    { "cuda.stream", sig = "cuda.stream{nonblocking=, priority=}",
+      params = { {"opts", "table?", "flags"} },
+      options = { {"nonblocking", "boolean", "`false`", "does not synchronize with the legacy default stream"},
+                  {"priority", "integer", "0", "stream priority (lower is higher priority)"} },
+      returns = { {"cuda.stream", "a new stream"} },
+      summary = "`s:sync{timeout=}`, `s:query()`, `s:wait(event)`, `s:capture(fn)`, `s:free()`" },
+    { "cuda.stream", kind = "class", summary = "a CUDA stream; `<close>` frees it" },
+    { "cuda.stream:sync", sig = "s:sync{timeout=}", params = { {"opts", "table?", "`{timeout=seconds}`"} },
+      options = { {"timeout", "number", "none", "seconds; past it, raises naming the pending launches"} },
+      summary = "waits for the stream's work" },
+    { "cuda.stream:query", sig = "s:query()", returns = { {"boolean", "true when its work is done"} },
+      summary = "whether the stream's work is done (never blocks)" },
+    { "cuda.stream:wait", sig = "s:wait(event)", params = { {"event", "cuda.event", "a recorded event"} },
+      summary = "later work on `s` waits for `event`" },
+    { "cuda.stream:capture", sig = "s:capture(fn)", params = { {"fn", "function", "enqueues work on s"} },
+      returns = { {"cuda.graph", "the executable graph"} },
+      summary = "captures what `fn` enqueues on `s` into an executable graph `g`: `g:launch([s])`, `g.nodes`, `g:free()`; the graph keeps the objects its launches use" },
+    { "cuda.stream:free", sig = "s:free()", summary = "destroys the stream once its work is done (also `<close>`)" },
+    { "cuda.event", sig = "cuda.event{timing=true}", params = { {"opts", "table?", "flags"} },
+      options = { {"timing", "boolean", "`true`", "records times (for e:elapsed)"} },
+      returns = { {"cuda.event", "a new event"} },
+      summary = "`e:record([s])`, `e:sync{timeout=}`, `e:query()`, `e:elapsed(e0)` → ms" },
+    { "cuda.event", kind = "class", summary = "a CUDA event; `<close>` frees it" },
+    { "cuda.event:record", sig = "e:record([s])", params = { {"s", "cuda.stream?", "the stream (default stream)"} },
+      summary = "records the event on a stream" },
+    { "cuda.event:sync", sig = "e:sync{timeout=}", params = { {"opts", "table?", "`{timeout=seconds}`"} },
+      options = { {"timeout", "number", "none", "seconds"} }, summary = "waits for the event" },
+    { "cuda.event:query", sig = "e:query()", returns = { {"boolean", "true once reached"} },
+      summary = "whether the event was reached (never blocks)" },
+    { "cuda.event:elapsed", sig = "e:elapsed(e0)", params = { {"e0", "cuda.event", "the earlier event"} },
+      returns = { {"number", "milliseconds"} }, summary = "milliseconds from `e0` to `e`, both recorded with timing and complete" },
+    { "cuda.event:free", sig = "e:free()", summary = "destroys the event (also `<close>`)" },
+    { "cuda.graph", kind = "class", summary = "an executable graph made by `s:capture(fn)`",
+      fields = { {"nodes", "integer", "nodes in the graph"}, {"objects", "integer", "objects the graph keeps alive"} } },
+    { "cuda.graph:launch", sig = "g:launch([s])", params = { {"s", "cuda.stream?", "the stream (default stream)"} },
+      summary = "replays the graph" },
+    { "cuda.graph:free", sig = "g:free()", summary = "destroys the graph once its launches are done (also `<close>`)" },
+    { "cuda.bench", sig = "cuda.bench(fn, {warmup=3, reps=20, stream=s, timeout=s})",
+      params = { {"fn", "function", "called without arguments; enqueues the work"}, {"opts", "table?", "counts"} },
+      options = { {"warmup", "integer", "3", "untimed calls first"}, {"reps", "integer", "20", "timed calls"},
+                  {"stream", "cuda.stream", nil, "the stream the events are recorded on"},
+                  {"timeout", "number", "none", "seconds for each rep's wait"} },
+      returns = { {"table", "`{median=, min=, max=, mean=, samples=}` in ms"} },
+      summary = "`{median=, min=, max=, mean=, samples=}` in ms, each rep timed with a pair of events (the plain form of `cuda.measure`, below); `timeout` (seconds, default none) bounds each rep's wait for its end event and raises naming the pending launches" },
+  } },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Tensor maps (Hopper TMA)", level = 2,
+  text = [==[
+`cuda.tensormap{array=d | address=int, dtype=, dims={…}, strides={…}, box={…}, element_strides={…},
+interleave="none"|"16B"|"32B", swizzle="none"|"32B"|"64B"|"128B", l2_promotion="none"|"64B"|"128B"|"256B",
+oob_fill="none"|"nan"}` (innermost first; strides in bytes, one fewer than dims, default packed).
+Every rule of `cuTensorMapEncodeTiled` is checked before the driver is called and the error names the
+rule and the value (`box[2] = 257: each box dimension must be 1..256`). `cuda.tensormap_check(spec)` →
+`true` or `false, message` without a driver. A map has `box_bytes` (the `expect_tx` count of one box),
+`describe()`, `replace_address(array)`, and keeps its array alive. Kernels take it as
+`const __grid_constant__ gl_tensormap_t` with the helpers in `kernels/include/gpulab/tma.cuh` (mbarrier
+init and publish, `arrive.expect_tx`, a `try_wait.parity` with a `%globaltimer` deadline that records what
+it waited for and returns instead of trapping, 2-D TMA loads and stores, descriptor prefetch).]==],
+  entries = {
+    { "cuda.tensormap", sig = "cuda.tensormap(spec)",
+      params = { {"spec", "table", "the map's layout"} }, options_param = "spec",
+      options = {
+        {"array", "cuda.array", nil, "the array it points into (or `address`)"},
+        {"address", "integer", nil, "a device address the script vouches for"},
+        {"dtype", "string", nil, "element type"},
+        {"dims", "integer[]", nil, "dimensions, innermost first"},
+        {"strides", "integer[]", "packed", "byte strides, one fewer than dims"},
+        {"box", "integer[]", nil, "the box one TMA operation moves (each 1..256)"},
+        {"element_strides", "integer[]", nil, "element strides"},
+        {"interleave", "\"none\"|\"16B\"|\"32B\"", "`\"none\"`", "interleave"},
+        {"swizzle", "\"none\"|\"32B\"|\"64B\"|\"128B\"", "`\"none\"`", "swizzle"},
+        {"l2_promotion", "\"none\"|\"64B\"|\"128B\"|\"256B\"", "`\"none\"`", "L2 promotion"},
+        {"oob_fill", "\"none\"|\"nan\"", "`\"none\"`", "out-of-bounds fill"},
+      },
+      returns = { {"cuda.tensormap", "the encoded map"} },
+      errors = { "box[2] = 257: each box dimension must be 1..256 (every rule of cuTensorMapEncodeTiled, named with its value)" },
+      summary = "encodes a tiled tensor map (`cuTensorMapEncodeTiled`), every rule checked first" },
+    { "cuda.tensormap_check", sig = "cuda.tensormap_check(spec)",
+      params = { {"spec", "table", "as cuda.tensormap"} }, options_of = "cuda.tensormap", options_param = "spec",
+      returns = { {"boolean", "valid"}, {"string?", "the message"} },
+      summary = "`true` or `false, message` without a driver" },
+    { "cuda.tensormap", kind = "class", summary = "an encoded tensor map; it keeps its array alive",
+      fields = {
+        {"box_bytes", "integer", "the `expect_tx` count of one box"},
+        {"dtype", "string", "element type"}, {"rank", "integer", "dimensions"},
+        {"dims", "integer[]", "dimensions"}, {"strides", "integer[]", "byte strides"},
+        {"box", "integer[]", "box"}, {"element_strides", "integer[]", "element strides"},
+        {"interleave", "string", "interleave"}, {"swizzle", "string", "swizzle"},
+        {"l2_promotion", "string", "L2 promotion"}, {"oob_fill", "string", "out-of-bounds fill"},
+        {"address", "integer", "the global address encoded"},
+        {"array", "cuda.array?", "the array it points into"},
+      } },
+    { "cuda.tensormap:describe", sig = "tm:describe()", returns = { {"string", "the layout in words"} },
+      summary = "the map's layout as text" },
+    { "cuda.tensormap:replace_address", sig = "tm:replace_address(array)",
+      params = { {"array", "cuda.array", "the new base"} },
+      summary = "same layout, new base (`cuTensorMapReplaceAddress`)" },
+    { "cuda.tensormap:free", sig = "tm:free()", summary = "drops the map and its array (also `<close>`)" },
+  } },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Child processes and tools", level = 2,
+  entries = {
+    { "cuda.run_isolated", sig = "cuda.run_isolated(script, {args={…}, timeout=s, env={K=V | K=false}})",
+      params = { {"script", "string", "the Lua script to run"}, {"opts", "table?", "arguments and limits"} },
+      options = { {"args", "string[]", nil, "the script's arguments (at most 100,000)"},
+                  {"timeout", "number", nil, "seconds; at the deadline the process group is killed"},
+                  {"env", "table<string, string|boolean>", nil, "variables to set (`K=V`) or remove (`K=false`)"} },
+      returns = { {"table", "`{status=, code=, signal=, stdout=, stderr=, seconds=}`"} },
+      summary = "runs `gpulab script args…` in its own process group (added by the host, not the bindings)" },
+  },
+  after = [==[
+`cuda.run_isolated(script, {args={…}, timeout=s, env={K=V | K=false}})` runs `gpulab script args…` in its
+own process group and returns `{status="ok"|"error"|"timeout"|"crashed", code=, signal=, stdout=, stderr=,
+seconds=}`; at the deadline the group is killed. Use it for anything that may poison a context or hang.
+At most 100,000 `args`; an argument with a zero byte, more entries, or arguments and environment beyond what
+the system's `execve` takes raise an error before any child runs.
+
+`gpulab --sanitize=memcheck|racecheck|synccheck|initcheck script.lua` re-runs itself under
+compute-sanitizer (`--error-exitcode 99`, kernels compiled with line info) and exits non-zero on any
+report. `gpulab --watch script.lua` re-runs the script in a fresh process whenever it, a Lua module it
+required, or a kernel source or header it compiled changes.]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "The lab harness: `require(\"gpulab.lab\")`", level = 2,
+  text = [==[
+```lua
+local lab = require("gpulab.lab")
+local L = lab.new{ name = "x", title = "…", claims = "seed §3",
+                   params = { {name = "rows", default = 8192, help = "…"} } }
+-- command line: --quick, --json FILE, --svg PREFIX, --rows=N / --rows N, --help
+L:section("Measurement"); L:note("…")
+L:table({ "box", "GB/s" }, rows)          -- aligned; also in the JSON results
+L:verdict(claim, measured_text, holds)    -- HOLDS / REFUTED / UNCLEAR (holds == nil)
+L:record(key, value)
+local ok, why = L:gpu()                   -- false without a device: compile only, exit 0
+L:progress(i, n, label)                   -- on stderr when it is a terminal
+L:svg_lines{…}; L:svg_bars{…}; L:svg_timeline{…}
+L:fail(msg)                               -- records a failure (stderr now, JSON later): L:finish() exits 1
+os.exit(L:finish())                       -- JSON, verdict summary, exit status
+```]==],
+  entries = {
+    { "lab.new", sig = "lab.new(spec)", params = { {"spec", "table", "`{name=, title=, claims=, params=, budget_s=, quick_budget_s=, args=}`"} },
+      returns = { {"Lab", "the lab"} },
+      summary = "a lab: parses the command line (`--quick`, `--json FILE`, `--svg PREFIX`, `--NAME=V`, `--help`) and prints its heading" },
+    { "Lab", kind = "class", summary = "a lab made by `lab.new` (written `L` in the examples)",
+      fields = { {"name", "string", "the lab's name"},
+                 {"params", "table<string, any>", "each declared parameter's value"},
+                 {"quick", "boolean", "`true` under `--quick`"} } },
+    { "Lab:section", sig = "L:section(title)", params = { {"title", "string", "the heading"} }, summary = "starts a section of the printed report" },
+    { "Lab:note", sig = "L:note(text)", params = { {"text", "string", "the note"} }, summary = "a line of text in the current section" },
+    { "Lab:current_section", sig = "L:current_section()", returns = { {"string?", "the title"} }, summary = "the title of the current section" },
+    { "Lab:table", sig = "L:table(header, rows[, opts])",
+      params = { {"header", "string[]", "column titles"}, {"rows", "table[]", "the rows"}, {"opts", "table?", "layout"} },
+      summary = "prints an aligned table; also in the JSON results" },
+    { "Lab:verdict", sig = "L:verdict(claim, measured_text, holds[, evidence])",
+      params = { {"claim", "string", "a claim id or text"}, {"measured_text", "string", "what was measured"},
+                 {"holds", "boolean?", "true, false, or nil for unclear"}, {"evidence", "table?", "L:compare's detail"} },
+      summary = "HOLDS / REFUTED / UNCLEAR (holds == nil)" },
+    { "Lab:record", sig = "L:record(key, value)", params = { {"key", "string", "the name"}, {"value", "any", "a JSON-able value"} },
+      summary = "a value in the JSON results" },
+    { "Lab:gpu", sig = "L:gpu()", returns = { {"boolean", "a device is usable"}, {"string?", "why not"} },
+      summary = "false without a device: compile only, exit 0" },
+    { "Lab:progress", sig = "L:progress(i, n, label)",
+      params = { {"i", "integer", "done"}, {"n", "integer", "total"}, {"label", "string?", "what"} },
+      summary = "on stderr when it is a terminal" },
+    { "Lab:svg_lines", sig = "L:svg_lines{…}", params = { {"spec", "table", "series of points `{x, y, lo=, hi=}`"} },
+      summary = "a line chart (points with `lo`/`hi` draw error bars, a series with `band = true` a shaded band)" },
+    { "Lab:svg_bars", sig = "L:svg_bars{…}", params = { {"spec", "table", "bars `{label=, value=, lo=, hi=}`"} },
+      summary = "a bar chart (bars with `lo`/`hi` draw error bars)" },
+    { "Lab:svg_timeline", sig = "L:svg_timeline{…}", params = { {"spec", "table", "lanes of spans"} },
+      summary = "a timeline picture" },
+    { "Lab:picture_path", sig = "L:picture_path(file)", params = { {"file", "string", "the picture's file name"} },
+      returns = { {"string?", "the path, or nil without --svg"} }, summary = "where a picture goes under `--svg PREFIX`" },
+    { "Lab:fail", sig = "L:fail(msg)", params = { {"msg", "string", "what failed"} },
+      summary = "records a failure (stderr now, JSON later): L:finish() exits 1" },
+    { "Lab:results", sig = "L:results()", returns = { {"table", "the JSON results"} }, summary = "the results as the JSON file holds them" },
+    { "Lab:finish", sig = "L:finish()", returns = { {"integer", "the exit status"} },
+      summary = "JSON, verdict summary, exit status (`os.exit(L:finish())`)" },
+  } },
+
+{ title = "Claims, measurements and verdicts from intervals", level = 3,
+  text = [==[
+```lua
+local L = lab.new{ name = "x", claims = "seed §3", budget_s = 240, quick_budget_s = 45,
+  params = { {name = "cols", default = 16384, quick = 4096, multiple_of = 256, help = "…"} } }
+-- quick= applies under --quick unless the option is given; multiple_of= refuses other values;
+-- the printed "params:" line shows the values really used
+L:claim{ id = "overlap", seed = "§3", text = "the seed sentence it tests" }  -- or own = true
+local r = lab.measure(fn, {regime = "cold", min_samples = 10, min_time = 0.2, max_noise = 0.005, timeout = 5})
+  -- cuda.measure with only these options handed on; engine = "cuda.measure" in the result
+local d, ratio, ci, detail = L:compare(a, b, {margin = 0.01, against = 1, rounds = 3, remeasure = fn})
+L:verdict("overlap", measured_text, holds, detail)   -- prints both intervals and the ratio interval
+```
+
+- `L:compare` decides on a's time against b's: `ratio = a.mean / b.mean`, its interval
+  `{a.ci95[1] / b.ci95[2], a.ci95[2] / b.ci95[1]}` (the extreme ratios the two 95% intervals allow:
+  conservative, never narrower than a delta-method interval). "faster" when the whole interval is
+  below `against·(1 − margin)`, "slower" above `against·(1 + margin)`, "same" inside the band.
+  Undecided, it measures again — calling `a`/`b` when they are functions returning results, or
+  `remeasure(round)` → a2, b2 — pools the samples and decides again, while `rounds` and the lab's
+  budget (`budget_s` / `quick_budget_s`, counted from `lab.new`) last; then "unclear" with
+  `detail.reason`: "effect smaller than the noise" (the interval is wider than the band), "effect
+  at the margin", and "budget spent" or "N re-measure rounds spent".
+- A declared claim never judged is reported at `L:finish()` as UNCLEAR "never judged" (with why,
+  e.g. no GPU), in the printed summary and in the JSON (`never_judged = true`);
+  `L:judge_missing(why)` does it earlier. JSON verdicts carry `id`, `seed`, `own` and
+  `evidence = {intervals = {…}, ratio, ratio_ci, against, margin, decision, reason}`;
+  `declared_claims` lists the claims.
+- `lab.summarize(times_ms [, extra])` builds a result (mean, median, min, max, stdev, noise =
+  stdev/mean, ci95 = mean ± t·stdev/√n); `lab.pool(a, b)`; `lab.ratio(a, b)`; `lab.format_result(r)`.
+- Helpers: `L:compile(path_under_home, opts)` (compiles and notes arch, time, cache hit),
+  `L:child(script, {args=, env=, timeout=})` (cuda.run_isolated without a sanitizer's injection),
+  `lab.spawn(command, {timeout=}).wait()` → `{out=, exit=, timed_out=, seconds=}` (several at once;
+  exit 124/137 = the deadline), `lab.find_tool(name)`, `lab.shell_quote(s)`, `lab.gpulab_exe()`.
+- Pictures: a point `{x, y, lo=, hi=}` of `L:svg_lines` draws an error bar (a series with
+  `band = true` a shaded band); a bar `{label=, value=, lo=, hi=}` of `L:svg_bars` an error bar.]==],
+  entries = {
+    { "Lab:claim", sig = "L:claim{id=, seed=, text=, own=}", params = { {"spec", "table", "`{id=, seed=, text=}` or `own = true`"} },
+      summary = "declares a claim the lab will judge" },
+    { "Lab:judge_missing", sig = "L:judge_missing(why)", params = { {"why", "string", "the reason"} },
+      summary = "judges every declared claim not yet judged UNCLEAR \"never judged\"" },
+    { "Lab:compare", sig = "L:compare(a, b, {margin=0.01, against=1, rounds=3, remeasure=fn})",
+      params = { {"a", "table|function", "a result, or a function returning one"}, {"b", "table|function", "the same for b"},
+                 {"opts", "table?", "the decision's band and re-measuring"} },
+      options = { {"margin", "number", "0.01", "half-width of the \"same\" band"}, {"against", "number", "1", "the ratio compared with"},
+                  {"rounds", "integer", "3", "re-measure rounds at most"}, {"remeasure", "function", nil, "`remeasure(round)` → a2, b2"} },
+      returns = { {"string", "\"faster\"|\"slower\"|\"same\"|\"unclear\""}, {"number", "ratio"}, {"number[]", "ratio interval"}, {"table", "detail"} },
+      summary = "decides on a's time against b's from their 95% intervals" },
+    { "lab.measure", sig = "lab.measure(fn, opts)", params = { {"fn", "function", "enqueues the work"}, {"opts", "table?", "cuda.measure's options"} },
+      returns = { {"table", "cuda.measure's result, `engine = \"cuda.measure\"`"} },
+      summary = "cuda.measure with only the options above handed on" },
+    { "lab.summarize", sig = "lab.summarize(times_ms [, extra])",
+      params = { {"times_ms", "number[]", "the samples"}, {"extra", "table?", "fields copied into the result"} },
+      returns = { {"table", "mean, median, min, max, stdev, noise, ci95"} }, summary = "builds a result from a list of times" },
+    { "lab.pool", sig = "lab.pool(a, b)", params = { {"a", "table", "a result"}, {"b", "table", "another"} },
+      returns = { {"table", "the pooled result"} }, summary = "one result from the samples of two" },
+    { "lab.ratio", sig = "lab.ratio(a, b)", params = { {"a", "table", "a result"}, {"b", "table", "another"} },
+      returns = { {"number", "ratio"}, {"number[]", "its interval"} }, summary = "`a.mean / b.mean` and its conservative interval" },
+    { "lab.decide", sig = "lab.decide(ci, margin, against)",
+      params = { {"ci", "number[]", "a ratio interval"}, {"margin", "number", "band half-width"}, {"against", "number", "the ratio compared with"} },
+      returns = { {"string", "\"faster\"|\"slower\"|\"same\"|\"unclear\""} }, summary = "the decision L:compare makes from one interval" },
+    { "lab.format_result", sig = "lab.format_result(r[, unit[, scale]])",
+      params = { {"r", "table", "a result"}, {"unit", "string?", "unit name"}, {"scale", "number?", "factor"} },
+      returns = { {"string", "text"} }, summary = "a result as `mean ± half-width unit`" },
+    { "lab.format_number", sig = "lab.format_number(v)", params = { {"v", "number", "a value"} },
+      returns = { {"string", "text"} }, summary = "a number as the lab's tables print it" },
+    { "Lab:compile", sig = "L:compile(path_under_home, opts)",
+      params = { {"path_under_home", "string", "a kernel path under cuda.home"}, {"opts", "table?", "cuda.compile's options"} },
+      returns = { {"cuda.program", "the program"} }, summary = "compiles and notes arch, time, cache hit" },
+    { "Lab:child", sig = "L:child(script, {args=, env=, timeout=})",
+      params = { {"script", "string", "the script"}, {"opts", "table?", "as cuda.run_isolated"} },
+      returns = { {"table", "cuda.run_isolated's result"} }, summary = "cuda.run_isolated without a sanitizer's injection" },
+    { "lab.spawn", sig = "lab.spawn(command, {timeout=})",
+      params = { {"command", "string", "a shell command"}, {"opts", "table?", "`{timeout=seconds}`"} },
+      returns = { {"table", "a handle whose `wait()` returns `{out=, exit=, timed_out=, seconds=}`"} },
+      summary = "starts a command (several at once); exit 124/137 = the deadline" },
+    { "lab.find_tool", sig = "lab.find_tool(name)", params = { {"name", "string", "e.g. \"ncu\""} },
+      returns = { {"string?", "its path"} }, summary = "finds a program on PATH or in the CUDA folders" },
+    { "lab.shell_quote", sig = "lab.shell_quote(s)", params = { {"s", "string", "any text"} },
+      returns = { {"string", "quoted"} }, summary = "`s` quoted for sh" },
+    { "lab.gpulab_exe", sig = "lab.gpulab_exe()", returns = { {"string", "path"} }, summary = "the running gpulab executable" },
+  },
+  after = [==[
+`tools/verdicts.sh [GPULAB] [OUTDIR]` runs every lab 3 times with `--quick` and once in full
+(`QUICK_LIMIT`, `FULL_LIMIT` seconds per run; `LABS=` to pick) and prints one row per claim with
+each run's verdict and a "stable" column; exit 0 only when every claim is stable and every run exited 0.
+`L.params` holds each declared parameter's value (its `default`, or what the command line gave:
+`--rows=N`, `--rows N`, `--flag` / `--no-flag` for booleans), converted to the default's type;
+`L.quick` is `true` under `--quick` (labs shrink their sweeps). Both are plain fields to read.]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Where gpulab finds its files: `cuda.home`, `GPULAB_HOME`", level = 2,
+  entries = {
+    { "cuda.home", kind = "field", type = "string", summary = "the folder gpulab's own files come from" },
+  },
+  after = [==[
+`cuda.home` is the folder gpulab's own files come from (`lua/`, `kernels/include/`): `$GPULAB_HOME`
+when it names a folder, else `<prefix>/share/gpulab` beside an installed `<prefix>/bin/gpulab`, else
+the source folder the build was configured from. `cuda.compile` adds `cuda.home .. "/kernels/include"`
+to every compile (so `#include <gpulab/tma.cuh>` works), reading `cuda.home` at call time.]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "The driver stand-in (tests only)", level = 2,
+  text = [==[
+`tests/fakecuda/` builds `libfakecuda.so`, a small libcuda replacement selected with
+`GPULAB_LIBCUDA=…/libfakecuda.so`. It runs no kernel: it records launches with their packed argument
+bytes (`GPULAB_FAKE_LOG=file`), injects failures (`GPULAB_FAKE_FAIL=cuMemAlloc:2[:nth],…`; sticky codes
+poison it like a real context), holds work in flight (`GPULAB_FAKE_HANG=1`, `GPULAB_FAKE_BUSY_FILE=path`)
+and reports `GPULAB_FAKE_DEVICES` devices. CI uses it for argument packing, error messages, the poisoned
+state, deadlines and lifetimes; it never backs a GPU claim.]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Hardware counters: `cuda.profile`", level = 2,
+  entries = {
+    { "cuda.profile", sig = "cuda.profile(fn, {metrics=, max_launches=256, timeout=60, outer_range=})",
+      params = { {"fn", "function", "runs the launches to profile"}, {"opts", "table", "metrics and limits"} },
+      options = { {"metrics", "string[]", nil, "Nsight Compute metric names"},
+                  {"max_launches", "integer", "256", "launches profiled at most"},
+                  {"timeout", "number", "60", "seconds for the sync before the counters are read"},
+                  {"outer_range", "boolean", "`true` unless `GPULAB_CUPTI_PUSH_RANGE=0`", "run fn inside one pushed range"} },
+      returns = { {"table", "one row per launch, and `passes, launches, dropped, chip, truncated`"} },
+      errors = { "cuda.profile: unknown metric 'dram__byte.sum' for this GPU (did you mean: dram__bytes.sum, ...?)",
+                 "cuda.profile: <CUPTI call>: CUPTI_ERROR_NAME (code): CUPTI's message" },
+      summary = "hardware counters of each kernel launch `fn` makes (CUPTI range profiler)" },
+    { "cuda.profile_available", sig = "cuda.profile_available()",
+      returns = { {"boolean", "CUPTI can be used"}, {"string", "libcupti's path, or why not"} },
+      summary = "`true, path of libcupti` or `false, why` (opens CUPTI; needs no GPU)" },
+  },
+  text = [==[
+```lua
+local rows = cuda.profile(fn, {metrics = {"smsp__warps_active.avg.per_cycle_active",
+                                          "smsp__warps_eligible.avg.per_cycle_active",
+                                          "smsp__issue_active.avg.per_cycle_active", "dram__bytes.sum"},
+                               max_launches = 256, timeout = 60, outer_range = true})
+--> { {kernel="copy_f32", range="copy_f32", grid={x,y,z}, block={x,y,z}, passes=1,
+--      metrics={["dram__bytes.sum"]=5.4e8, ...}}, ...,
+--    passes=1, launches=2, dropped=0, chip="GH100", truncated=nil }
+cuda.profile_available()   --> true, path of libcupti | false, why
+```
+
+`cuda.profile` runs `fn` (a function or callable) and returns one row per kernel launch it made, in
+launch order, with each metric's value under its Nsight Compute name. It uses CUPTI's range profiler
+(CUDA 12.6+, `cupti_range_profiler.h` / `cupti_profiler_host.h`) in the process: auto range (each launch
+is its own range) with kernel replay, so a metric set that needs several passes is replayed per launch
+by CUPTI before the next one runs (`passes` says how many; results stay exact for deterministic
+kernels, and launches are serialized while profiling). The context is synchronized (deadline `timeout`,
+seconds) before the counters are read.
+
+- `kernel`, `grid`, `block` are gpulab's record of the launch (`k:launch`, prepared launches); `range`
+  is CUPTI's name for it. When CUPTI's ranges cannot be matched one to one with gpulab's launches
+  (graph launches inside `fn`, more launches than `max_launches`), rows carry only `kernel = range` and
+  `dropped` / `truncated` say what was lost.
+- Unknown metric names raise before anything runs, with the nearest names the chip knows (edit
+  distance over CUPTI's base metrics and their submetrics):
+  `cuda.profile: unknown metric 'dram__byte.sum' for this GPU (did you mean: dram__bytes.sum, ...?)`.
+- CUPTI failures raise `cuda.profile: <CUPTI call>: CUPTI_ERROR_NAME (code): CUPTI's message`, e.g.
+  `CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (35)` where counters are restricted to admin users.
+- Refused: a nested `cuda.profile`, and `cuda.profile` during a stream capture.
+- Every exit — normal, an error raised inside `fn`, a CUPTI or CUDA error — ends the session (stop,
+  disable, host object and profiler deinitialized, images freed), so it works repeatedly in the REPL.
+  CUPTI itself stays loaded and attached to the driver for the life of the process: `cuptiFinalize`
+  would detach it, but then no later profile can start (`CUPTI_ERROR_NOT_INITIALIZED`, seen on the
+  H200), so gpulab does not call it. Whether that leaves launches slower is not settled: an empty
+  kernel's `k:launch` measured 3.91 µs before the first profile and 6.34 µs after in one H200 run,
+  3.74 and 3.78 µs in another (`tools/profile_check.sh` prints both). Time launch overhead in a
+  process that does not profile.
+- libcupti is opened at run time: `GPULAB_CUPTI=/path/libcupti.so.13`, else `$CUDA_HOME` /
+  `$CUDA_PATH` (`extras/CUPTI/lib64`, `lib64`), beside NVRTC, `/usr/local/cuda/extras/CUPTI/lib64`,
+  `/usr/local/cuda/lib64`, then the loader path; its
+  `libnvperf_host.so` is loaded from the same folder first. Absent, the first call raises one error
+  naming the library and what to install; gpulab itself never links it.
+- Values come from counters on clocks as they run (no clock locking, like `ncu --clock-control none`).
+- fn runs inside one pushed range (`gpulab.profile`), as CUPTI's own range profiling sample does in
+  auto-range mode; the result's `outer_range` says whether CUPTI accepted it, and a range of that name
+  is never a row. `outer_range = false` (default: `GPULAB_CUPTI_PUSH_RANGE=0` in the environment)
+  leaves it out.]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Timeline: `cuda.trace` and `--trace`", level = 2,
+  entries = {
+    { "cuda.trace", sig = "cuda.trace([path | false])",
+      params = { {"path", "(string|boolean)?", "a file starts recording; `false` stops and writes; none asks"} },
+      returns = { {"string|table?", "the path while recording, the summary `{path=, spans=, device_spans=, dropped=}` after stopping"} },
+      errors = { "raises if already recording or the file cannot be written" },
+      summary = "records a Chrome-trace timeline of every launch, copy, memset, sync and graph launch" },
+  },
+  text = [==[
+```lua
+cuda.trace("run.json")          -- start recording (raises if already recording or the file cannot be written)
+cuda.trace()                    --> "run.json" while recording, else nil
+local s = cuda.trace(false)     --> {path=, spans=, device_spans=, dropped=}   -- stop and write
+```
+
+`gpulab --trace FILE script.lua` (or `--trace=FILE`) does `cuda.trace(FILE)` before the script runs
+and writes the file when the process ends (normal end, error or `os.exit`). The file is Chrome-trace
+JSON (`{"traceEvents":[...]}`), which ui.perfetto.dev and chrome://tracing load:
+
+- process "host" (pid 1): one complete event (`"ph":"X"`) per launch (`cat` "launch"), copy and memset
+  ("copy"), graph launch ("graph") and sync ("sync"), spanning the host call; `args` hold `stream`,
+  `grid`/`block` for launches and `bytes` for copies.
+- process "GPU n" (pid 2): the device span of each launch ("kernel"), copy, memset and graph launch, one
+  track (`tid`) per stream, named in `thread_name` metadata. Device times come from a pair of events
+  recorded around each submission, placed on the host clock through a base event; they are exact
+  relative to one another and shifted by the base event's queue delay in absolute terms. Work captured
+  into a graph has a host span only (an event record there would become a graph node); spans whose
+  work had not completed 2 s after the trace ended are written without a device span.
+- `gpulab.spans`, `gpulab.device_spans`, `gpulab.dropped` at the top level count what was written;
+  after 1,000,000 spans further ones are dropped, after 200,000 device-timed spans the rest are host only.
+
+`gpulab tools/trace_svg.lua run.json [run.svg]` draws a trace with the harness's `gpulab.svg` timeline:
+one lane for the host calls and one per stream for the device spans.
+
+Cost: while nobody traces or profiles, each submission pays one load and compare; while tracing, each
+GPU submission also records two events (the host cost per launch is printed by
+`tools/profile_check.sh`).]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "The CUPTI stand-in (tests only)", level = 2,
+  text = [==[
+`tests/fakecupti/` builds `libfakecupti.so`, selected with `GPULAB_CUPTI=…/libfakecupti.so` on top of
+the driver stand-in. It implements the range profiler and profiler host calls with their sequencing
+rules, makes one range per launch the driver stand-in accepts, evaluates metric *m* of a launch to
+`1000 × (m's index in its list + 1) + the launch's thread count`, needs ⌈n/4⌉ passes for n metrics,
+logs replay passes and every object created or destroyed (`GPULAB_FAKE_LOG`) and fails any call on
+request (`GPULAB_FAKE_CUPTI_FAIL=cuptiName:code`). `tests/c/cupti_abi_check.cpp` checks that the CUPTI
+structs gpulab declares (`bindings/cupti_abi.h`) match the toolkit's headers field by field.]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Measurement: `cuda.measure`", level = 2,
+  entries = {
+    { "cuda.measure", sig = "cuda.measure(fn, {regime=, min_samples=10, min_time=0.5, max_noise=0.005, timeout=15, …})",
+      params = { {"fn", "function|cuda.prepared|table", "any callable; called as fn(s)"}, {"opts", "table?", "the measurement's rules"} },
+      options = { {"regime", "\"cold\"|\"hot\"|\"graph\"", "`\"cold\"`", "what one sample is (table below)"},
+                  {"min_samples", "integer", "10", "accepted samples at least"},
+                  {"min_time", "number", "0.5", "seconds of sampling at least"},
+                  {"max_noise", "number", "0.005", "relative half-width of the mean's 95% interval to stop at"},
+                  {"timeout", "number", "15", "seconds for the whole call"},
+                  {"stream", "cuda.stream", nil, "the measurement stream"},
+                  {"throttle", "number", "0.75", "reject samples below this fraction of the reference clock (0: off)"},
+                  {"blocking", "boolean", "`false`", "hold the stream until the sample is enqueued"},
+                  {"warmup", "integer", "2", "untimed calls first"},
+                  {"batch", "integer", nil, "calls per sample (hot, graph)"},
+                  {"max_samples", "integer", "10000", "samples at most"} },
+      returns = { {"table", "`{mean=, median=, min=, max=, stdev=, noise=, ci95=, samples=, …}` in ms per call"} },
+      errors = { "cuda.measure: fn enqueued no GPU work", "cuda.measure: no sample accepted within ...",
+                 "cuda.measure: option 'max_noise' must be a finite number > 0, got 0" },
+      summary = "times `fn` on the GPU until the mean is known to `max_noise` (or another stopping rule)" },
+    { "cuda.stats_of", sig = "cuda.stats_of(times)", params = { {"times", "number[]", "times in ms"} },
+      returns = { {"table", "`{mean, median, min, max, stdev, noise, stdrel, t95, ci95, samples}`"} },
+      summary = "cuda.measure's statistics of any list of times" },
+  },
+  text = [==[
+```lua
+local r = cuda.measure(fn, {regime="cold"|"hot"|"graph", min_samples=10, min_time=0.5, max_noise=0.005,
+                            timeout=15, stream=s, throttle=0.75, blocking=false, warmup=2, batch=, max_samples=10000})
+  --> {mean=, median=, min=, max=, stdev=, noise=, ci95={lo, hi}, samples=, rejected=, sm_clock_mhz=, regime=,
+  --   times={...}, stop=, ...}   -- times in ms, per call
+local st = cuda.stats_of({1.02, 0.98, ...})   --> the same statistics fields for any list of times
+```
+
+`fn` is any callable (a function, a prepared launch `k:prepare{...}`, a table or userdata with `__call`).
+It is called as `fn(s)` with the measurement stream (`nil` for the default stream) and must enqueue its
+work there: the sample is what lies between two events on that stream. A function that enqueues nothing
+raises `cuda.measure: fn enqueued no GPU work`.
+
+| regime | one sample |
+|---|---|
+| `cold` (default) | L2 flushed (a `cuMemsetD32Async` of a buffer 2× `dev.l2_bytes`, enqueued *before* the start event), then one call |
+| `hot` | `batch` calls back to back between the events, reported per call; `batch` is chosen from a warmup pass so that a sample lasts ≥ 1 ms (1..1000 calls) unless given |
+| `graph` | `fn(s)` captured once on the stream (one is made when `stream` is not given), then `batch` replays per sample |
+
+- `blocking=true`: before the start event a one-thread kernel spins on a pinned host word; the host enqueues
+  the whole sample, then writes the word, so the sample starts with everything queued and launch overhead
+  stays out of it. The spin gives up after 1 s of `%globaltimer` (it never hangs the GPU); such a sample is
+  rejected and counted in `block_timeouts`. Batches are capped at 256 calls in this mode.
+- The SM clock of every sample: after the end event a one-thread kernel counts `%clock64` over 50 µs of
+  `%globaltimer` (outside the timed region) → MHz. The reference is NVML's maximum SM clock when
+  `libnvidia-ml.so.1` loads (`GPULAB_NVML=0` turns NVML off, `GPULAB_LIBNVML=path` picks the library),
+  else the device's `CLOCK_RATE` attribute. A sample whose clock is below `throttle` × reference is
+  rejected and counted in `rejected` (`throttle=0` turns this off).
+- **Noise** is the relative half-width of the 95% interval of the mean: `t(0.975, n-1) · stdev / √n / mean`
+  (Student's t; `stdev` is the sample standard deviation). `max_noise=0.005` means "the mean is known to
+  ±0.5%". `stdrel = stdev/mean` (the spread of single samples) is reported beside it.
+- **Stopping** (`stop` says which): after at least `min_samples` accepted samples and `min_time` seconds of
+  sampling, `"converged"` when noise ≤ `max_noise`; `"plateau"` when the noise stopped improving because the
+  samples drift (doubling the samples gained < 5% of noise, where independent samples gain 29%, and the
+  two halves' means lie apart by more than twice their intervals: one outlier does not stop it);
+  `"max_samples"`; `"timeout"` once `timeout` seconds have passed since the call (warmup included; a sample
+  in flight then gets 1 s of grace before the wait raises a timeout error naming the pending launches).
+  No accepted sample within the timeout raises `cuda.measure: no sample accepted within ...`.
+- Result fields beside the contract's: `ci95` also has `.lo`, `.hi`; `stdrel`, `t95`, `stop`, `batch`,
+  `warmup`, `taken` (samples taken, accepted or not), `block_timeouts`, `blocking`, `clocks` (SM MHz of
+  each accepted sample), `clock_ref_mhz`, `clock_ref` (`"nvml max"`, `"device attribute"` or `"none"`),
+  `nvml_sm_clock_mhz` (median NVML reading; absent without NVML), `throttle`, `max_noise`, `elapsed_s`.
+  `sm_clock_mhz` is the median clock of the accepted samples.
+- Errors: options are checked by name (`cuda.measure: option 'max_noise' must be a finite number > 0, got
+  0`; NaN, infinities, negative or zero values where they make no sense, unknown options, `batch` with
+  `cold`, `min_time` > `timeout`); a stream freed before or during the call, a stream of another device's
+  context (`option 'stream': the cuda.stream belongs to another device's context`), a call during a
+  capture, and `fn` changing the current device raise. An error raised by `fn` propagates unchanged; the
+  capture (graph regime) is closed, and the events, the flush buffer and the pinned words are released.
+- `cuda.stats_of(times)`: `{mean, median, min, max, stdev, noise, stdrel, t95, ci95, samples}` of a list
+  of finite times ≥ 0 (read raw: metatables are ignored); one sample gives `noise = inf` and
+  `ci95 = {-inf, inf}`.
+- `cuda.bench(fn, {warmup=3, reps=20, stream=s, timeout=})` is its plain form: exactly `reps` samples of one
+  call each (fn called without arguments), no flush, no clock kernel, nothing rejected, `timeout` bounds each
+  wait. Its result is `cuda.measure`'s with `samples` the list of times and `reps`, `warmup` beside it.
+- The driver stand-in scripts event times and clocks for tests: `GPULAB_FAKE_ELAPSED_FILE`,
+  `GPULAB_FAKE_CLOCK_FILE` (numbers, cycled), `GPULAB_FAKE_BLOCK_GIVEUP=1` (tests/fakecuda/fake_measure.c).
+**Testing a lab without a GPU.** The build makes the stand-in as `build/libfakecuda.so`; run any
+script against it with `GPULAB_LIBCUDA=$PWD/build/libfakecuda.so ./build/gpulab mylab.lua` (add
+`GPULAB_FAKE_LOG=/tmp/launches.log` to see every launch with its argument bytes). It reports one
+device named `gpulab stand-in` with fixed limits. What it shows: that the lab's kernels
+compile, load and take the arguments the lab passes (count, types, sizes, alignment, tensor maps
+by value), that launch configurations fit the limits, that copies move the right bytes (its
+"device memory" is host memory, so `copy_from` round trips and `mod:global` variables, read from
+the PTX or the cubin's symbol table, hold real bytes), error paths (`GPULAB_FAKE_FAIL`), deadlines
+(`GPULAB_FAKE_HANG`, `GPULAB_FAKE_BUSY_FILE`), an older driver's missing entry points
+(`GPULAB_FAKE_NO_ENTRY=cuFuncGetParamInfo`) and that `cuda.stats()` returns to zero. What it cannot
+show: any kernel result (no kernel runs, so outputs keep whatever was there before the launch),
+any time (events and `cuda.measure` numbers mean nothing), real occupancy (a model of the limits),
+the parameters of a binary image without PTX (`cuFuncGetParamInfo` says not supported), or a real
+tensor-map encoding. A lab's verdicts under the stand-in are never evidence.]==] },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Robustness (threat model: docs/THREAT_MODEL.md)", level = 2,
+  text = [==[
+- `cuda.stats().deferred`: releases waiting for queued work; after `cuda.sync()` it is 0 (releases made
+  during a capture wait for the capture's end, then for their work, in a list of their own).
+- A freed stream's later releases wait on a final event recorded when it was freed; if the driver cannot
+  create that event while the stream is busy, they wait for the next full `cuda.sync()`.
+- `cuda.sync{timeout=}` uses one watchdog thread for the whole process. `GPULAB_NO_WATCHDOG=1` makes gpulab
+  behave as if that thread could not be started (for tests): the wait then polls every stream.
+- Objects carry their device: `k:launch`, `k:prepare`, `g:launch` and any call taking `stream=` raise
+  "argument #n: the cuda.array belongs to device 0, but device 1 is current" for another device's object.
+- A tensor map over a freed array: "the cuda.array under the tensor map was freed" from launches, prepared
+  launches and replays.
+- `debug.setuservalue` returns fail for gpulab objects; forged metatables make methods raise.
+- Stand-in: `GPULAB_FAKE_FAIL` reaches every entry point, `cuGetErrorName`/`cuGetErrorString` included.]==] },
+
+},
+}

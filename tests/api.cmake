@@ -1,0 +1,13 @@
+# The API description (docs/api.lua): it matches what gpulab registers (walked at run time through
+# the driver stand-in), its tools catch what they should, and docs/API.md and the LuaLS stub
+# generated from it are not stale (regenerated into the build folder and compared).
+gl_add_lua_test(api_coverage tools/api_check.lua FAKE)
+gl_add_lua_test(api_doc_tools tests/lua/test_api_doc.lua FAKE ENV GPULAB_BIN=$<TARGET_FILE:gpulab>)
+gl_deadline(deadline 120)
+set(gen ${CMAKE_BINARY_DIR}/api-generated)
+add_test(NAME api_generated_fresh
+  COMMAND ${deadline} sh -c "\"$1\" tools/gen_api.lua \"$2\" >/dev/null &&
+    diff -u docs/API.md \"$2/docs/API.md\" && diff -u lua/gpulab/meta/cuda.lua \"$2/lua/gpulab/meta/cuda.lua\" ||
+    { echo 'stale: run gpulab tools/gen_api.lua and commit the result' >&2; exit 1; }" sh $<TARGET_FILE:gpulab> ${gen}
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(api_generated_fresh PROPERTIES LABELS cpu TIMEOUT 120)
