@@ -550,6 +550,10 @@ it waited for and returns instead of trapping, 2-D TMA loads and stores, descrip
         {"dims", "integer[]", "dimensions"}, {"strides", "integer[]", "byte strides"},
         {"box", "integer[]", "box"}, {"element_strides", "integer[]", "element strides"},
         {"interleave", "string", "interleave"}, {"swizzle", "string", "swizzle"},
+        {"smem_align", "integer", "the alignment a box's shared-memory destination needs: 128 bytes, or the " ..
+          "swizzle pattern's repeat (256, 512, 1024 bytes for 32B, 64B, 128B); pass it to " ..
+          "`gl_tma_dst_aligned` in the kernel (on the H200 a 128B-swizzled box 128 bytes off lands in another " ..
+          "layout, 16 bytes off faults with CUDA_ERROR_MISALIGNED_ADDRESS)"},
         {"l2_promotion", "string", "L2 promotion"}, {"oob_fill", "string", "out-of-bounds fill"},
         {"address", "integer", "the global address encoded"},
         {"array", "cuda.array?", "the array it points into"},

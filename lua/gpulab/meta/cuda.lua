@@ -579,6 +579,7 @@ function cuda_graph:launch(s) end
 ---@field element_strides integer[] element strides
 ---@field interleave string interleave
 ---@field swizzle string swizzle
+---@field smem_align integer the alignment a box's shared-memory destination needs: 128 bytes, or the swizzle pattern's repeat (256, 512, 1024 bytes for 32B, 64B, 128B); pass it to `gl_tma_dst_aligned` in the kernel (on the H200 a 128B-swizzled box 128 bytes off lands in another layout, 16 bytes off faults with CUDA_ERROR_MISALIGNED_ADDRESS)
 ---@field l2_promotion string L2 promotion
 ---@field oob_fill string out-of-bounds fill
 ---@field address integer the global address encoded
