@@ -140,9 +140,7 @@ k_pipe:set_max_dynamic_smem(pipe_smem(4, OUT_BUFS, 32768))
 L:note(string.format("device: %s (%s), %d SMs, L2 %d MB", dev.name, dev.arch, dev.sm_count, dev.l2_bytes >> 20))
 
 local d_status = cuda.array("i32", 4)
--- the pipeline's tile counter (zero between launches) and each CTA's 8 stage slots
-local MAX_GRID = dev.sm_count * 4
-local d_sched = cuda.array("i32", 2 + 8 * MAX_GRID)
+local d_sched = cuda.array("i32", 2) -- the pipeline's tile counter (PIPE_DYNAMIC), zero between launches
 d_sched:fill(0)
 local h_status = cuda.host("i32", 4)
 local function status_clear() d_status:fill(0) end
@@ -164,7 +162,6 @@ local function pipeline_run(shape, stages, ctas_per_sm, tin, tout, rows, cols, o
   local tiles_x = cols // shape[1]
   local ntiles = opts.ntiles or tiles_x * (rows // shape[2])
   local grid = math.min(dev.sm_count * ctas_per_sm, ntiles, opts.grid_cap or math.huge)
-  assert(grid <= MAX_GRID, "tma_pipeline: grid larger than its tile-counter slots")
   local prep = k_pipe:prepare({ grid = grid, block = PIPE_THREADS,
                                 smem = pipe_smem(stages, out_bufs, shape_bytes(shape)) },
     tin, tout, tiles_x, ntiles, shape[1], shape[2], stages, out_bufs, opts.flags or DYNAMIC, P.scale,

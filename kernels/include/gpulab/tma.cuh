@@ -175,6 +175,15 @@ __device__ __forceinline__ bool gl_tma_dst_aligned(const void *dst, gl_u32 align
     return false;
 }
 
+// Writes `value` to this CTA's shared memory at dst through the async proxy and completes 4
+// transaction bytes on `bar`: a value that travels with a stage's data, published by the same
+// phase (count it in the arrive_expect_tx). Readers see it once their wait on `bar` returns.
+__device__ __forceinline__ void gl_st_async_u32(void *dst, gl_u32 value, gl_u64 *bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(gl_smem_addr(dst)),
+                 "r"(value), "r"(gl_smem_addr(bar))
+                 : "memory");
+}
+
 // Stores the box at (x, y) from shared memory at src. Completion is by bulk groups, not
 // mbarriers: gl_tma_store_commit() closes a group, gl_tma_store_wait_read<N>() waits until at
 // most N groups may still read their shared memory, gl_tma_store_wait<N>() until at most N are
