@@ -2,6 +2,7 @@
  * cuda.c — the `cuda` module: gathers every binding into one table, plus the small argument
  * helpers they share.
  */
+#include "peer.h"
 #include "gpulab.h"
 #include "observe.h"
 #include "measure.h"
@@ -142,6 +143,7 @@ int luaopen_cuda(lua_State *L) {
     gl_open_tensormap(L);
     gl_open_isolate(L);
     gl_open_profile(L); gl_open_trace(L);
+    gl_open_peer(L); gl_open_nccl(L);
     gl_guard_debug_library(L);
     return 1;
 }

@@ -63,7 +63,8 @@ void gl_guard_debug_library(lua_State *L);
     X(cuEventSynchronize) X(cuEventElapsedTime)                                                 \
     X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)     \
     X(cuGraphGetNodes)                                                                          \
-    X(cuTensorMapEncodeTiled) X(cuTensorMapReplaceAddress)
+    X(cuTensorMapEncodeTiled) X(cuTensorMapReplaceAddress)                                     \
+    X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuMemcpyPeer) X(cuMemcpyPeerAsync)
 
 /* Entry points gpulab works without (newer than the oldest driver it supports): NULL when the
  * driver lacks them, and every caller checks. cuFuncGetParamInfo came with CUDA 12.4. */
@@ -114,6 +115,11 @@ bool gl_context_usable(void);
 int gl_current_device(void);
 /* Makes device `ordinal` current (retains its primary context). Raises on failure. */
 void gl_select_device(lua_State *L, int ordinal, const char *fn);
+/* The primary context of device `ordinal`, retained once per process (the first call retains
+ * it; it is not made current). Raises on failure. */
+CUcontext gl_device_context(lua_State *L, int ordinal, const char *fn);
+/* Devices gpulab keeps a context slot for (ordinals 0..GL_MAX_DEVICES-1). */
+#define GL_MAX_DEVICES 64
 /* Non-NULL once a sticky error was seen: the text every later GPU call raises. */
 const char *gl_poisoned_reason(void);
 

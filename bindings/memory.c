@@ -29,6 +29,7 @@
 
 #include "dtype.h"
 #include "objects.h"
+#include "peer.h"
 #include "observe.h"
 #include "stream.h"
 
@@ -653,9 +654,14 @@ static row_plan plan_rows(lua_State *L, mem_ref dst, mem_ref src, const copy_opt
 
 /* One contiguous span of a copy: the driver call for it, or memmove / conversion on the host. */
 static void copy_span(lua_State *L, mem_ref dst, mem_ref src, size_t dbyte, size_t sbyte,
-                      const copy_plan *p, CUstream s, bool on_stream, const char *fn) {
+                      const copy_plan *p, CUstream s, bool on_stream, const CUcontext *peer,
+                      const char *fn) {
     size_t n = p->nbytes;
-    if (dst.host && src.host) {
+    if (peer) { /* arrays of two devices: peer[0] the destination's context, peer[1] the source's */
+        CUdeviceptr d = dst.dev->ptr + dbyte, sp = src.dev->ptr + sbyte;
+        if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyPeerAsync(d, peer[0], sp, peer[1], n, s), fn, "cuMemcpyPeerAsync");
+        else GL_CHECK(L, gl_cu.cuMemcpyPeer(d, peer[0], sp, peer[1], n), fn, "cuMemcpyPeer");
+    } else if (dst.host && src.host) {
         unsigned char *d = (unsigned char *)dst.host->data + dbyte;
         const unsigned char *sp = (const unsigned char *)src.host->data + sbyte;
         if (p->convert)
@@ -704,15 +710,21 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
                               gl_dtype_name(dst.host->dtype));
         }
     }
+    CUcontext peer_ctx[2];
+    bool peer = !host_only && gl_copy_devices(L, dst.dev, src.dev, fn);
+    if (peer) {
+        peer_ctx[0] = gl_device_context(L, dst.dev->device, fn);
+        peer_ctx[1] = gl_device_context(L, src.dev->device, fn);
+    }
     gl_stream_track *track = on_stream ? gl_opt_stream_track(L, o->stream_idx, fn) : gl_default_track();
     CUstream s = host_only ? NULL : gl_track_handle(track);
     if (p.nbytes == 0) return;
     long obs = !host_only && gl_observers ? gl_observe_begin(s, true) : -1; /* cuda.trace */
     for (size_t r = 0; r < rp.rows; r++)
         copy_span(L, dst, src, p.dst_byte + r * rp.dst_step, p.src_byte + r * rp.src_step, &p, s,
-                  on_stream, fn);
+                  on_stream, peer ? peer_ctx : NULL, fn);
     if (obs >= 0)
-        gl_observe_copy(obs, dst.dev && src.dev ? "copy DtoD" : dst.dev ? "copy HtoD" : "copy DtoH",
+        gl_observe_copy(obs, peer ? "copy peer" : dst.dev && src.dev ? "copy DtoD" : dst.dev ? "copy HtoD" : "copy DtoH",
                         p.nbytes * rp.rows, s);
     if (host_only) return;
     mark_copy_uses(dst, src, track, on_stream);
@@ -799,6 +811,7 @@ static int array_fill(lua_State *L) {
     bool on_stream = !lua_isnoneornil(L, 3);
     gl_stream_track *track = gl_opt_stream_track(L, 3, fn);
     gl_require_gpu(L, fn);
+    gl_check_array_device(L, a, fn, 1);
     CUstream s = gl_track_handle(track);
     size_t esize = gl_dtype_size(a->dtype);
     uint32_t lo, hi;

@@ -383,6 +383,19 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice d) {
     return CUDA_SUCCESS;
 }
 
+int fake_context_device(CUcontext c) {
+    for (int d = 0; d < FAKE_MAX_DEVICES; d++)
+        if (c == (CUcontext)&contexts[d]) return contexts[d].refs > 0 ? d : -1;
+    return -1;
+}
+
+int fake_current_device(void) { return fake_context_device(current); }
+
+int fake_device_count(void) {
+    env_init();
+    return env.devices < FAKE_MAX_DEVICES ? env.devices : FAKE_MAX_DEVICES;
+}
+
 CUresult fake_cuCtxSetCurrent(CUcontext c) {
     FAKE_ENTER("cuCtxSetCurrent");
     current = c;

@@ -1,0 +1,19 @@
+# Several GPUs: peer access and peer copies through the driver stand-in in multi-device mode
+# (GPULAB_FAKE_DEVICES, GPULAB_FAKE_PEER), NCCL through its stand-in (tests/fakenccl, selected by
+# GPULAB_LIBNCCL), the multi-GPU lab and sweeps; GPU tests (label gpu) for the H200 machines.
+add_library(fakenccl SHARED ${CMAKE_SOURCE_DIR}/tests/fakenccl/fake_nccl.c)
+set_target_properties(fakenccl PROPERTIES C_VISIBILITY_PRESET hidden)
+add_dependencies(gpulab fakenccl)
+
+set(GL_MULTI_ENV GPULAB_FAKE_DEVICES=3 GPULAB_FAKE_PEER=0-1,1-0 GPULAB_LIBNCCL=$<TARGET_FILE:fakenccl>)
+gl_add_lua_test(multigpu_fake tests/lua/test_multigpu_fake.lua FAKE
+  ENV ${GL_MULTI_ENV} GPULAB_FAKENCCL_LOG=${CMAKE_BINARY_DIR}/multigpu_fake.nccl.log
+      GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/multigpu_fake.cuda.log
+      GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/multigpu_fake.busy)
+gl_add_lua_test(multigpu_fake_absent_peers tests/lua/test_multigpu_fake.lua FAKE
+  ENV ${GL_MULTI_ENV} GPULAB_FAKENCCL_ABSENT_PEERS=1
+      GPULAB_FAKENCCL_LOG=${CMAKE_BINARY_DIR}/multigpu_fake_absent.nccl.log
+      GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/multigpu_fake_absent.cuda.log
+      GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/multigpu_fake_absent.busy)
+gl_add_lua_test(nccl_errors_fake tests/lua/test_nccl_errors_fake.lua FAKE
+  ENV ${GL_MULTI_ENV} GPULAB_FAKENCCL_FAIL=ncclBroadcast:5,ncclCommInitAll:2 GPULAB_FAKENCCL_ASYNC_ERROR=6)
