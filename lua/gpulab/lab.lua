@@ -775,7 +775,7 @@ local function write_json_file(path, value)
 end
 
 -- In a child: the sweep it was started for runs its share, writes it and ends the process.
-local function sweep_child_share(L, index, configs, fn)
+local function sweep_child_share(index, configs, fn)
   local prior = os.getenv("GPULAB_SWEEP_PRIOR")
   if index < tonumber(os.getenv("GPULAB_SWEEP_CHILD")) then
     local all = prior and prior ~= "" and read_json_file(prior) or {}
@@ -797,7 +797,7 @@ end
 
 local function sweep_in_children(L, index, configs, gpus, opts)
   local entries, outs, shares = {}, {}, {}
-  for k, g in ipairs(gpus) do
+  for k = 1, #gpus do
     local mine = {}
     for i = k, #configs, #gpus do mine[#mine + 1] = i end
     shares[k] = mine
@@ -843,14 +843,15 @@ local function sweep_in_children(L, index, configs, gpus, opts)
 end
 
 function Lab:sweep(configs, fn, opts)
-  if type(configs) ~= "table" or #configs == 0 then error("L:sweep: argument 1 must be a non-empty list of configurations", 2) end
+  if type(configs) ~= "table" or #configs == 0 then error("L:sweep: argument 1 must be a non-empty list of"
+    .. " configurations", 2) end
   if type(fn) ~= "function" then error("L:sweep: argument 2 must be a function(config, i)", 2) end
   opts = opts or {}
   self.sweep_results = self.sweep_results or {}
   local index = #self.sweep_results + 1
   local name = opts.name or ("sweep " .. index)
   if os.getenv("GPULAB_SWEEP_CHILD") then
-    local r = sweep_child_share(self, index, configs, fn)
+    local r = sweep_child_share(index, configs, fn)
     self.sweep_results[index] = r
     return r, { name = name, gpus = {}, device = {}, per_gpu = {} }
   end
@@ -877,7 +878,9 @@ function Lab:sweep(configs, fn, opts)
     configurations = #configs })
   if #gpus > 1 then
     local parts = {}
-    for _, p in ipairs(per_gpu) do parts[#parts + 1] = string.format("GPU %d: %d in %.1f s", p.gpu, p.configurations, p.seconds or 0) end
+    for _, p in ipairs(per_gpu) do
+      parts[#parts + 1] = string.format("GPU %d: %d in %.1f s", p.gpu, p.configurations, p.seconds or 0)
+    end
     self:note(string.format("%s: %d configurations over %d GPUs in %.1f s (%s)", name, #configs, #per_gpu,
       info.seconds, table.concat(parts, ", ")))
   end

@@ -60,11 +60,14 @@ T.test("cuda.peer reports what the driver says and enables one direction or both
   local s = cuda.peer(1, 1)
   T.eq(s.can, true); T.eq(s.enabled, true); T.eq(s.same, true)
   T.raises(function() cuda.peer(0, 2, true) end,
-    "cuda.peer: device 0 cannot access device 2 directly (cuDeviceCanAccessPeer says no); copies between them still work")
-  T.raises(function() cuda.peer(0, 3) end, "bad argument #2 to 'cuda.peer' (device 3 does not exist; 3 devices present)")
+    "cuda.peer: device 0 cannot access device 2 directly (cuDeviceCanAccessPeer says no); copies between them"
+      .. " still work")
+  T.raises(function() cuda.peer(0, 3) end, "bad argument #2 to 'cuda.peer' (device 3 does not exist; 3"
+    .. " devices present)")
   T.raises(function() cuda.peer("0", 1) end, "bad argument #1 to 'cuda.peer' (device ordinal expected, got string)")
   T.raises(function() cuda.peer(0, 1.5) end, "(device ordinal expected, got a non-integer number)")
-  T.raises(function() cuda.peer(0, 1, 1) end, "bad argument #3 to 'cuda.peer' (true to enable peer access expected, got number)")
+  T.raises(function() cuda.peer(0, 1, 1) end, "bad argument #3 to 'cuda.peer' (true to enable peer access"
+    .. " expected, got number)")
   T.raises(function() cuda.peer(0, 1, true, { both = true, x = 1 }) end, "unknown option 'x'")
   T.raises(function() cuda.peer(0, 1, false, { both = true }) end, "option 'both' needs argument #3 = true")
   T.eq(cuda.device().ordinal, 0, "a refused call leaves the current device alone")
@@ -79,13 +82,16 @@ T.test("arrays of another device are refused until peer access is on; modules an
   local s1 = cuda.stream()
   cuda.device(0)
   T.raises(function() k0:launch({ grid = 1, block = 1 }, a1) end,
-    "k:launch: argument #1: the cuda.array belongs to device 1, but device 0 is current and has no peer access to it (cuda.peer(0, 1, true) enables it")
-  T.raises(function() a1:fill(1) end, "d:fill: argument #1: the cuda.array belongs to device 1, but device 0 is current")
+    "k:launch: argument #1: the cuda.array belongs to device 1, but device 0 is current and has no peer"
+      .. " access to it (cuda.peer(0, 1, true) enables it")
+  T.raises(function() a1:fill(1) end, "d:fill: argument #1: the cuda.array belongs to device 1, but device 0"
+    .. " is current")
   local h = cuda.host("f32", 16)
   T.raises(function() a1:copy_from(h) end, "argument #1: the cuda.array belongs to device 1, but device 0 is current")
   T.raises(function() h:copy_from(a1) end, "argument #2: the cuda.array belongs to device 1, but device 0 is current")
   T.raises(function() k0:launch({ grid = 1, block = 1, stream = s1 }, 0) end,
-    "the cuda.stream belongs to device 1, but device 0 is current (a context cannot use another's cuda.stream, peer access or not")
+    "the cuda.stream belongs to device 1, but device 0 is current (a context cannot use another's"
+      .. " cuda.stream, peer access or not")
   local r = cuda.peer(0, 1, true)
   T.eq(r.enabled, true)
   T.eq(cuda.peer(1, 0).enabled, false, "one direction only")
@@ -219,12 +225,14 @@ T.test("collective argument checks name the function, argument and devices", fun
   local a = per_device("f32", { { 1, 2 }, { 3, 4 } })
   local wrong = { a[2], a[1] }
   T.raises(function() comm:all_reduce(wrong) end,
-    "comm:all_reduce: argument #1 (send) of rank 0: the cuda.array belongs to device 1, but that rank's communicator is on device 0")
+    "comm:all_reduce: argument #1 (send) of rank 0: the cuda.array belongs to device 1, but that rank's"
+      .. " communicator is on device 0")
   T.raises(function() comm:all_reduce(a[1]) end, "argument #1 (send): this communicator drives 2 devices; give a list")
   T.raises(function() comm:all_reduce({ a[1] }) end, "one cuda.array per device (2) expected, got 1")
   T.raises(function() comm:all_reduce() end, "comm:all_reduce: argument #1 (send) expected")
   T.raises(function() comm:all_gather(a) end, "comm:all_gather: argument #2 (recv) expected")
-  T.raises(function() comm:all_reduce(a, nil, { op = "mean" }) end, "option 'op' must be one of sum, prod, max, min, avg, got 'mean'")
+  T.raises(function() comm:all_reduce(a, nil, { op = "mean" }) end, "option 'op' must be one of sum, prod,"
+    .. " max, min, avg, got 'mean'")
   T.raises(function() comm:broadcast(a, nil, { op = "sum" }) end, "option 'op' is for reductions")
   T.raises(function() comm:all_reduce(a, nil, { root = 0 }) end, "option 'root' is for broadcast")
   T.raises(function() comm:broadcast(a, nil, { root = 2 }) end, "option 'root' = 2 is out of range 0..1")
@@ -237,10 +245,12 @@ T.test("collective argument checks name the function, argument and devices", fun
   local short = per_device("f32", { { 1 }, { 2 } })
   T.raises(function() comm:all_reduce(a, short) end, "rank 0: send has 2 elements, recv 1: they must be equal")
   T.raises(function() comm:all_gather(a, a) end, "recv must hold nranks (2) x send (2 elements) = 4 elements, got 2")
-  T.raises(function() comm:reduce_scatter(a, a) end, "send must hold nranks (2) x recv (2 elements) = 4 elements, got 2")
+  T.raises(function() comm:reduce_scatter(a, a) end, "send must hold nranks (2) x recv (2 elements) = 4"
+    .. " elements, got 2")
   T.raises(function() comm:all_reduce({ a[1], short[2] }) end, "rank 1's arrays give 1 elements, rank 0's 2")
   local s0 = cuda.stream()
-  T.raises(function() comm:all_reduce(a, nil, { stream = s0 }) end, "option 'stream': this communicator drives 2 devices")
+  T.raises(function() comm:all_reduce(a, nil, { stream = s0 }) end, "option 'stream': this communicator"
+    .. " drives 2 devices")
   T.raises(function() comm:all_reduce(a, nil, { streams = { s0, s0 } }) end,
     "stream of rank 1: the cuda.stream belongs to device 0, but that rank's communicator is on device 1")
   T.raises(function() comm:all_reduce(a, nil, { streams = { s0 }, stream = s0 }) end, "not both")
@@ -264,7 +274,8 @@ T.test("init checks its options", function()
   T.raises(function() cuda.nccl.init { devices = { 5 } } end, "devices[1] = 5 does not exist (3 devices present)")
   T.raises(function() cuda.nccl.init { devices = {} } end, "option 'devices' lists 0 devices")
   T.raises(function() cuda.nccl.init { devices = { "0" } } end, "devices[1] must be a device ordinal, got string")
-  T.raises(function() cuda.nccl.init { devices = { 0 }, rank = 0 } end, "option 'rank' belongs to the multi-process form")
+  T.raises(function() cuda.nccl.init { devices = { 0 }, rank = 0 } end, "option 'rank' belongs to the"
+    .. " multi-process form")
   T.raises(function() cuda.nccl.init { rank = 0, nranks = 2, device = 0, id = "abc" } end,
     "option 'id' must be the 256-character hex string of cuda.nccl.unique_id(), got a string of 3 characters")
   T.raises(function() cuda.nccl.init { rank = 0, nranks = 2, device = 0, id = string.rep("zz", 128) } end,
@@ -300,7 +311,8 @@ T.test("a collective that never completes ends in a timeout, aborts the communic
   comm:all_reduce(a)
   local t0 = os.time()
   T.raises(function() comm:sync { timeout = 0.2 } end,
-    "comm:sync: timed out after 0.2 s waiting for a collective of ranks 0..1 of 2 (peers that never arrived?); the communicator was aborted (ncclCommAbort)")
+    "comm:sync: timed out after 0.2 s waiting for a collective of ranks 0..1 of 2 (peers that never"
+      .. " arrived?); the communicator was aborted (ncclCommAbort)")
   T.ok(os.time() - t0 < 5, "bounded")
   busy(false)
   T.eq(comm.aborted, true)
@@ -337,7 +349,7 @@ T.test("free, __close and __gc release once; busy communicators are aborted, idl
   local a = per_device("f32", { { 1 }, { 2 } })
   busy(true)
   c:all_reduce(a)
-  c = nil
+  c = nil -- luacheck: ignore 311
   collectgarbage(); collectgarbage()
   busy(false)
   log = nccl_log()
@@ -350,8 +362,10 @@ T.test("a multi-process init whose peers never join times out and aborts", funct
   -- GPULAB_FAKENCCL_ABSENT_PEERS is set for this file's second run only
   if os.getenv("GPULAB_FAKENCCL_ABSENT_PEERS") ~= "1" then return end
   local t0 = os.clock()
-  T.raises(function() cuda.nccl.init { rank = 0, nranks = 4, id = cuda.nccl.unique_id(), device = 0, timeout = 0.3 } end,
-    "cuda.nccl.init: timed out after 0.3 s waiting for the other 3 ranks to join (rank 0 of 4 on device 0); the communicator was aborted (ncclCommAbort)")
+  local id = cuda.nccl.unique_id()
+  T.raises(function() cuda.nccl.init { rank = 0, nranks = 4, id = id, device = 0, timeout = 0.3 } end,
+    "cuda.nccl.init: timed out after 0.3 s waiting for the other 3 ranks to join (rank 0 of 4 on device 0);"
+      .. " the communicator was aborted (ncclCommAbort)")
   T.ok(os.clock() - t0 < 5)
   T.eq(cuda.nccl.stats().communicators, 0)
   collectgarbage()

@@ -6,11 +6,13 @@ local T = dofile("tests/lua/t.lua")
 
 T.test("an error code names the function, the NCCL call and NCCL's text", function()
   T.raises(function() cuda.nccl.init { devices = { 0, 1 } } end,
-    "cuda.nccl.init: ncclCommInitAll: ncclSystemError (2): unhandled system error (fake); fake failure injected into ncclCommInitAll")
+    "cuda.nccl.init: ncclCommInitAll: ncclSystemError (2): unhandled system error (fake); fake failure"
+      .. " injected into ncclCommInitAll")
   local comm <close> = cuda.nccl.init { rank = 0, nranks = 1, device = 0, id = cuda.nccl.unique_id() }
   local d = cuda.array("f32", 4)
   T.raises(function() comm:broadcast(d) end,
-    "comm:broadcast: ncclBroadcast: ncclInvalidUsage (5): invalid usage (fake); fake failure injected into ncclBroadcast")
+    "comm:broadcast: ncclBroadcast: ncclInvalidUsage (5): invalid usage (fake); fake failure injected into"
+      .. " ncclBroadcast")
   T.eq(comm.aborted, false, "a refused call leaves the communicator usable")
 end)
 
@@ -18,7 +20,8 @@ T.test("an asynchronous error aborts the communicator and is raised by the wait"
   local comm = cuda.nccl.init { rank = 0, nranks = 1, device = 0, id = cuda.nccl.unique_id() }
   local d = cuda.array("f32", 4)
   T.raises(function() comm:all_reduce(d, nil, { timeout = 5 }) end,
-    "comm:all_reduce: the collective failed (the communicator was aborted): ncclRemoteError (6): remote process exited or there was a network error (fake); fake asynchronous error")
+    "comm:all_reduce: the collective failed (the communicator was aborted): ncclRemoteError (6): remote"
+      .. " process exited or there was a network error (fake); fake asynchronous error")
   T.eq(comm.aborted, true)
   comm:free()
 end)
