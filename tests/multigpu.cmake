@@ -19,3 +19,5 @@ gl_add_lua_test(nccl_errors_fake tests/lua/test_nccl_errors_fake.lua FAKE
   ENV ${GL_MULTI_ENV} GPULAB_FAKENCCL_FAIL=ncclBroadcast:5,ncclCommInitAll:2 GPULAB_FAKENCCL_ASYNC_ERROR=6)
 gl_add_lua_test(sweep_gpus_fake tests/lua/test_sweep_gpus.lua FAKE ENV GPULAB_FAKE_DEVICES=3)
 gl_add_lua_test(run_isolated_many tests/lua/test_run_isolated_many.lua)
+gl_add_lua_test(lab_multi_gpu_fake tests/lua/test_multi_gpu_lab.lua FAKE
+  ENV GPULAB_FAKE_PEER=0-1,1-0 GPULAB_LIBNCCL=$<TARGET_FILE:fakenccl>)
