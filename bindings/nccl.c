@@ -640,8 +640,8 @@ static gl_ncclResult_t call_one(const coll *k, nccl_comm *c, int i) {
 
 /* A non-blocking communicator may answer ncclInProgress while it connects: poll until it is
  * ready, within the deadline. */
-static void await_ready(lua_State *L, nccl_comm *c, const char *fn, const char *what) {
-    double end = now_s() + c->timeout;
+static void await_ready(lua_State *L, nccl_comm *c, double timeout, const char *fn, const char *what) {
+    double end = now_s() + timeout;
     long ns = 2000;
     for (int i = 0; i < c->nlocal; i++) {
         for (;;) {
@@ -656,8 +656,8 @@ static void await_ready(lua_State *L, nccl_comm *c, const char *fn, const char *
             }
             if (now_s() >= end) {
                 abort_all(c);
-                luaL_error(L, "%s: timed out after %f s while %s was being set up; the communicator "
-                              "was aborted (ncclCommAbort)", fn, c->timeout, what);
+                luaL_error(L, "%s: timed out after %f s while %s was being set up (connecting to its "
+                              "peers); the communicator was aborted (ncclCommAbort)", fn, timeout, what);
             }
             pause_briefly(&ns);
         }
@@ -685,7 +685,7 @@ static void submit(lua_State *L, nccl_comm *c, coll *k) {
         }
         in_progress = r == GL_NCCL_IN_PROGRESS;
     }
-    if (in_progress) await_ready(L, c, k->fn, k->nccl_name);
+    if (in_progress) await_ready(L, c, k->timeout >= 0 ? k->timeout : c->timeout, k->fn, k->nccl_name);
     uint64_t seq = gl_next_seq();
     for (int i = 0; i < c->nlocal; i++) {
         gl_use_mark(&k->send[i]->use, k->track[i], seq);

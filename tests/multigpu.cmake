@@ -22,3 +22,4 @@ gl_add_lua_test(run_isolated_many tests/lua/test_run_isolated_many.lua)
 gl_add_lua_test(lab_multi_gpu_fake tests/lua/test_multi_gpu_lab.lua FAKE
   ENV GPULAB_FAKE_PEER=0-1,1-0 GPULAB_LIBNCCL=$<TARGET_FILE:fakenccl>)
 gl_add_lua_test(gpu_multigpu tests/lua/gpu_multigpu.lua GPU)
+gl_add_lua_test(ranks_fake tests/lua/test_ranks_fake.lua FAKE ENV ${GL_MULTI_ENV})
