@@ -23,3 +23,12 @@ gl_add_lua_test(lab_multi_gpu_fake tests/lua/test_multi_gpu_lab.lua FAKE
   ENV GPULAB_FAKE_PEER=0-1,1-0 GPULAB_LIBNCCL=$<TARGET_FILE:fakenccl>)
 gl_add_lua_test(gpu_multigpu tests/lua/gpu_multigpu.lua GPU)
 gl_add_lua_test(ranks_fake tests/lua/test_ranks_fake.lua FAKE ENV ${GL_MULTI_ENV})
+# The NCCL ABI of bindings/nccl_abi.h against a real nccl.h, where the CUDA folder has one.
+find_path(GL_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+if(GL_NCCL_INCLUDE)
+  add_executable(nccl_abi_check tests/c/nccl_abi_check.c)
+  target_include_directories(nccl_abi_check PRIVATE ${GL_NCCL_INCLUDE} ${CMAKE_SOURCE_DIR}/bindings
+                             ${CUDAToolkit_INCLUDE_DIRS})
+  add_test(NAME nccl_abi COMMAND nccl_abi_check)
+  set_tests_properties(nccl_abi PROPERTIES LABELS cpu)
+endif()
