@@ -210,6 +210,10 @@ CUcontext gl_device_context(lua_State *L, int ordinal, const char *fn) {
     return retained[ordinal];
 }
 
+CUcontext gl_device_context_retained(int ordinal) {
+    return ordinal >= 0 && ordinal < GL_MAX_DEVICES ? retained[ordinal] : NULL;
+}
+
 static void make_current(lua_State *L, int ordinal, const char *fn) {
     CUdevice dev;
     GL_CHECK(L, gl_cu.cuDeviceGet(&dev, ordinal), fn, "cuDeviceGet");

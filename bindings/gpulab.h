@@ -118,6 +118,8 @@ void gl_select_device(lua_State *L, int ordinal, const char *fn);
 /* The primary context of device `ordinal`, retained once per process (the first call retains
  * it; it is not made current). Raises on failure. */
 CUcontext gl_device_context(lua_State *L, int ordinal, const char *fn);
+/* The same without retaining or raising: NULL when that context was never retained. */
+CUcontext gl_device_context_retained(int ordinal);
 /* Devices gpulab keeps a context slot for (ordinals 0..GL_MAX_DEVICES-1). */
 #define GL_MAX_DEVICES 64
 /* Non-NULL once a sticky error was seen: the text every later GPU call raises. */

@@ -334,6 +334,7 @@ struct gl_mem_block {
     CUdeviceptr dev;  /* BLOCK_DEVICE */
     void *host;       /* BLOCK_PINNED, BLOCK_PAGEABLE */
     size_t nbytes;
+    int device;       /* BLOCK_DEVICE: the device whose context allocated it */
     int holders;      /* live arrays and views on it: the byte counts of cuda.stats() follow it */
     int refs;         /* holders plus released ones whose queued work may still run */
 };
@@ -353,13 +354,23 @@ static void block_hold(gl_mem_block *b) {
     b->refs++;
 }
 
+/* Device memory is freed with its own device's context current (another device may be current
+ * by then); the current context is put back. */
+static void free_in_own_context(gl_mem_block *b) {
+    CUcontext own = gl_device_context_retained(b->device), cur = NULL;
+    bool swap = own && gl_cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != own &&
+                gl_cu.cuCtxSetCurrent(own) == CUDA_SUCCESS;
+    gl_cu.cuMemFree(b->dev);
+    if (swap) gl_cu.cuCtxSetCurrent(cur);
+}
+
 /* A gl_release_fn: drops one reference once the releasing object's work is done. */
 static void block_unref(void *handle, uintptr_t extra) {
     (void)extra;
     gl_mem_block *b = handle;
     if (--b->refs > 0) return;
     if (b->kind == BLOCK_PAGEABLE) free(b->host);
-    else if (gl_context_usable() && b->kind == BLOCK_DEVICE) gl_cu.cuMemFree(b->dev);
+    else if (gl_context_usable() && b->kind == BLOCK_DEVICE) free_in_own_context(b);
     else if (gl_context_usable()) gl_cu.cuMemFreeHost(b->host);
     free(b);
 }
@@ -761,6 +772,7 @@ static int l_array(lua_State *L) {
     luaL_setmetatable(L, GL_ARRAY_T);
     gl_mem_block *b = block_new(BLOCK_DEVICE, s.nbytes);
     if (b == NULL) mem_error(L, "%s: out of host memory", fn);
+    b->device = a->device;
     CUresult r = gl_cu.cuMemAlloc(&b->dev, s.nbytes);
     if (r != CUDA_SUCCESS) {
         free(b);

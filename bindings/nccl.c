@@ -179,29 +179,32 @@ static bool work_done(const nccl_comm *c) {
 }
 
 /* Never raises: destroys idle communicators, aborts busy ones (a destroy would wait for work
- * whose peers may never come), and drops everything without a usable context. */
+ * whose peers may never come), frees the completion events (made before the communicator, so a
+ * failed init frees them too) and drops everything without a usable context. Idempotent. */
 static void comm_release(nccl_comm *c) {
-    if (!c->live) return;
+    bool was_live = c->live;
     c->live = false;
-    live_comms--;
-    if (!gl_context_usable() || !lib.ok) return;
-    CUcontext saved = NULL; /* NCCL may switch devices: the caller's context is put back */
-    bool have_saved = gl_cu.cuCtxGetCurrent(&saved) == CUDA_SUCCESS;
-    if (!c->aborted) {
-        bool idle = work_done(c);
-        for (int i = 0; i < c->nlocal; i++) {
-            if (c->comm[i] == NULL) continue;
-            if (idle) nc.ncclCommDestroy(c->comm[i]);
-            else nc.ncclCommAbort(c->comm[i]);
+    if (was_live) live_comms--;
+    if (gl_context_usable() && lib.ok) {
+        CUcontext saved = NULL; /* NCCL may switch devices: the caller's context is put back */
+        bool have_saved = gl_cu.cuCtxGetCurrent(&saved) == CUDA_SUCCESS;
+        if (was_live && !c->aborted) {
+            bool idle = work_done(c);
+            for (int i = 0; i < c->nlocal; i++) {
+                if (c->comm[i] == NULL) continue;
+                if (idle) nc.ncclCommDestroy(c->comm[i]);
+                else nc.ncclCommAbort(c->comm[i]);
+            }
+            c->aborted = !idle;
         }
-        c->aborted = !idle;
+        for (int i = 0; i < MAX_LOCAL; i++)
+            if (c->done[i]) gl_cu.cuEventDestroy(c->done[i]);
+        if (have_saved && saved) gl_cu.cuCtxSetCurrent(saved);
     }
-    for (int i = 0; i < c->nlocal; i++) {
-        if (c->done[i]) gl_cu.cuEventDestroy(c->done[i]);
+    for (int i = 0; i < MAX_LOCAL; i++) {
         c->done[i] = NULL;
         c->comm[i] = NULL;
     }
-    if (have_saved && saved) gl_cu.cuCtxSetCurrent(saved);
 }
 
 static nccl_comm *check_comm(lua_State *L, int idx, const char *fn) {

@@ -11,7 +11,6 @@ local ERR = LOG .. ".stderr"
 
 -- Entry points that only an error path reaches, or that gpulab fetches but never calls.
 local not_reached = {
-  cuCtxGetCurrent = "fetched, not called",
   cuDevicePrimaryCtxRelease = "fetched, not called: primary contexts stay retained for the process",
 }
 
