@@ -347,7 +347,7 @@ static int l_device(lua_State *L) {
 /* For the REPL's prompt (registry "gpulab.prompt_device"): the current ordinal when the driver
  * is open and reports more than one device, else nothing. Never opens the driver itself. */
 static int l_prompt_device(lua_State *L) {
-    if (!gl_context_usable()) return 0;
+    if (gl_driver_version() == 0 || gl_poisoned_reason()) return 0; /* not opened (or no driver) */
     int n = 0;
     if (gl_cu.cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 2) return 0;
     lua_pushinteger(L, gl_current_device());
