@@ -732,7 +732,8 @@ end
 -- (or GPULAB_GPUS) the configurations run here, one after the other. With `gpulab --gpus=all
 -- lab.lua` (or --gpus=0,2) and more than one GPU, one child per GPU runs this same script with
 -- the same arguments (cuda.run_isolated's list form, all at once): configuration i goes to GPU
--- (i-1) % n, the child makes its GPU current (cuda.device) and runs only its share when it
+-- (i-1) % n, the child sees only its GPU (CUDA_VISIBLE_DEVICES: it is the child's device 0, so
+-- modules and arrays made before the sweep are on it too) and runs only its share when it
 -- reaches this sweep, and the parent merges the results in order, so the tables, JSON and
 -- verdicts the lab builds from them are the same as in one process. Earlier sweeps are handed to
 -- the children (they do not run again). Only independent configurations belong in a sweep.
@@ -781,8 +782,6 @@ local function sweep_child_share(index, configs, fn)
     local all = prior and prior ~= "" and read_json_file(prior) or {}
     return all[index] or error("L:sweep: the parent did not hand over sweep " .. index, 3)
   end
-  local device = math.tointeger(tonumber(os.getenv("GPULAB_SWEEP_DEVICE")))
-  cuda.device(device)
   local out = {}
   for part in (os.getenv("GPULAB_SWEEP_CONFIGS") or ""):gmatch("%d+") do
     local i = tonumber(part)
@@ -790,9 +789,19 @@ local function sweep_child_share(index, configs, fn)
     if ok and r == nil then ok, r = false, "fn returned nothing (a sweep in children needs a JSON-able result)" end
     out[#out + 1] = ok and { i = i, result = r } or { i = i, error = tostring(r) }
   end
-  write_json_file(os.getenv("GPULAB_SWEEP_OUT"), { device = device, results = out })
+  write_json_file(os.getenv("GPULAB_SWEEP_OUT"), { results = out })
   io.stdout:flush()
   os.exit(0)
+end
+
+-- What a child's CUDA_VISIBLE_DEVICES must say for it to see GPU g (an ordinal of this process)
+-- as its only device 0: the g-th entry of ours when we were given one, else g.
+local function visible_entry(g)
+  local ours = os.getenv("CUDA_VISIBLE_DEVICES")
+  if ours == nil or ours == "" then return tostring(g) end
+  local list = {}
+  for e in ours:gmatch("[^,]+") do list[#list + 1] = e end
+  return list[g + 1] or tostring(g)
 end
 
 local function sweep_in_children(L, index, configs, gpus, opts)
@@ -813,7 +822,7 @@ local function sweep_in_children(L, index, configs, gpus, opts)
     if #shares[k] > 0 then
       outs[k] = os.tmpname()
       entries[#entries + 1] = { script, { args = args, timeout = opts.timeout or L.child_timeout or 600, env = {
-        GPULAB_SWEEP_CHILD = tostring(index), GPULAB_SWEEP_DEVICE = tostring(g),
+        GPULAB_SWEEP_CHILD = tostring(index), CUDA_VISIBLE_DEVICES = visible_entry(g),
         GPULAB_SWEEP_CONFIGS = table.concat(shares[k], ","), GPULAB_SWEEP_OUT = outs[k],
         GPULAB_SWEEP_PRIOR = prior or false, GPULAB_GPUS = false, GPULAB_JSON = false,
         CUDA_INJECTION64_PATH = false } }, k = k, g = g }

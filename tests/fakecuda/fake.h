@@ -14,7 +14,8 @@
  *                                       completes all of it (fake_stream.h)
  *   GPULAB_FAKE_LOG=path                append one line per recorded call (launches with their
  *                                       packed arguments in hex, copies, frees)
- *   GPULAB_FAKE_DEVICES=n               number of devices (default 1)
+ *   GPULAB_FAKE_DEVICES=n               number of devices (default 1); CUDA_VISIBLE_DEVICES=2,0
+ *                                       then shows only those, as the driver does
  *   GPULAB_FAKE_PEER=all|none|0-1,1-0   which device pairs can access each other (default all;
  *                                       fake_peer.c)
  *   GPULAB_FAKE_NO_ENTRY=cuX[,cuY]      cuGetProcAddress does not find these (an older driver)

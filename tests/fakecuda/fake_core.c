@@ -86,6 +86,21 @@ static void env_init(void) {
     const char *d = getenv("GPULAB_FAKE_DEVICES");
     env.devices = d && *d ? atoi(d) : 1;
     if (env.devices < 0) env.devices = 0;
+    /* As the driver: CUDA_VISIBLE_DEVICES=2,0 shows those devices only (as 0 and 1); an entry
+     * that is not an existing ordinal ends the list. */
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    if (vis) {
+        int shown = 0;
+        for (const char *p = vis; *p;) {
+            char *end;
+            long o = strtol(p, &end, 10);
+            if (end == p || o < 0 || o >= env.devices) break;
+            shown++;
+            p = *end == ',' ? end + 1 : end;
+            if (*end != ',') break;
+        }
+        env.devices = shown;
+    }
     const char *lp = getenv("GPULAB_FAKE_LOG");
     if (lp && *lp) env.log = fopen(lp, "a");
 }
