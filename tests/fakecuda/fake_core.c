@@ -378,7 +378,9 @@ static struct fake_ctx {
     int device;
     int refs;
 } contexts[FAKE_MAX_DEVICES];
-static __thread CUcontext current;
+/* Static TLS (initial-exec): LeakSanitizer's exit-time scan of a dlopened library's dynamic TLS
+ * blocks read garbage ranges and crashed the tracer in ASan runs of the stand-in. */
+static __thread CUcontext current __attribute__((tls_model("initial-exec")));
 
 CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
     FAKE_ENTER("cuDevicePrimaryCtxRetain");
