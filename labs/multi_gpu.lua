@@ -27,6 +27,8 @@ local L = lab.new {
     { name = "step", default = 4, help = "factor between consecutive all-reduce sizes (2 or 4)" },
     { name = "min_time", default = 0.3, quick = 0.1, help = "seconds of samples per measurement" },
     { name = "min_samples", default = 10, quick = 5, help = "samples per measurement at least" },
+    { name = "max_s", default = 15.0, quick = 5.0,
+      help = "seconds one measurement may take at most (it stops earlier once its mean is known to 1%)" },
   },
 }
 local P = L.params
@@ -67,7 +69,7 @@ cuda.device(0)
 L:note(string.format("%d GPU(s): %s", n, table.concat(names, "; ")))
 local function measure(fn, stream)
   return lab.measure(fn, { regime = "hot", stream = stream, min_time = P.min_time, min_samples = P.min_samples,
-    max_noise = 0.01, timeout = 60 })
+    max_noise = 0.01, timeout = P.max_s })
 end
 
 -- ---------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@
 #   summary.md       one row per step
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is exported here too, and nothing creates
 # multicast objects. Usage: tools/multi_gpu_check.sh OUT [GPULAB]   (GPULAB: the binary to use;
-# default .device-build/gpulab, made by tools/device_build.sh, else build/gpulab)
+# default .device-build/gpulab, made by tools/device_build.sh, else build/gpulab). LAB_ARGS (e.g.
+# "--max_bytes=1048576") is appended to the lab's arguments, for trial runs through the stand-ins.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 case ${1:-} in -h | --help | "") echo "usage: tools/multi_gpu_check.sh OUT [GPULAB]"; [ -n "${1:-}" ]; exit $? ;; esac
@@ -51,7 +52,8 @@ for mode in quick full; do
   name=multi_gpu$([ $mode = quick ] && echo _quick)
   args=(); [ $mode = quick ] && args=(--quick)
   start=$(date +%s)
-  timeout 1500 "$gl" labs/multi_gpu.lua "${args[@]}" --json "$out/$name.json" --svg "$out/$name" >"$out/$name.log" 2>&1
+  # shellcheck disable=SC2086 # LAB_ARGS is a list of options
+  timeout 1500 "$gl" labs/multi_gpu.lua "${args[@]}" ${LAB_ARGS:-} --json "$out/$name.json" --svg "$out/$name" >"$out/$name.log" 2>&1
   rc=$?
   row "labs/multi_gpu.lua ${args[*]:-(full)}" "$([ $rc = 0 ] && echo PASS || echo "FAIL rc=$rc")" \
     "$(( $(date +%s) - start )) s; $(grep -E '^## Verdicts' "$out/$name.log" | tail -1)"
