@@ -225,7 +225,12 @@ end
 L:note(string.format("NCCL %s; NCCL_NVLS_ENABLE=%s", cuda.nccl.version(), tostring(os.getenv("NCCL_NVLS_ENABLE"))))
 local devices = {}
 for g = 0, n - 1 do devices[#devices + 1] = g end
-local comm <close> = cuda.nccl.init { devices = devices, timeout = 120 }
+local inited, comm = pcall(cuda.nccl.init, { devices = devices, timeout = 120 })
+if not inited then
+  L:fail("NCCL init over every GPU failed: " .. tostring(comm))
+  L:judge_missing("the NCCL init failed")
+  os.exit(L:finish())
+end
 local sizes = {}
 local b = P.min_bytes
 while b <= P.max_bytes do sizes[#sizes + 1] = b; b = b * P.step end
@@ -299,4 +304,5 @@ for a = 0, n - 1 do
 end
 L:svg_bars { file = "multi_gpu_copies.svg", title = "Copy bandwidth (GB/s), peer access on", bars = bars }
 for g = 1, n do send[g]:free(); recv[g]:free() end
+comm:free()
 os.exit(L:finish())
