@@ -19,6 +19,8 @@
  *   GPULAB_FAKENCCL_FAIL=name:code   every call of `name` returns `code` (several, comma-separated)
  *   GPULAB_FAKENCCL_ABSENT_PEERS=1   a multi-process init never completes (peers never join)
  *   GPULAB_FAKENCCL_ASYNC_ERROR=code ncclCommGetAsyncError reports `code` once work was enqueued
+ *   GPULAB_FAKENCCL_CONNECT=n     a collective on a non-blocking communicator answers ncclInProgress
+ *                                 (connecting to its peers) and the next n polls say so too; -1: forever
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -44,6 +46,7 @@ typedef struct {
 typedef struct fake_comm {
     int rank, nranks, device, clique; /* clique: ranks made by one ncclCommInitAll, else -1 */
     bool multi_process, absent_peers, init_polled, blocking, used;
+    int connecting; /* polls left that answer ncclInProgress after a collective; -1: forever */
     struct fake_comm *next;
 } fake_comm;
 
@@ -184,7 +187,8 @@ API res_t ncclCommInitRankConfig(fake_comm **comm, int nranks, unique_id id, int
 API res_t ncclCommGetAsyncError(fake_comm *c, res_t *state) {
     if (!is_live(c)) return bad_comm("ncclCommGetAsyncError");
     if (state == NULL) return INVALID_ARG;
-    if (c->absent_peers) {
+    if (c->absent_peers || c->connecting != 0) {
+        if (c->connecting > 0) c->connecting--;
         *state = IN_PROGRESS;
         return OK;
     }
@@ -344,6 +348,12 @@ static res_t enqueue(const char *name, int kind, const void *send, void *recv, s
     c->used = true;
     logf_("%s rank %d of %d type %d op %d count %zu root %d", kind_name[kind], c->rank, c->nranks, type, op, count, root);
     op_rec rec = {kind, c, send, recv, count, type, op, root};
+    const char *connect = getenv("GPULAB_FAKENCCL_CONNECT");
+    if (!c->blocking && connect && *connect) {
+        c->connecting = atoi(connect);
+        logf_("connecting rank %d", c->rank);
+        return IN_PROGRESS;
+    }
     if (c->multi_process) return OK; /* its peers are other processes: nothing to combine here */
     if (group_depth > 0) {
         if (group_n == MAX_GROUP) return INTERNAL;
