@@ -20,7 +20,12 @@ gl=${2:-}
 if [ -z "$gl" ]; then
   if [ -x "$root/.device-build/gpulab" ]; then gl=$root/.device-build/gpulab; else gl=$root/build/gpulab; fi
 fi
-build=$(dirname "$gl")
+build=$(cd "$(dirname "$gl")" && pwd)
+gl=$build/$(basename "$gl")
+# A build carried from another checkout (tools/device_build.sh at /work/main) names that source
+# folder in its tests: make it resolve to this checkout, as tools/device_run.sh does.
+src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
+if [ -n "$src" ] && [ "$src" != "$root" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -sfn "$root" "$src"; fi
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=${NCCL_DEBUG:-WARN} GPULAB_CACHE_DIR=$out/cache GPULAB_HOME=$root
 cd "$root"
 summary=$out/summary.md
