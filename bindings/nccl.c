@@ -567,6 +567,9 @@ static gl_array *rank_array(lua_State *L, int arg, nccl_comm *c, coll *k, int i,
     int v = arg;
     bool list = lua_istable(L, arg);
     if (list) {
+        if (lua_rawlen(L, arg) == 0 && arg == 3 && lua_isnoneornil(L, 4))
+            luaL_error(L, "%s: argument #2 (recv): a cuda.array or a list of them expected, got a table "
+                          "without entries (options go in argument #3: recv may be nil for in place)", k->fn);
         if ((int)lua_rawlen(L, arg) != c->nlocal)
             luaL_error(L, "%s: argument #%d (%s): one cuda.array per device (%d) expected, got %d", k->fn,
                        arg - 1, what, c->nlocal, (int)lua_rawlen(L, arg));

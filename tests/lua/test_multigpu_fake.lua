@@ -230,6 +230,7 @@ T.test("collective argument checks name the function, argument and devices", fun
   T.raises(function() comm:all_reduce(a[1]) end, "argument #1 (send): this communicator drives 2 devices; give a list")
   T.raises(function() comm:all_reduce({ a[1] }) end, "one cuda.array per device (2) expected, got 1")
   T.raises(function() comm:all_reduce() end, "comm:all_reduce: argument #1 (send) expected")
+  T.raises(function() comm:all_reduce(a, { op = "max" }) end, "options go in argument #3: recv may be nil")
   T.raises(function() comm:all_gather(a) end, "comm:all_gather: argument #2 (recv) expected")
   T.raises(function() comm:all_reduce(a, nil, { op = "mean" }) end, "option 'op' must be one of sum, prod,"
     .. " max, min, avg, got 'mean'")
