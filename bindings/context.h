@@ -6,6 +6,8 @@
 
 #include <stdbool.h>
 
+#include <cuda.h>
+
 #include <lua.h>
 
 /* Makes sure the driver is open, the primary context of the current device is current and
@@ -17,6 +19,13 @@ bool gl_context_usable(void);
 int gl_current_device(void);
 /* Makes device `ordinal` current (retains its primary context). Raises on failure. */
 void gl_select_device(lua_State *L, int ordinal, const char *fn);
+/* The primary context of device `ordinal`, retained once per process (the first call retains
+ * it; it is not made current). Raises on failure. */
+CUcontext gl_device_context(lua_State *L, int ordinal, const char *fn);
+/* The same without retaining or raising: NULL when that context was never retained. */
+CUcontext gl_device_context_retained(int ordinal);
+/* Devices gpulab keeps a context slot for (ordinals 0..GL_MAX_DEVICES-1). */
+#define GL_MAX_DEVICES 64
 /* gl_poisoned_reason() is part of the public interface: gpulab.h. */
 
 #endif

@@ -3,6 +3,7 @@
  * helpers they share.
  */
 #include "context.h"
+#include "peer.h"
 #include "gpulab.h"
 #include "identity.h"
 #include "lifetime.h"
@@ -145,6 +146,7 @@ int luaopen_cuda(lua_State *L) {
     gl_open_measure(L);
     gl_open_tensormap(L);
     gl_open_profile(L); gl_open_trace(L);
+    gl_open_peer(L); gl_open_nccl(L);
     gl_guard_debug_library(L);
     return 1;
 }

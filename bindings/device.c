@@ -265,9 +265,10 @@ int gl_device_cc(int *major, int *minor) {
  * cuda.count(), cuda.device(i)
  * ------------------------------------------------------------------------------------------ */
 void gl_refuse_other_device(lua_State *L, const char *fn, int argno, const char *what, int device) {
-    luaL_error(L, "%s: argument #%d: the %s belongs to device %d, but device %d is current (objects "
-                  "are not shared between devices; make it on device %d, or cuda.device(%d) first)",
-               fn, argno, what, device, gl_current_device(), gl_current_device(), device);
+    luaL_error(L, "%s: argument #%d: the %s belongs to device %d, but device %d is current (a "
+                  "context cannot use another's %s, peer access or not; make it on device %d, or "
+                  "cuda.device(%d) first)",
+               fn, argno, what, device, gl_current_device(), what, gl_current_device(), device);
 }
 
 static int l_count(lua_State *L) {
@@ -339,10 +340,24 @@ static void push_device(lua_State *L, int ordinal, const char *fn) {
     luaL_setmetatable(L, DEVICE_T);
 }
 
+/* cuda.device(i) makes device i current and returns its description and the ordinal that was
+ * current before (so `local _, prev = cuda.device(1) ... cuda.device(prev)` restores it). */
 static int l_device(lua_State *L) {
+    int previous = gl_current_device();
     int ordinal = check_ordinal(L, 1, "cuda.device");
     gl_select_device(L, ordinal, "cuda.device");
     push_device(L, ordinal, "cuda.device");
+    lua_pushinteger(L, previous);
+    return 2;
+}
+
+/* For the REPL's prompt (registry "gpulab.prompt_device"): the current ordinal when the driver
+ * is open and reports more than one device, else nothing. Never opens the driver itself. */
+static int l_prompt_device(lua_State *L) {
+    if (gl_driver_version() == 0 || gl_poisoned_reason()) return 0; /* not opened (or no driver) */
+    int n = 0;
+    if (gl_cu.cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 2) return 0;
+    lua_pushinteger(L, gl_current_device());
     return 1;
 }
 
@@ -425,4 +440,6 @@ void gl_open_device(lua_State *L) {
                                    {"device_attributes", l_device_attributes},
                                    {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
+    lua_pushcfunction(L, l_prompt_device);
+    lua_setfield(L, LUA_REGISTRYINDEX, "gpulab.prompt_device");
 }

@@ -137,7 +137,7 @@ bool gl_driver_open(const char **reason) {
 }
 
 /* Driver version as reported by cuDriverGetVersion (e.g. 13000), or 0 without a driver. */
-static int gl_driver_version(void) { return drv.ok ? drv.version : 0; }
+int gl_driver_version(void) { return drv.ok ? drv.version : 0; }
 
 /* ---------------------------------------------------------------------------------------- */
 
@@ -207,16 +207,31 @@ bool gl_context_usable(void) { return drv.ok && ctx.created && ctx.poisoned[0] =
 
 int gl_current_device(void) { return ctx.ordinal; }
 
+/* Primary contexts retained so far, one per ordinal: switching back and forth retains nothing new. */
+static CUcontext retained[GL_MAX_DEVICES];
+
+CUcontext gl_device_context(lua_State *L, int ordinal, const char *fn) {
+    if (ordinal < 0 || ordinal >= GL_MAX_DEVICES)
+        luaL_error(L, "%s: device %d is beyond the %d devices gpulab tracks", fn, ordinal, GL_MAX_DEVICES);
+    if (retained[ordinal] == NULL) {
+        CUdevice dev;
+        GL_CHECK(L, gl_cu.cuDeviceGet(&dev, ordinal), fn, "cuDeviceGet");
+        CUcontext c;
+        GL_CHECK(L, gl_cu.cuDevicePrimaryCtxRetain(&c, dev), fn, "cuDevicePrimaryCtxRetain");
+        retained[ordinal] = c;
+    }
+    return retained[ordinal];
+}
+
+CUcontext gl_device_context_retained(int ordinal) {
+    return ordinal >= 0 && ordinal < GL_MAX_DEVICES ? retained[ordinal] : NULL;
+}
+
 static void make_current(lua_State *L, int ordinal, const char *fn) {
     CUdevice dev;
     GL_CHECK(L, gl_cu.cuDeviceGet(&dev, ordinal), fn, "cuDeviceGet");
-    CUcontext c;
-    GL_CHECK(L, gl_cu.cuDevicePrimaryCtxRetain(&c, dev), fn, "cuDevicePrimaryCtxRetain");
-    CUresult r = gl_cu.cuCtxSetCurrent(c);
-    if (r != CUDA_SUCCESS) {
-        gl_cu.cuDevicePrimaryCtxRelease(dev);
-        gl_raise_cuda(L, r, fn, "cuCtxSetCurrent");
-    }
+    CUcontext c = gl_device_context(L, ordinal, fn);
+    GL_CHECK(L, gl_cu.cuCtxSetCurrent(c), fn, "cuCtxSetCurrent");
     /* The previous device's context stays retained: its objects may still be alive. */
     ctx.created = true;
     ctx.ordinal = ordinal;

@@ -30,7 +30,8 @@
     X(cuEventSynchronize) X(cuEventElapsedTime)                                                 \
     X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)     \
     X(cuGraphGetNodes)                                                                          \
-    X(cuTensorMapEncodeTiled) X(cuTensorMapReplaceAddress)
+    X(cuTensorMapEncodeTiled) X(cuTensorMapReplaceAddress)                                     \
+    X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuMemcpyPeer) X(cuMemcpyPeerAsync)
 
 /* Entry points gpulab works without (newer than the oldest driver it supports): NULL when the
  * driver lacks them, and every caller checks. cuFuncGetParamInfo came with CUDA 12.4. */
@@ -49,5 +50,7 @@ extern gl_driver gl_cu;
 /* Opens libcuda (GPULAB_LIBCUDA or libcuda.so.1) once and calls cuInit. Never raises.
  * On failure returns false and *reason (static text) says why. */
 bool gl_driver_open(const char **reason);
+/* The driver's version (12080 for 12.8), 0 when it was not opened. */
+int gl_driver_version(void);
 
 #endif

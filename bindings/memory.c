@@ -34,6 +34,7 @@
 #include "identity.h"
 #include "lifetime.h"
 #include "objects.h"
+#include "peer.h"
 #include "observe.h"
 #include "options.h"
 #include "register.h"
@@ -340,6 +341,7 @@ struct gl_mem_block {
     CUdeviceptr dev;  /* BLOCK_DEVICE */
     void *host;       /* BLOCK_PINNED, BLOCK_PAGEABLE */
     size_t nbytes;
+    int device;       /* BLOCK_DEVICE: the device whose context allocated it */
     int holders;      /* live arrays and views on it: the byte counts of cuda.stats() follow it */
     int refs;         /* holders plus released ones whose queued work may still run */
 };
@@ -359,13 +361,23 @@ static void block_hold(gl_mem_block *b) {
     b->refs++;
 }
 
+/* Device memory is freed with its own device's context current (another device may be current
+ * by then); the current context is put back. */
+static void free_in_own_context(gl_mem_block *b) {
+    CUcontext own = gl_device_context_retained(b->device), cur = NULL;
+    bool swap = own && gl_cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != own &&
+                gl_cu.cuCtxSetCurrent(own) == CUDA_SUCCESS;
+    gl_cu.cuMemFree(b->dev);
+    if (swap) gl_cu.cuCtxSetCurrent(cur);
+}
+
 /* A gl_release_fn: drops one reference once the releasing object's work is done. */
 static void block_unref(void *handle, uintptr_t extra) {
     (void)extra;
     gl_mem_block *b = handle;
     if (--b->refs > 0) return;
     if (b->kind == BLOCK_PAGEABLE) free(b->host);
-    else if (gl_context_usable() && b->kind == BLOCK_DEVICE) gl_cu.cuMemFree(b->dev);
+    else if (gl_context_usable() && b->kind == BLOCK_DEVICE) free_in_own_context(b);
     else if (gl_context_usable()) gl_cu.cuMemFreeHost(b->host);
     free(b);
 }
@@ -660,9 +672,14 @@ static row_plan plan_rows(lua_State *L, mem_ref dst, mem_ref src, const copy_opt
 
 /* One contiguous span of a copy: the driver call for it, or memmove / conversion on the host. */
 static void copy_span(lua_State *L, mem_ref dst, mem_ref src, size_t dbyte, size_t sbyte,
-                      const copy_plan *p, CUstream s, bool on_stream, const char *fn) {
+                      const copy_plan *p, CUstream s, bool on_stream, const CUcontext *peer,
+                      const char *fn) {
     size_t n = p->nbytes;
-    if (dst.host && src.host) {
+    if (peer) { /* arrays of two devices: peer[0] the destination's context, peer[1] the source's */
+        CUdeviceptr d = dst.dev->ptr + dbyte, sp = src.dev->ptr + sbyte;
+        if (on_stream) GL_CHECK(L, gl_cu.cuMemcpyPeerAsync(d, peer[0], sp, peer[1], n, s), fn, "cuMemcpyPeerAsync");
+        else GL_CHECK(L, gl_cu.cuMemcpyPeer(d, peer[0], sp, peer[1], n), fn, "cuMemcpyPeer");
+    } else if (dst.host && src.host) {
         unsigned char *d = (unsigned char *)dst.host->data + dbyte;
         const unsigned char *sp = (const unsigned char *)src.host->data + sbyte;
         if (p->convert)
@@ -711,15 +728,21 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
                               gl_dtype_name(dst.host->dtype));
         }
     }
+    CUcontext peer_ctx[2];
+    bool peer = !host_only && gl_copy_devices(L, dst.dev, src.dev, fn);
+    if (peer) {
+        peer_ctx[0] = gl_device_context(L, dst.dev->device, fn);
+        peer_ctx[1] = gl_device_context(L, src.dev->device, fn);
+    }
     gl_stream_track *track = on_stream ? gl_opt_stream_track(L, o->stream_idx, fn) : gl_default_track();
     CUstream s = host_only ? NULL : gl_track_handle(track);
     if (p.nbytes == 0) return;
     long obs = !host_only && gl_observers ? gl_observe_begin(s, true) : -1; /* cuda.trace */
     for (size_t r = 0; r < rp.rows; r++)
         copy_span(L, dst, src, p.dst_byte + r * rp.dst_step, p.src_byte + r * rp.src_step, &p, s,
-                  on_stream, fn);
+                  on_stream, peer ? peer_ctx : NULL, fn);
     if (obs >= 0)
-        gl_observe_copy(obs, dst.dev && src.dev ? "copy DtoD" : dst.dev ? "copy HtoD" : "copy DtoH",
+        gl_observe_copy(obs, peer ? "copy peer" : dst.dev && src.dev ? "copy DtoD" : dst.dev ? "copy HtoD" : "copy DtoH",
                         p.nbytes * rp.rows, s);
     if (host_only) return;
     mark_copy_uses(dst, src, track, on_stream);
@@ -756,6 +779,7 @@ static int l_array(lua_State *L) {
     luaL_setmetatable(L, GL_ARRAY_T);
     gl_mem_block *b = block_new(BLOCK_DEVICE, s.nbytes);
     if (b == NULL) mem_error(L, "%s: out of host memory", fn);
+    b->device = a->device;
     CUresult r = gl_cu.cuMemAlloc(&b->dev, s.nbytes);
     if (r != CUDA_SUCCESS) {
         free(b);
@@ -806,6 +830,7 @@ static int array_fill(lua_State *L) {
     bool on_stream = !lua_isnoneornil(L, 3);
     gl_stream_track *track = gl_opt_stream_track(L, 3, fn);
     gl_require_gpu(L, fn);
+    gl_check_array_device(L, a, fn, 1);
     CUstream s = gl_track_handle(track);
     size_t esize = gl_dtype_size(a->dtype);
     uint32_t lo, hi;

@@ -100,11 +100,13 @@ static inline const char *gl_tensormap_unusable(const gl_tensormap *tm) {
 }
 
 /* Device checks for work submitted on the current device (gl_current_device()): an object made
- * in another device's context is refused with a message naming both devices (peer access is
- * not set up by gpulab). Cheap: one compare; raises "fn: argument #n: ...". */
+ * in another device's context is refused with a message naming both devices (arrays pass when
+ * peer access to their device is on). Cheap: one compare; raises "fn: argument #n: ...". */
 void gl_refuse_other_device(lua_State *L, const char *fn, int argno, const char *what, int device);
+/* Arrays may also be on a device the current one has peer access to (peer.c, cuda.peer). */
+void gl_check_array_on_device(lua_State *L, const gl_array *a, const char *fn, int argno);
 static inline void gl_check_array_device(lua_State *L, const gl_array *a, const char *fn, int argno) {
-    if (a->device != gl_current_device()) gl_refuse_other_device(L, fn, argno, "cuda.array", a->device);
+    if (a->device != gl_current_device()) gl_check_array_on_device(L, a, fn, argno);
 }
 static inline void gl_check_tensormap_device(lua_State *L, const gl_tensormap *tm, const char *fn,
                                              int argno) {

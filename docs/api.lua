@@ -987,5 +987,114 @@ tensor-map encoding. A lab's verdicts under the stand-in are never evidence.]==]
 - `debug.setuservalue` returns fail for gpulab objects; forged metatables make methods raise.
 - Stand-in: `GPULAB_FAKE_FAIL` reaches every entry point, `cuGetErrorName`/`cuGetErrorString` included.]==] },
 
+-- ---------------------------------------------------------------------------------------------
+{ title = "Several GPUs (docs/MULTI_GPU.md)", level = 2,
+  text = [==[
+```lua
+local dev, prev = cuda.device(1)          -- device 1 current for what follows; prev: the ordinal before
+cuda.device()                             -- the current device's table
+cuda.peer(0, 1)                           --> {can=, enabled=, same=}   (cuDeviceCanAccessPeer; what gpulab enabled)
+cuda.peer(0, 1, true [, {both=true}])     -- enables 0 -> 1 (and 1 -> 0): cuCtxEnablePeerAccess
+d1:copy_from(d0 [, stream])               -- arrays of two devices: cuMemcpyPeer(Async); no peer access needed
+local comm = cuda.nccl.init{devices={0, 1, 2, 3}, timeout=60}                 -- one process, every GPU
+local id = cuda.nccl.unique_id()                                              -- 256 hex characters
+local comm = cuda.nccl.init{rank=r, nranks=n, id=id, device=r, timeout=60}    -- one process per GPU
+comm:all_reduce(send, recv, {op="sum"|"prod"|"max"|"min"|"avg", stream=s | streams={...}, timeout=})
+comm:broadcast(send, recv, {root=0, ...}); comm:all_gather(send, recv, {...}); comm:reduce_scatter(send, recv, {op=, ...})
+comm:sync{timeout=}; comm:free()          -- fields: nranks, rank, ranks, devices, aborted, freed
+cuda.nccl.available() --> true | false, why;  cuda.nccl.version() --> "2.28.9";  cuda.nccl.stats() --> {communicators=}
+cuda.run_isolated({ {script, opts}, ... }) --> { result, ... }   -- every child at once, each with its own deadline
+L:sweep(configs, function(config, i) ... return result end, {name=}) --> results, info   -- gpulab --gpus=all|0,2
+```
+
+- `cuda.sync{timeout=}` and `s:sync` wait for the current device's context (or that stream); with
+  several devices, wait on each (`cuda.device(i); cuda.sync{...}`) or on a communicator (`comm:sync`).
+- Device rules: work goes to the current device. A `cuda.array` of another device is refused by launch
+  arguments, `d:fill`, and host copies ("argument #1: the cuda.array belongs to device 1, but device 0 is
+  current and has no peer access to it (cuda.peer(0, 1, true) enables it, or cuda.device(1) first)") unless
+  the current device has peer access to it. Streams, modules, kernels, graphs and tensor maps of another
+  device are always refused (a context cannot use another's, peer access or not).
+- Copies between devices: `dst:copy_from(src)` with `dst` and `src` on different devices uses
+  `cuMemcpyPeer`, or `cuMemcpyPeerAsync` on the given stream (a stream of the current device); one of
+  the two must be on the current device. Without peer access the driver stages the copy through host
+  memory; it works either way, faster with peer access (labs/multi_gpu.lua measures both).
+- `cuda.peer` errors: a device that does not exist, a non-boolean third argument, `both` without
+  `true`, and enabling a pair the driver says cannot access each other ("copies between them still
+  work, staged by the driver"). Enabling what is already enabled is fine. `cuda.peer(a, a)` is `same`.
+- NCCL: libnccl.so.2 is opened at run time (`GPULAB_LIBNCCL` overrides). `NCCL_NVLS_ENABLE=0` is set
+  before NCCL's first use unless the environment has it: NVLink multicast stays off.
+- Collective arguments: with `devices={...}` of k devices, `send`/`recv` are lists of k arrays (one
+  per device, in order) and `streams` a list of k streams; with the one-rank form, single arrays and
+  `stream`. `recv` may be nil for `all_reduce` and `broadcast` (in place). Counts: `all_reduce` and
+  `broadcast` equal numel; `all_gather` recv = nranks × send; `reduce_scatter` send = nranks × recv.
+  dtypes: i8, u8, i32, u32, i64, u64, f16, bf16, f32, f64 (i16, u16, bool have no NCCL type).
+  Errors name the function, the argument, the rank and both devices ("comm:all_reduce: argument #1
+  (send) of rank 0: the cuda.array belongs to device 1, but that rank's communicator is on device 0").
+  NCCL's own failures: "comm:broadcast: ncclBroadcast: ncclInvalidUsage (5): <ncclGetErrorString>;
+  <ncclGetLastError>". Collectives are refused inside `s:capture`.
+- Deadlines: the one-rank-per-process init is non-blocking and polled until `timeout` (default 60 s);
+  `{timeout=}` on a collective waits for it; `comm:sync{timeout=}` (default: the init's) waits for the
+  last collectives. A deadline that passes, or an asynchronous NCCL error, aborts the communicator
+  (`ncclCommAbort`) and raises; an aborted communicator refuses further use. Without `timeout` a
+  collective is only enqueued (what `cuda.measure` times). `comm:free()`, `__close` and `__gc` share one
+  release: idle communicators are destroyed, busy ones aborted; never raising, idempotent.
+- `cuda.run_isolated` list form: up to 256 entries `{script, opts}` (opts as for one child); errors
+  in an entry are "cuda.run_isolated: entry 2: ..." and nothing runs; results come back in order.
+- `L:sweep` and `--gpus`: without `--gpus` (or `GPULAB_GPUS`) the configurations run in this process;
+  with it and more than one GPU, one child per GPU runs the same script with the same arguments, sees only
+  its GPU (`CUDA_VISIBLE_DEVICES`: it is the child's device 0), runs its share of the sweep
+  (configuration i on GPU (i-1) mod n) and ends; the parent merges the
+  results in order and records `sweep:NAME` = {gpus, device per configuration, per_gpu} in the JSON.
+  In children a result must be JSON-able and not nil. Earlier sweeps are handed to the children.
+- `require("gpulab.ranks")`: `ranks.from_env()` → `{rank, nranks, local_rank, launcher}` from Open MPI,
+  Slurm, PMI or `GPULAB_RANK`/`GPULAB_NRANKS`/`GPULAB_LOCAL_RANK`; `ranks.share_id(path, me, {timeout=})`
+  writes (rank 0) or waits for (the others) the NCCL id in a shared file.
+- The REPL prompt is `gpulab[N]> ` (N the current device) once the driver is open and reports more
+  than one device.
+- Stand-ins (tests only): `GPULAB_FAKE_DEVICES=n` with `GPULAB_FAKE_PEER=all|none|0-1,1-0` (which ordered
+  pairs can access each other); tests/fakenccl (`GPULAB_LIBNCCL=build/libfakenccl.so`): single-process
+  groups combine the ranks' buffers, one-rank-per-process communicators only log;
+  `GPULAB_FAKENCCL_LOG`, `GPULAB_FAKENCCL_FAIL=name:code,...`, `GPULAB_FAKENCCL_ABSENT_PEERS=1`,
+  `GPULAB_FAKENCCL_ASYNC_ERROR=code`.
+]==],
+  entries = {
+    { "cuda.peer", sig = "cuda.peer(a, b [, enable [, {both=true}]])",
+      params = { {"a", "integer", "device ordinal whose context would reach b's memory"},
+                 {"b", "integer", "device ordinal"},
+                 {"enable", "boolean?", "true: cuCtxEnablePeerAccess in a's context for b"},
+                 {"opts", "table?", "`{both=true}`: also b -> a"} },
+      returns = { {"table", "`{can=, enabled=, same=}`"} },
+      errors = { "cuda.peer: a device that does not exist, a non-boolean third argument, `both` without `true`, " ..
+                 "or a pair the driver says cannot access each other" },
+      summary = "reports (and with `true` enables) peer access from device a to device b" },
+    { "cuda.nccl", kind = "field", type = "table",
+      summary = "NCCL, opened at run time: `init{devices=}` / `init{rank=, nranks=, id=, device=}`, " ..
+                "`unique_id()`, `available()`, `version()`, `stats()`" },
+    { "cuda.nccl.comm", kind = "class", summary = "an NCCL communicator (one process with several GPUs, or one rank)",
+      fields = {
+        {"nranks", "integer", "ranks in the communicator"}, {"rank", "integer?", "this process's rank (one-rank form)"},
+        {"ranks", "integer", "ranks held by this process"}, {"devices", "integer[]", "the device of each held rank"},
+        {"aborted", "boolean", "a deadline or an asynchronous error aborted it"}, {"freed", "boolean", "freed"},
+      } },
+    { "cuda.nccl.comm:all_reduce", sig = "comm:all_reduce(send [, recv] [, {op=, stream=, streams=, timeout=}])",
+      summary = "ncclAllReduce (op sum, prod, max, min, avg); recv nil: in place" },
+    { "cuda.nccl.comm:broadcast", sig = "comm:broadcast(send [, recv] [, {root=0, stream=, streams=, timeout=}])",
+      summary = "ncclBroadcast from rank `root`" },
+    { "cuda.nccl.comm:all_gather", sig = "comm:all_gather(send, recv [, {stream=, streams=, timeout=}])",
+      summary = "ncclAllGather: recv holds nranks x send" },
+    { "cuda.nccl.comm:reduce_scatter", sig = "comm:reduce_scatter(send, recv [, {op=, stream=, streams=, timeout=}])",
+      summary = "ncclReduceScatter: send holds nranks x recv" },
+    { "cuda.nccl.comm:sync", sig = "comm:sync{timeout=}",
+      summary = "waits for the last collectives; past the deadline aborts the communicator and raises" },
+    { "cuda.nccl.comm:free", sig = "comm:free()",
+      summary = "destroys an idle communicator, aborts a busy one; idempotent, never raises (also `<close>`)" },
+    { "Lab:sweep", sig = "L:sweep(configs, fn [, {name=}])",
+      params = { {"configs", "table", "the configurations, in order"},
+                 {"fn", "function", "fn(config, i) --> a JSON-able result"},
+                 {"opts", "table?", "`{name=}`: the record's name"} },
+      returns = { {"table", "the results, in order"}, {"table", "`{gpus=, device=, per_gpu=}`"} },
+      summary = "runs independent configurations, one child per GPU under `gpulab --gpus=`, and merges them in order" },
+  },
+},
 },
 }

@@ -356,48 +356,79 @@ typedef struct {
     double seconds;
 } outcome;
 
-/* Waits for the child, reading both pipes, enforcing the deadline. Never raises. */
-static void supervise(pid_t pid, const request *req, capture io[2], outcome *o) {
+/* One running child: its request, the two captured pipes and how it ended. */
+typedef struct {
+    pid_t pid;
+    const request *req;
+    capture *io;
+    outcome o;
+    double start, deadline, kill_at, drain_until;
+    bool killed;
+} child;
+
+/* One step of a child's state machine: reap, signal at the deadline, kill after the grace.
+ * True once it is reaped and its pipes are drained (or the drain time passed). */
+static bool child_step(child *c, double t) {
+    outcome *o = &c->o;
+    pid_t w = o->reaped ? 0 : waitpid(c->pid, &o->wait_status, WNOHANG);
+    if (w < 0 && errno != EINTR) o->wait_status = 255 << 8; /* not ours to wait for: report exit 255 */
+    if (w == c->pid || (w < 0 && errno != EINTR)) {
+        o->reaped = true;
+        o->seconds = t - c->start;
+        c->drain_until = t + DRAIN_AFTER_EXIT_S;
+    }
+    if (o->reaped && ((c->io[0].fd < 0 && c->io[1].fd < 0) || t >= c->drain_until)) return true;
+    if (!o->signalled_by_us && (t >= c->deadline || interrupted)) {
+        kill(-c->pid, SIGTERM);
+        o->signalled_by_us = true;
+        o->interrupted = interrupted;
+        c->kill_at = t + TERM_GRACE_S;
+    }
+    if (!c->killed && t >= c->kill_at) {
+        kill(-c->pid, SIGKILL);
+        c->killed = true;
+    }
+    return false;
+}
+
+/* Waits for every child, reading all pipes, enforcing each deadline. Never raises. */
+static void supervise_all(child *cs, int n) {
     double start = now_s();
-    double deadline = req->timeout > 0 ? start + req->timeout : INFINITY;
-    double kill_at = INFINITY, drain_until = INFINITY;
-    bool killed = false;
+    for (int i = 0; i < n; i++) {
+        cs[i].start = start;
+        cs[i].deadline = cs[i].req->timeout > 0 ? start + cs[i].req->timeout : INFINITY;
+        cs[i].kill_at = cs[i].drain_until = INFINITY;
+    }
+    struct pollfd *p = calloc((size_t)n * 2, sizeof *p);
+    capture **owner = calloc((size_t)n * 2, sizeof *owner);
     for (;;) {
         double t = now_s();
-        pid_t w = o->reaped ? 0 : waitpid(pid, &o->wait_status, WNOHANG);
-        if (w < 0 && errno != EINTR) o->wait_status = 255 << 8; /* not ours to wait for: report exit 255 */
-        if (w == pid || (w < 0 && errno != EINTR)) {
-            o->reaped = true;
-            o->seconds = t - start;
-            drain_until = t + DRAIN_AFTER_EXIT_S;
+        bool all = true;
+        for (int i = 0; i < n; i++) {
+            if (cs[i].o.reaped && ((cs[i].io[0].fd < 0 && cs[i].io[1].fd < 0) || t >= cs[i].drain_until)) continue;
+            if (!child_step(&cs[i], t)) all = false;
         }
-        if (o->reaped && ((io[0].fd < 0 && io[1].fd < 0) || t >= drain_until)) break;
-        if (!o->signalled_by_us && (t >= deadline || interrupted)) {
-            kill(-pid, SIGTERM);
-            o->signalled_by_us = true;
-            o->interrupted = interrupted;
-            kill_at = t + TERM_GRACE_S;
-        }
-        if (!killed && t >= kill_at) {
-            kill(-pid, SIGKILL);
-            killed = true;
-        }
-        struct pollfd p[2];
+        if (all) break;
         int np = 0;
-        for (int i = 0; i < 2; i++)
-            if (io[i].fd >= 0) p[np++] = (struct pollfd){.fd = io[i].fd, .events = POLLIN};
+        for (int i = 0; p && owner && i < n; i++)
+            for (int k = 0; k < 2; k++)
+                if (cs[i].io[k].fd >= 0) {
+                    owner[np] = &cs[i].io[k];
+                    p[np++] = (struct pollfd){.fd = cs[i].io[k].fd, .events = POLLIN};
+                }
         /* wake at least every 20 ms to notice the exit of a child whose pipes are held elsewhere */
-        int r = poll(p, (nfds_t)np, 20);
+        int r = p && owner ? poll(p, (nfds_t)np, 20) : (usleep(20000), 0);
         if (r <= 0) continue;
-        for (int i = 0, j = 0; i < 2; i++) {
-            if (io[i].fd < 0) continue;
-            if (p[j++].revents) capture_read(&io[i]);
-        }
+        for (int j = 0; j < np; j++)
+            if (p[j].revents) capture_read(owner[j]);
     }
-    /* whatever the child left running (it led its own group) goes too */
-    kill(-pid, SIGKILL);
-    for (int i = 0; i < 2; i++)
-        if (io[i].fd >= 0) close(io[i].fd), io[i].fd = -1;
+    free(p);
+    free(owner);
+    for (int i = 0; i < n; i++) { /* whatever a child left running (it led its own group) goes too */
+        kill(-cs[i].pid, SIGKILL);
+        for (int k = 0; k < 2; k++)
+            if (cs[i].io[k].fd >= 0) close(cs[i].io[k].fd), cs[i].io[k].fd = -1;
+    }
 }
 
 static void push_capture(lua_State *L, capture *c, const char *field) {
@@ -413,54 +444,58 @@ static void push_capture(lua_State *L, capture *c, const char *field) {
     lua_setfield(L, -2, field);
 }
 
-static int l_run_isolated(lua_State *L) {
-    request req;
-    memset(&req, 0, sizeof req);
-    read_request(L, &req);
-
-    capture *io = new_capture_pair(L); /* before any descriptor exists: it may raise */
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return luaL_error(L, FN ": pipe: %s", strerror(errno));
-    if (pipe2(err, O_CLOEXEC) != 0) {
-        int e = errno;
-        close(out[0]), close(out[1]);
-        return luaL_error(L, FN ": pipe: %s", strerror(e));
-    }
-    fflush(stdout);
-    fflush(stderr);
-    /* our SIGINT handler for the wait; the host's one is put back before returning */
+/* Runs n prepared requests at once (the capture pairs are at stack indices io[0..n-1]); a failing
+ * pipe or fork kills and reaps the children already started, then raises. */
+static void run_children(lua_State *L, const request *const *reqs, int n, const int *io_idx, child *cs) {
     struct sigaction sa = {.sa_handler = on_interrupt}, old_int;
     sigemptyset(&sa.sa_mask);
     interrupted = 0;
     sigaction(SIGINT, &sa, &old_int);
-
-    pid_t pid = fork();
-    if (pid == 0) exec_child(&req, out[1], err[1]);
-    int fork_errno = errno;
-    close(out[1]);
-    close(err[1]);
-    if (pid < 0) {
-        close(out[0]), close(err[0]);
-        sigaction(SIGINT, &old_int, NULL);
-        return luaL_error(L, FN ": fork: %s", strerror(fork_errno));
+    for (int i = 0; i < n; i++) {
+        memset(&cs[i], 0, sizeof cs[i]);
+        cs[i].req = reqs[i];
+        cs[i].io = lua_touserdata(L, io_idx[i]);
+        int out[2] = {-1, -1}, err[2] = {-1, -1};
+        const char *step = "pipe";
+        pid_t pid = -1;
+        if (pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0) {
+            fflush(stdout);
+            fflush(stderr);
+            step = "fork";
+            pid = fork();
+            if (pid == 0) exec_child(reqs[i], out[1], err[1]);
+        }
+        int e = errno;
+        for (int k = 0; k < 2; k++) { /* the write ends are the child's; all four go on failure */
+            if (out[k] >= 0 && (k == 1 || pid < 0)) close(out[k]);
+            if (err[k] >= 0 && (k == 1 || pid < 0)) close(err[k]);
+        }
+        if (pid < 0) {
+            for (int j = 0; j < i; j++) {
+                kill(-cs[j].pid, SIGKILL);
+                waitpid(cs[j].pid, NULL, 0);
+                for (int k = 0; k < 2; k++) close(cs[j].io[k].fd), cs[j].io[k].fd = -1;
+            }
+            sigaction(SIGINT, &old_int, NULL);
+            luaL_error(L, FN ": %s: %s", step, strerror(e));
+        }
+        setpgid(pid, pid); /* also here: the deadline may come before the child ran setpgid */
+        fcntl(out[0], F_SETFL, O_NONBLOCK);
+        fcntl(err[0], F_SETFL, O_NONBLOCK);
+        cs[i].io[0].fd = out[0];
+        cs[i].io[1].fd = err[0];
+        cs[i].pid = pid;
     }
-    setpgid(pid, pid); /* also here: the deadline may come before the child ran setpgid */
-    fcntl(out[0], F_SETFL, O_NONBLOCK);
-    fcntl(err[0], F_SETFL, O_NONBLOCK);
-
-    io[0].fd = out[0];
-    io[1].fd = err[0];
-    outcome o = {0};
-    supervise(pid, &req, io, &o);
+    supervise_all(cs, n);
     sigaction(SIGINT, &old_int, NULL);
+}
 
-    if (o.interrupted) {
-        return luaL_error(L, FN ": interrupted; the child process was stopped");
-    }
+/* Pushes {status=, code= | signal=, seconds=, stdout=, stderr=} and frees the captured text. */
+static void push_result(lua_State *L, const outcome *o, capture *io, int io_idx) {
     lua_createtable(L, 0, 6);
-    int ws = o.wait_status;
+    int ws = o->wait_status;
     const char *status;
-    if (o.signalled_by_us) status = "timeout";
+    if (o->signalled_by_us) status = "timeout";
     else if (WIFSIGNALED(ws)) status = "crashed";
     else status = WEXITSTATUS(ws) == 0 ? "ok" : "error";
     lua_pushstring(L, status);
@@ -472,15 +507,92 @@ static int l_run_isolated(lua_State *L) {
         lua_pushinteger(L, WTERMSIG(ws));
         lua_setfield(L, -2, "signal");
     }
-    lua_pushnumber(L, o.seconds);
+    lua_pushnumber(L, o->seconds);
     lua_setfield(L, -2, "seconds");
     /* pushing can raise on memory: the buffers are freed by the userdata's __gc then */
     push_capture(L, &io[0], "stdout");
     push_capture(L, &io[1], "stderr");
     lua_pushcfunction(L, capture_gc); /* free the buffers now rather than at the next cycle */
-    lua_pushvalue(L, -3);
+    lua_pushvalue(L, io_idx);
     lua_call(L, 1, 0);
+}
+
+/* cuda.run_isolated(script, opts): one child. */
+static int run_one(lua_State *L) {
+    request req;
+    memset(&req, 0, sizeof req);
+    read_request(L, &req);
+    new_capture_pair(L); /* before any descriptor exists: it may raise */
+    int io_idx = lua_gettop(L);
+    const request *reqs[1] = {&req};
+    child c;
+    run_children(L, reqs, 1, &io_idx, &c);
+    if (c.o.interrupted) return luaL_error(L, FN ": interrupted; the child process was stopped");
+    push_result(L, &c.o, c.io, io_idx);
     return 1;
+}
+
+/* Reads one entry {script, opts} of the list form in a frame of its own (read_request works on
+ * stack slots 1 and 2): returns the options copy, which anchors everything the request points
+ * at, with the request itself stored in it. */
+#define MAX_PARALLEL 256
+static int prepare_entry(lua_State *L) {
+    lua_settop(L, 2);
+    request r;
+    memset(&r, 0, sizeof r);
+    int opts = read_request(L, &r);
+    request *keep = lua_newuserdatauv(L, sizeof *keep, 0);
+    *keep = r;
+    lua_setfield(L, opts, "anchor_request");
+    lua_pushvalue(L, opts);
+    return 1;
+}
+
+/* cuda.run_isolated({ {script, opts}, ... }): every child at once, each with its own deadline;
+ * returns the list of results in the same order. */
+static int run_many(lua_State *L) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+    if (n < 1 || n > MAX_PARALLEL)
+        return luaL_error(L, "bad argument #1 to '" FN "' (a list of 1..%d {script, opts} entries expected, got %I)",
+                          MAX_PARALLEL, (LUAI_UACINT)n);
+    if (!lua_isnoneornil(L, 2)) return luaL_error(L, "bad argument #2 to '" FN "' (the list form takes the options in each entry)");
+    const request **reqs = lua_newuserdatauv(L, sizeof *reqs * (size_t)n, 0);
+    int *io_idx = lua_newuserdatauv(L, sizeof *io_idx * (size_t)n, 0);
+    child *cs = lua_newuserdatauv(L, sizeof *cs * (size_t)n, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 1, i);
+        if (!lua_istable(L, -1))
+            return luaL_error(L, "bad argument #1 to '" FN "' (entry %I must be {script, opts}, got %s)", (LUAI_UACINT)i,
+                              luaL_typename(L, -1));
+        int entry = lua_gettop(L);
+        lua_pushcfunction(L, prepare_entry);
+        lua_rawgeti(L, entry, 1);
+        lua_rawgeti(L, entry, 2);
+        if (lua_pcall(L, 2, 1, 0) != LUA_OK) /* say which entry the message is about */
+            return luaL_error(L, FN ": entry %I: %s", (LUAI_UACINT)i, luaL_tolstring(L, -1, NULL));
+        lua_getfield(L, -1, "anchor_request");
+        reqs[i - 1] = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        lua_replace(L, entry); /* the options copy stays on the stack as the anchor */
+    }
+    for (lua_Integer i = 0; i < n; i++) {
+        new_capture_pair(L);
+        io_idx[i] = lua_gettop(L);
+    }
+    run_children(L, reqs, (int)n, io_idx, cs);
+    for (lua_Integer i = 0; i < n; i++)
+        if (cs[i].o.interrupted) return luaL_error(L, FN ": interrupted; the child processes were stopped");
+    lua_createtable(L, (int)n, 0);
+    for (lua_Integer i = 0; i < n; i++) {
+        push_result(L, &cs[i].o, cs[i].io, io_idx[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int l_run_isolated(lua_State *L) {
+    if (lua_istable(L, 1)) return run_many(L);
+    return run_one(L);
 }
 
 void gl_open_isolate(lua_State *L) {

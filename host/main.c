@@ -30,6 +30,7 @@ static void usage(FILE *out) {
             "  --json FILE      write lab results to FILE (read by gpulab.lab)\n"
             "  --trace FILE     write a Chrome-trace/Perfetto timeline of launches, copies and\n"
             "                   syncs to FILE (as cuda.trace(FILE) does)\n"
+            "  --gpus=all|0,2   spread a lab's sweeps (L:sweep) over these GPUs, one child each\n"
             "  --help           show this help\n"
             "  --               stop handling options\n"
             "  -                stop handling options and execute stdin\n"
@@ -40,10 +41,22 @@ static void usage(FILE *out) {
 
 typedef struct {
     bool interactive, version, has_e, watch, no_env;
-    const char *sanitize, *json, *trace;
+    const char *sanitize, *json, *trace, *gpus;
     int script;       /* index of the script in argv, 0 if none */
     int first_action; /* index where -e/-l start being processed */
 } cli;
+
+/* --gpus=all | --gpus=0,2: read by gpulab.lab's L:sweep (registry "gpulab.gpus"). */
+static bool gpus_spec_ok(const char *v) {
+    if (strcmp(v, "all") == 0) return true;
+    bool digit = false;
+    for (const char *p = v; *p; p++) {
+        if (*p >= '0' && *p <= '9') digit = true;
+        else if (*p == ',' && digit) digit = false;
+        else return false;
+    }
+    return digit;
+}
 
 /* Scans argv the way lua(1) does; returns false (after printing why) on a bad option. */
 static bool parse_args(int argc, char **argv, cli *o) {
@@ -60,6 +73,14 @@ static bool parse_args(int argc, char **argv, cli *o) {
         if (strcmp(a, "-W") == 0) continue; /* run in order with -e and -l */
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); exit(EXIT_SUCCESS); }
         if (strcmp(a, "--watch") == 0) { o->watch = true; continue; }
+        if (strncmp(a, "--gpus=", 7) == 0) {
+            if (!gpus_spec_ok(a + 7)) {
+                fprintf(stderr, "%s: '--gpus' takes 'all' or a list of device ordinals like 0,2\n", gl_progname);
+                return false;
+            }
+            o->gpus = a + 7;
+            continue;
+        }
         if (strncmp(a, "--sanitize=", 11) == 0) { o->sanitize = a + 11; continue; }
         if (strcmp(a, "--sanitize") == 0) { o->sanitize = "memcheck"; continue; }
         if (strcmp(a, "--trace") == 0 || strncmp(a, "--trace=", 8) == 0) {
@@ -214,6 +235,10 @@ static int pmain(lua_State *L) {
     if (o->json) {
         lua_pushstring(L, o->json);
         lua_setfield(L, LUA_REGISTRYINDEX, "gpulab.json");
+    }
+    if (o->gpus) {
+        lua_pushstring(L, o->gpus);
+        lua_setfield(L, LUA_REGISTRYINDEX, "gpulab.gpus");
     }
     if (o->trace && run_trace(L, o->trace) != LUA_OK) return 0;
     create_arg_table(L, m->argc, m->argv, o->script);

@@ -893,6 +893,19 @@ static int fetch_prompt(lua_State *L) {
     return 1;
 }
 
+/* With several devices, the default prompt names the current one ("gpulab[1]> "), once a GPU
+ * call has opened the driver (the bindings' registry hook answers nothing before). */
+static void device_prompt(lua_State *L) {
+    int top = lua_gettop(L);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "gpulab.prompt_device") == LUA_TFUNCTION &&
+        lua_pcall(L, 0, 1, 0) == LUA_OK && lua_isinteger(L, -1)) {
+        char buf[48];
+        snprintf(buf, sizeof buf, "gpulab[%d]> ", (int)lua_tointeger(L, -1));
+        prompt_text = strdup(buf);
+    }
+    lua_settop(L, top);
+}
+
 /* lua(1)'s prompts: the global _PROMPT (first line) or _PROMPT2 (more lines) when it is a string
  * or a number. Read protected: an __index on _G that fails gives the default prompt. */
 static void update_prompt(lua_State *L, bool first) {
@@ -908,6 +921,7 @@ static void update_prompt(lua_State *L, bool first) {
         if (p) prompt_text = strdup(p);
     }
     lua_settop(L, top);
+    if (prompt_text == NULL && first) device_prompt(L);
 }
 
 static unsigned char interrupt_key(EditLine *el, int ch) {

@@ -3,7 +3,7 @@
 # metatables and user values, the debug library and the loaders, and a lifetime stress run at
 # a small count (tools/stress_lifetimes.lua; the 100,000-operation run is for the GPU).
 gl_add_lua_test(fail_every_call tests/lua/test_fail_every_call.lua FAKE
-  ENV GPULAB_BIN=$<TARGET_FILE:gpulab> GPULAB_FAKE_LOG_DIR=${CMAKE_BINARY_DIR})
+  ENV GPULAB_BIN=$<TARGET_FILE:gpulab> GPULAB_FAKE_LOG_DIR=${CMAKE_BINARY_DIR} GPULAB_FAKE_DEVICES=2)
 gl_add_lua_test(robust_fake tests/lua/test_robust_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/robust_fake.log GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/robust_fake.busy
       GPULAB_FAKE_DEVICES=2)

@@ -725,6 +725,177 @@ function lab.spawn(command, opts)
   return h
 end
 
+-- ---- sweeps over GPUs ------------------------------------------------------------------------
+--
+-- L:sweep(configs, fn, {name=, timeout=}) --> results, info. fn(config, i) runs one configuration
+-- and returns a JSON-able value; results[i] is what it returned for configs[i]. Without --gpus
+-- (or GPULAB_GPUS) the configurations run here, one after the other. With `gpulab --gpus=all
+-- lab.lua` (or --gpus=0,2) and more than one GPU, one child per GPU runs this same script with
+-- the same arguments (cuda.run_isolated's list form, all at once): configuration i goes to GPU
+-- (i-1) % n, the child sees only its GPU (CUDA_VISIBLE_DEVICES: it is the child's device 0, so
+-- modules and arrays made before the sweep are on it too) and runs only its share when it
+-- reaches this sweep, and the parent merges the results in order, so the tables, JSON and
+-- verdicts the lab builds from them are the same as in one process. Earlier sweeps are handed to
+-- the children (they do not run again). Only independent configurations belong in a sweep.
+
+local function sweep_gpu_list(L)
+  local spec = os.getenv("GPULAB_GPUS")
+  local ok, reg = pcall(function() return debug and debug.getregistry and debug.getregistry() end)
+  if ok and type(reg) == "table" and type(reg["gpulab.gpus"]) == "string" then spec = reg["gpulab.gpus"] end
+  if spec == nil or spec == "" then return nil end
+  if type(cuda) ~= "table" or not cuda.available or not cuda.available() then return nil end
+  local n = cuda.count()
+  local list = {}
+  if spec == "all" then
+    for g = 0, n - 1 do list[#list + 1] = g end
+  else
+    for part in spec:gmatch("[^,]+") do
+      local g = math.tointeger(tonumber(part))
+      if g == nil or g < 0 or g >= n then
+        error(string.format("L:sweep: --gpus=%s names GPU '%s', but %d device(s) are present", spec, part, n), 3)
+      end
+      list[#list + 1] = g
+    end
+  end
+  L.sweep_gpus = list
+  return list
+end
+
+local function read_json_file(path)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return json.decode(text)
+end
+
+local function write_json_file(path, value)
+  local f = assert(io.open(path, "w"))
+  f:write(json.encode(value))
+  f:close()
+end
+
+-- In a child: the sweep it was started for runs its share, writes it and ends the process.
+local function sweep_child_share(index, configs, fn)
+  local prior = os.getenv("GPULAB_SWEEP_PRIOR")
+  if index < tonumber(os.getenv("GPULAB_SWEEP_CHILD")) then
+    local all = prior and prior ~= "" and read_json_file(prior) or {}
+    return all[index] or error("L:sweep: the parent did not hand over sweep " .. index, 3)
+  end
+  local out = {}
+  for part in (os.getenv("GPULAB_SWEEP_CONFIGS") or ""):gmatch("%d+") do
+    local i = tonumber(part)
+    local ok, r = pcall(fn, configs[i], i)
+    if ok and r == nil then ok, r = false, "fn returned nothing (a sweep in children needs a JSON-able result)" end
+    out[#out + 1] = ok and { i = i, result = r } or { i = i, error = tostring(r) }
+  end
+  write_json_file(os.getenv("GPULAB_SWEEP_OUT"), { results = out })
+  io.stdout:flush()
+  os.exit(0)
+end
+
+-- What a child's CUDA_VISIBLE_DEVICES must say for it to see GPU g (an ordinal of this process)
+-- as its only device 0: the g-th entry of ours when we were given one, else g.
+local function visible_entry(g)
+  local ours = os.getenv("CUDA_VISIBLE_DEVICES")
+  if ours == nil or ours == "" then return tostring(g) end
+  local list = {}
+  for e in ours:gmatch("[^,]+") do list[#list + 1] = e end
+  return list[g + 1] or tostring(g)
+end
+
+local function sweep_in_children(L, index, configs, gpus, opts)
+  local entries, outs, shares = {}, {}, {}
+  for k = 1, #gpus do
+    local mine = {}
+    for i = k, #configs, #gpus do mine[#mine + 1] = i end
+    shares[k] = mine
+  end
+  local prior = nil
+  if index > 1 then
+    prior = os.tmpname()
+    write_json_file(prior, L.sweep_results)
+  end
+  local args, script = {}, (_G.arg or {})[0]
+  for i = 1, #(_G.arg or {}) do args[i] = tostring(_G.arg[i]) end
+  for k, g in ipairs(gpus) do
+    if #shares[k] > 0 then
+      outs[k] = os.tmpname()
+      entries[#entries + 1] = { script, { args = args, timeout = opts.timeout or L.child_timeout or 600, env = {
+        GPULAB_SWEEP_CHILD = tostring(index), CUDA_VISIBLE_DEVICES = visible_entry(g),
+        GPULAB_SWEEP_CONFIGS = table.concat(shares[k], ","), GPULAB_SWEEP_OUT = outs[k],
+        GPULAB_SWEEP_PRIOR = prior or false, GPULAB_GPUS = false, GPULAB_JSON = false,
+        CUDA_INJECTION64_PATH = false } }, k = k, g = g }
+    end
+  end
+  local list = {}
+  for j, e in ipairs(entries) do list[j] = { e[1], e[2] } end
+  local runs = cuda.run_isolated(list)
+  local results, device, per_gpu = {}, {}, {}
+  for j, e in ipairs(entries) do
+    local run, data = runs[j], read_json_file(outs[e.k])
+    os.remove(outs[e.k])
+    if run.status ~= "ok" or not data then
+      error(string.format("L:sweep: the child on GPU %d ended with %s%s\n%s", e.g, run.status,
+        run.code and (" " .. run.code) or "", (run.stderr or ""):sub(-2000)), 3)
+    end
+    for _, item in ipairs(data.results) do
+      if item.error then
+        error(string.format("L:sweep: configuration %d on GPU %d failed: %s", item.i, e.g, item.error), 3)
+      end
+      results[item.i], device[item.i] = item.result, e.g
+    end
+    per_gpu[#per_gpu + 1] = { gpu = e.g, configurations = #data.results, seconds = run.seconds }
+  end
+  if prior then os.remove(prior) end
+  return results, device, per_gpu
+end
+
+function Lab:sweep(configs, fn, opts)
+  if type(configs) ~= "table" or #configs == 0 then error("L:sweep: argument 1 must be a non-empty list of"
+    .. " configurations", 2) end
+  if type(fn) ~= "function" then error("L:sweep: argument 2 must be a function(config, i)", 2) end
+  opts = opts or {}
+  self.sweep_results = self.sweep_results or {}
+  local index = #self.sweep_results + 1
+  local name = opts.name or ("sweep " .. index)
+  if os.getenv("GPULAB_SWEEP_CHILD") then
+    local r = sweep_child_share(index, configs, fn)
+    self.sweep_results[index] = r
+    return r, { name = name, gpus = {}, device = {}, per_gpu = {} }
+  end
+  local gpus = sweep_gpu_list(self)
+  local t0 = wall_s()
+  local results, device, per_gpu
+  if gpus and #gpus > 1 and #configs > 1 then
+    results, device, per_gpu = sweep_in_children(self, index, configs, gpus, opts)
+  else
+    results, device, per_gpu, gpus = {}, {}, {}, {}
+    local here = (type(cuda) == "table" and cuda.available and cuda.available()) and cuda.device().ordinal or nil
+    for i, c in ipairs(configs) do
+      results[i] = fn(c, i)
+      device[i] = here
+    end
+    if here then
+      per_gpu[1] = { gpu = here, configurations = #configs, seconds = wall_s() - t0 }
+      gpus[1] = here
+    end
+  end
+  self.sweep_results[index] = results
+  local info = { name = name, gpus = gpus, device = device, per_gpu = per_gpu, seconds = wall_s() - t0 }
+  self:record("sweep:" .. name, { gpus = json.array(gpus), device = json.array(device), per_gpu = json.array(per_gpu),
+    configurations = #configs })
+  if #gpus > 1 then
+    local parts = {}
+    for _, p in ipairs(per_gpu) do
+      parts[#parts + 1] = string.format("GPU %d: %d in %.1f s", p.gpu, p.configurations, p.seconds or 0)
+    end
+    self:note(string.format("%s: %d configurations over %d GPUs in %.1f s (%s)", name, #configs, #per_gpu,
+      info.seconds, table.concat(parts, ", ")))
+  end
+  return results, info
+end
+
 -- ---- progress ------------------------------------------------------------------------------
 
 local function progress_enabled(L)

@@ -14,7 +14,10 @@
  *                                       completes all of it (fake_stream.h)
  *   GPULAB_FAKE_LOG=path                append one line per recorded call (launches with their
  *                                       packed arguments in hex, copies, frees)
- *   GPULAB_FAKE_DEVICES=n               number of devices (default 1)
+ *   GPULAB_FAKE_DEVICES=n               number of devices (default 1); CUDA_VISIBLE_DEVICES=2,0
+ *                                       then shows only those, as the driver does
+ *   GPULAB_FAKE_PEER=all|none|0-1,1-0   which device pairs can access each other (default all;
+ *                                       fake_peer.c)
  *   GPULAB_FAKE_NO_ENTRY=cuX[,cuY]      cuGetProcAddress does not find these (an older driver)
  * CUDA_INJECTION64_PATH, which a tool sets to be loaded by the driver, is not loaded; cuInit logs
  * "injection PATH" instead, so tests can tell which processes a tool would have instrumented.
@@ -49,5 +52,13 @@ void fake_measure_launch(const char *name, void **params);
  * it are range-checked like any allocation), without logging an allocation. fake_memory.c */
 bool fake_track_device(void *p, size_t size);
 void fake_untrack_device(void *p);
+
+/* Devices and contexts (fake_core.c): the device of a primary context (-1 for anything else),
+ * of the calling thread's current context, and how many devices there are. */
+int fake_context_device(CUcontext c);
+int fake_current_device(void);
+int fake_device_count(void);
+/* The device whose context allocated the device memory at p (-1: not an allocation). */
+int fake_device_of(CUdeviceptr p, size_t n);
 
 #endif

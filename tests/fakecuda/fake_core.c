@@ -86,6 +86,21 @@ static void env_init(void) {
     const char *d = getenv("GPULAB_FAKE_DEVICES");
     env.devices = d && *d ? atoi(d) : 1;
     if (env.devices < 0) env.devices = 0;
+    /* As the driver: CUDA_VISIBLE_DEVICES=2,0 shows those devices only (as 0 and 1); an entry
+     * that is not an existing ordinal ends the list. */
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    if (vis) {
+        int shown = 0;
+        for (const char *p = vis; *p;) {
+            char *end;
+            long o = strtol(p, &end, 10);
+            if (end == p || o < 0 || o >= env.devices) break;
+            shown++;
+            p = *end == ',' ? end + 1 : end;
+            if (*end != ',') break;
+        }
+        env.devices = shown;
+    }
     const char *lp = getenv("GPULAB_FAKE_LOG");
     if (lp && *lp) env.log = fopen(lp, "a");
 }
@@ -363,7 +378,9 @@ static struct fake_ctx {
     int device;
     int refs;
 } contexts[FAKE_MAX_DEVICES];
-static __thread CUcontext current;
+/* Static TLS (initial-exec): LeakSanitizer's exit-time scan of a dlopened library's dynamic TLS
+ * blocks read garbage ranges and crashed the tracer in ASan runs of the stand-in. */
+static __thread CUcontext current __attribute__((tls_model("initial-exec")));
 
 CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
     FAKE_ENTER("cuDevicePrimaryCtxRetain");
@@ -381,6 +398,19 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice d) {
     if (contexts[d].refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
     contexts[d].refs--;
     return CUDA_SUCCESS;
+}
+
+int fake_context_device(CUcontext c) {
+    for (int d = 0; d < FAKE_MAX_DEVICES; d++)
+        if (c == (CUcontext)&contexts[d]) return contexts[d].refs > 0 ? d : -1;
+    return -1;
+}
+
+int fake_current_device(void) { return fake_context_device(current); }
+
+int fake_device_count(void) {
+    env_init();
+    return env.devices < FAKE_MAX_DEVICES ? env.devices : FAKE_MAX_DEVICES;
 }
 
 CUresult fake_cuCtxSetCurrent(CUcontext c) {

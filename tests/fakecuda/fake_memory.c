@@ -18,6 +18,7 @@ typedef struct allocation {
     uintptr_t base;
     size_t size;
     int pinned;
+    int device; /* the current context's device at cuMemAlloc */
 } allocation;
 
 static allocation *allocs;
@@ -32,7 +33,7 @@ static int track(void *p, size_t size, int pinned) {
         allocs = n;
         capallocs = cap;
     }
-    allocs[nallocs++] = (allocation){(uintptr_t)p, size, pinned};
+    allocs[nallocs++] = (allocation){(uintptr_t)p, size, pinned, fake_current_device()};
     return 1;
 }
 
@@ -51,6 +52,15 @@ static int device_range_ok(CUdeviceptr p, size_t n) {
         if (p - a->base <= a->size && n <= a->size - (p - a->base)) return 1;
     }
     return 0;
+}
+
+int fake_device_of(CUdeviceptr p, size_t n) {
+    for (size_t i = 0; i < nallocs; i++) {
+        const allocation *a = &allocs[i];
+        if (a->pinned || p < a->base) continue;
+        if (p - a->base <= a->size && n <= a->size - (p - a->base)) return a->device;
+    }
+    return -1;
 }
 
 static void untrack(long i) { allocs[i] = allocs[--nallocs]; }

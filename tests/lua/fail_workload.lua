@@ -79,6 +79,16 @@ try(function()
   o.tm = cuda.tensormap { array = o.a, dtype = "f32", dims = { 32, 32 }, strides = { 128 }, box = { 16, 16 } }
   o.tm:replace_address(o.d)
 end)
+-- a second device (GPULAB_FAKE_DEVICES=2): peer access and copies between the devices
+local ok_count, ndev = pcall(cuda.count)
+if ok_count and ndev >= 2 then
+  try(function() cuda.peer(0, 1) end)
+  try(function() cuda.peer(0, 1, true) end)
+  try(function() cuda.device(1); o.p1 = cuda.array("f32", 1024) end)
+  pcall(cuda.device, 0)
+  try(function() o.p1:copy_from(o.a) end)
+  try(function() o.p1:copy_from(o.a, o.s) end)
+end
 try(function() o.s:query() end)
 try(function() o.s:sync { timeout = 5 } end)
 try(function() o.s:sync() end)

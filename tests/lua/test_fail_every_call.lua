@@ -11,8 +11,7 @@ local ERR = LOG .. ".stderr"
 
 -- Entry points that only an error path reaches, or that gpulab fetches but never calls.
 local not_reached = {
-  cuCtxGetCurrent = "fetched, not called",
-  cuDevicePrimaryCtxRelease = "only after cuCtxSetCurrent failed",
+  cuDevicePrimaryCtxRelease = "fetched, not called: primary contexts stay retained for the process",
 }
 
 local function entry_points()

@@ -4,6 +4,7 @@
 
 ---@class cuda
 ---@field home string the folder gpulab's own files come from
+---@field nccl table NCCL, opened at run time: `init{devices=}` / `init{rank=, nranks=, id=, device=}`, `unique_id()`, `available()`, `version()`, `stats()`
 cuda = {}
 
 ---`true`, or `false, reason` (no driver, no device, poisoned context)
@@ -225,6 +226,14 @@ function cuda.measure(fn, opts) end
 ---@param times number[] times in ms
 ---@return table # `{mean, median, min, max, stdev, noise, stdrel, t95, ci95, samples}`
 function cuda.stats_of(times) end
+
+---reports (and with `true` enables) peer access from device a to device b
+---@param a integer device ordinal whose context would reach b's memory
+---@param b integer device ordinal
+---@param enable? boolean true: cuCtxEnablePeerAccess in a's context for b
+---@param opts? table `{both=true}`: also b -> a
+---@return table # `{can=, enabled=, same=}`
+function cuda.peer(a, b, enable, opts) end
 
 ---what cuda.device(i) returns: a table of the device's limits
 ---@class cuda.device
@@ -596,3 +605,31 @@ function cuda_tensormap:free() end
 ---same layout, new base (`cuTensorMapReplaceAddress`)
 ---@param array cuda.array the new base
 function cuda_tensormap:replace_address(array) end
+
+---an NCCL communicator (one process with several GPUs, or one rank)
+---@class cuda.nccl.comm
+---@field nranks integer ranks in the communicator
+---@field rank integer? this process's rank (one-rank form)
+---@field ranks integer ranks held by this process
+---@field devices integer[] the device of each held rank
+---@field aborted boolean a deadline or an asynchronous error aborted it
+---@field freed boolean freed
+local cuda_nccl_comm = {}
+
+---ncclAllGather: recv holds nranks x send
+function cuda_nccl_comm:all_gather() end
+
+---ncclAllReduce (op sum, prod, max, min, avg); recv nil: in place
+function cuda_nccl_comm:all_reduce() end
+
+---ncclBroadcast from rank `root`
+function cuda_nccl_comm:broadcast() end
+
+---destroys an idle communicator, aborts a busy one; idempotent, never raises (also `<close>`)
+function cuda_nccl_comm:free() end
+
+---ncclReduceScatter: send holds nranks x recv
+function cuda_nccl_comm:reduce_scatter() end
+
+---waits for the last collectives; past the deadline aborts the communicator and raises
+function cuda_nccl_comm:sync() end
