@@ -16,7 +16,11 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 if [ "${GPULAB_TEST_QUICK:-0}" != 1 ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGPULAB_SANITIZE=ON -DGPULAB_WERROR=ON >/dev/null
   cmake --build build-asan -j"$jobs"
-  export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:halt_on_error=1
+  # intercept_tls_get_addr=0: LeakSanitizer's walk of dynamic TLS crashed ("Tracer caught signal
+  # 11", a DTLS entry at address 0x97a) in a lab that compiles with NVRTC, depending on how much
+  # static TLS surplus glibc had left for libnvrtc; heap leaks are still found, only pointers
+  # held in dlopen'd libraries' TLS are no longer roots.
+  export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:halt_on_error=1:intercept_tls_get_addr=0
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE 'gpu|nosan'
