@@ -555,7 +555,7 @@ static int l_version(lua_State *L) {
 static int l_sync(lua_State *L) {
     double timeout = -1;
     if (!lua_isnoneornil(L, 1)) {
-        luaL_checktype(L, 1, LUA_TTABLE);
+        if (!lua_istable(L, 1)) gl_typeerror(L, 1, "cuda.sync", "table");
         static const char *const known[] = {"timeout", NULL};
         gl_check_known_fields(L, 1, known, "cuda.sync");
         lua_getfield(L, 1, "timeout");
@@ -564,7 +564,7 @@ static int l_sync(lua_State *L) {
         if (given) {
             timeout = gl_opt_num_field(L, 1, "timeout", -1, "cuda.sync");
             if (!(timeout >= 0) || timeout > 1e9)
-                luaL_error(L, "cuda.sync: option 'timeout' must be 0..1e9 seconds, got %f", timeout);
+                gl_fielderror(L, 1, "cuda.sync", "timeout", "must be 0..1e9 seconds, got %.14g", timeout);
         }
     }
     gl_wait(L, NULL, timeout, "cuda.sync");

@@ -15,6 +15,8 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "errors.h"
+
 /* ------------------------------------------------------------------------------------------
  * Object identity (identity.c): every userdata made by gpulab ends with a tag naming its type,
  * and every type check compares it besides the metatable, so a forged metatable
@@ -225,12 +227,14 @@ extern gl_stats gl_live;
 /* ------------------------------------------------------------------------------------------
  * Small helpers for argument checking shared by every binding.
  * ------------------------------------------------------------------------------------------ */
-/* Optional table field readers: raise "fn: option 'name' must be ..." on a wrong type. */
+/* Optional field readers of the options table at argument t: a wrong type raises
+ * "bad argument #N to 'fn' (field 'name': integer expected, got string)" (errors.h). */
 lua_Integer gl_opt_int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *fn);
 double gl_opt_num_field(lua_State *L, int t, const char *name, double def, const char *fn);
 bool gl_opt_bool_field(lua_State *L, int t, const char *name, bool def, const char *fn);
 const char *gl_opt_str_field(lua_State *L, int t, const char *name, const char *def, const char *fn);
-/* Raises "fn: unknown option 'x' (known: a, b, c)" for keys of table t not in `known` (NULL-ended). */
+/* Raises "bad argument #N to 'fn' (unknown field 'x' (known: a, b, c))" for keys of the options
+ * table at argument t not in `known` (NULL-ended). */
 void gl_check_known_fields(lua_State *L, int t, const char *const known[], const char *fn);
 /* Creates a metatable named `tname` with methods, __index = methods, __name = tname. */
 void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods);

@@ -367,31 +367,32 @@ typedef struct profile_opts {
 
 static void read_opts(lua_State *L, profile_opts *o) {
     if (!lua_isfunction(L, 1) && !luaL_getmetafield(L, 1, "__call"))
-        luaL_error(L, "bad argument #1 to '" FN "' (function expected, got %s)", luaL_typename(L, 1));
+        gl_typeerror(L, 1, FN, "function");
     lua_settop(L, 2);
-    luaL_checktype(L, 2, LUA_TTABLE);
+    if (!lua_istable(L, 2)) gl_typeerror(L, 2, FN, "table");
     static const char *const known[] = {"metrics", "max_launches", "timeout", "outer_range", NULL};
     gl_check_known_fields(L, 2, known, FN);
     o->max_launches = gl_opt_int_field(L, 2, "max_launches", 256, FN);
     if (o->max_launches < 1 || o->max_launches > 100000)
-        luaL_error(L, FN ": option 'max_launches' must be 1..100000, got %I", o->max_launches);
+        gl_fielderror(L, 2, FN, "max_launches", "must be 1..100000, got %lld", (long long)o->max_launches);
     const char *env = getenv("GPULAB_CUPTI_PUSH_RANGE");
     o->outer_range = gl_opt_bool_field(L, 2, "outer_range", !(env && strcmp(env, "0") == 0), FN);
     o->timeout = gl_opt_num_field(L, 2, "timeout", 60, FN);
     if (!(o->timeout > 0) || o->timeout > 1e6)
-        luaL_error(L, FN ": option 'timeout' must be 0..1e6 seconds, got %f", o->timeout);
+        gl_fielderror(L, 2, FN, "timeout", "must be 0..1e6 seconds, got %.14g", o->timeout);
     if (lua_getfield(L, 2, "metrics") != LUA_TTABLE)
-        luaL_error(L, FN ": option 'metrics' must be a list of metric names, got %s",
-                   luaL_typename(L, -1));
+        gl_fieldtypeerror(L, 2, FN, "metrics", -1, "list of metric names");
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-    if (n < 1) luaL_error(L, FN ": option 'metrics' is empty");
-    if (n > 512) luaL_error(L, FN ": option 'metrics' has %I names; at most 512", n);
+    if (n < 1) gl_fielderror(L, 2, FN, "metrics", "the list is empty");
+    if (n > 512) gl_fielderror(L, 2, FN, "metrics", "%lld names; at most 512", (long long)n);
     lua_createtable(L, (int)n, 0); /* our copy keeps the strings alive whatever fn does */
     for (lua_Integer i = 1; i <= n; i++) {
         if (lua_rawgeti(L, -2, i) != LUA_TSTRING)
-            luaL_error(L, FN ": metrics[%I] must be a string, got %s", i, luaL_typename(L, -1));
+            gl_fielderror(L, 2, FN, "metrics", "item %lld: string expected, got %s", (long long)i,
+                          gl_typename(L, -1));
         if (lua_rawlen(L, -1) == 0 || lua_rawlen(L, -1) > 200)
-            luaL_error(L, FN ": metrics[%I] must be a metric name of 1..200 characters", i);
+            gl_fielderror(L, 2, FN, "metrics", "item %lld must be a metric name of 1..200 characters",
+                          (long long)i);
         lua_rawseti(L, -2, i);
     }
     lua_remove(L, -2);
