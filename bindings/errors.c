@@ -64,6 +64,15 @@ void gl_argerror(lua_State *L, int arg, const char *fn, const char *fmt, ...) {
     raise_arg(L, arg, fn);
 }
 
+void gl_freederror(lua_State *L, int arg, const char *fn, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const char *detail = push_vformat(L, fmt, ap);
+    va_end(ap);
+    if (arg == 1 && strchr(fn, ':')) luaL_error(L, "%s: %s", fn, detail);
+    raise_arg(L, arg, fn);
+}
+
 void gl_typeerror(lua_State *L, int arg, const char *fn, const char *expected) {
     const char *got = gl_typename(L, arg);
     lua_pushfstring(L, "%s expected, got %s", expected, got);

@@ -38,6 +38,12 @@ __attribute__((noreturn))
 void gl_fieldtypeerror(lua_State *L, int arg, const char *fn, const char *field, int value,
                        const char *expected);
 
+/* An argument of the right type that can no longer be used (freed). The object a method works
+ * on (argument 1 of a function named "x:m") is no bad argument: as liolib's "attempt to use a
+ * closed file" it reads "fn: ..."; any other argument raises as gl_argerror. */
+__attribute__((noreturn, format(printf, 4, 5)))
+void gl_freederror(lua_State *L, int arg, const char *fn, const char *fmt, ...);
+
 /* The type name for messages: a userdata's (or table's) __name string, else the Lua type name
  * ("no value" for a missing argument). Runs no Lua code; may leave the name on the stack. */
 const char *gl_typename(lua_State *L, int idx);

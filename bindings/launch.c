@@ -480,7 +480,8 @@ static prepared *check_prepared(lua_State *L, int idx, const char *fn) {
     prepared *P = luaL_testudata(L, idx, PREPARED_T);
     if (P == NULL)
         gl_typeerror(L, idx, fn, "cuda.prepared");
-    if (P->freed) gl_argerror(L, idx, fn, "the prepared launch was freed");
+    if (P->freed) /* always the object called or the method's self: no bad argument (errors.h) */
+        luaL_error(L, "%s: the prepared launch was freed", fn);
     return P;
 }
 

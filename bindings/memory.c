@@ -287,7 +287,7 @@ gl_array *gl_check_array(lua_State *L, int idx, const char *fn) {
     gl_array *a = luaL_testudata(L, idx, GL_ARRAY_T);
     if (a == NULL)
         gl_typeerror(L, idx, fn, "cuda.array");
-    if (a->ptr == 0) gl_argerror(L, idx, fn, "cuda.array was freed");
+    if (a->ptr == 0) gl_freederror(L, idx, fn, "cuda.array was freed");
     return a;
 }
 
@@ -300,7 +300,7 @@ gl_host *gl_check_host(lua_State *L, int idx, const char *fn) {
     gl_host *h = luaL_testudata(L, idx, GL_HOST_T);
     if (h == NULL)
         gl_typeerror(L, idx, fn, "cuda.host");
-    if (h->data == NULL) gl_argerror(L, idx, fn, "cuda.host was freed");
+    if (h->data == NULL) gl_freederror(L, idx, fn, "cuda.host was freed");
     return h;
 }
 
@@ -702,7 +702,7 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
 static gl_array *check_self_array(lua_State *L, const char *fn) {
     gl_array *a = luaL_testudata(L, 1, GL_ARRAY_T);
     if (a == NULL) gl_typeerror(L, 1, fn, "cuda.array");
-    if (a->ptr == 0) gl_argerror(L, 1, fn, "cuda.array was freed");
+    if (a->ptr == 0) gl_freederror(L, 1, fn, "cuda.array was freed");
     return a;
 }
 
@@ -934,7 +934,7 @@ static int array_index(lua_State *L) {
 static gl_host *check_self_host(lua_State *L, const char *fn) {
     gl_host *h = luaL_testudata(L, 1, GL_HOST_T);
     if (h == NULL) gl_typeerror(L, 1, fn, "cuda.host");
-    if (h->data == NULL) gl_argerror(L, 1, fn, "cuda.host was freed");
+    if (h->data == NULL) gl_freederror(L, 1, fn, "cuda.host was freed");
     return h;
 }
 

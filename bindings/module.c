@@ -25,7 +25,7 @@ static gl_module *check_module(lua_State *L, int idx, const char *fn) {
     gl_module *m = luaL_testudata(L, idx, GL_MODULE_T);
     if (m == NULL)
         gl_typeerror(L, idx, fn, "cuda.module");
-    if (m->handle == NULL) gl_argerror(L, idx, fn, "the cuda.module was freed");
+    if (m->handle == NULL) gl_freederror(L, idx, fn, "the cuda.module was freed");
     return m;
 }
 
@@ -449,7 +449,7 @@ gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn) {
     gl_kernel *k = luaL_testudata(L, idx, GL_KERNEL_T);
     if (k == NULL)
         gl_typeerror(L, idx, fn, "cuda.kernel");
-    if (k->module->handle == NULL) gl_argerror(L, idx, fn, "the module of kernel '%s' was freed", k->name);
+    if (k->module->handle == NULL) gl_freederror(L, idx, fn, "the module of kernel '%s' was freed", k->name);
     return k;
 }
 

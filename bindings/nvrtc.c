@@ -249,7 +249,7 @@ static void append_string_list(lua_State *L, int t, const char *field, int dst, 
     }
     for (lua_Integer i = 1; i <= n; i++) {
         if (lua_rawgeti(L, list, i) != LUA_TSTRING)
-            gl_fielderror(L, argn, fn, field, "item %d must be a string, got %s", (int)i,
+            gl_fielderror(L, argn, fn, field, "item %d: string expected, got %s", (int)i,
                     luaL_typename(L, -1));
         size_t len;
         const char *s = lua_tolstring(L, -1, &len);

@@ -104,7 +104,7 @@ static gl_stream *check_stream(lua_State *L, int idx, const char *fn) {
     gl_stream *s = gl_test_stream(L, idx);
     if (s == NULL)
         gl_typeerror(L, idx, fn, "cuda.stream");
-    if (s->track == NULL) gl_argerror(L, idx, fn, "the cuda.stream was freed");
+    if (s->track == NULL) gl_freederror(L, idx, fn, "the cuda.stream was freed");
     return s;
 }
 
@@ -254,7 +254,7 @@ static gl_event *check_event(lua_State *L, int idx, const char *fn) {
     gl_event *e = luaL_testudata(L, idx, EVENT_T);
     if (e == NULL)
         gl_typeerror(L, idx, fn, "cuda.event");
-    if (e->handle == NULL) gl_argerror(L, idx, fn, "the cuda.event was freed");
+    if (e->handle == NULL) gl_freederror(L, idx, fn, "the cuda.event was freed");
     return e;
 }
 
@@ -390,7 +390,7 @@ static gl_graph *check_graph(lua_State *L, int idx, const char *fn) {
     gl_graph *g = luaL_testudata(L, idx, GRAPH_T);
     if (g == NULL)
         gl_typeerror(L, idx, fn, "cuda.graph");
-    if (g->exec == NULL) gl_argerror(L, idx, fn, "the cuda.graph was freed");
+    if (g->exec == NULL) gl_freederror(L, idx, fn, "the cuda.graph was freed");
     return g;
 }
 

@@ -412,7 +412,7 @@ gl_tensormap *gl_test_tensormap(lua_State *L, int idx) {
 static tm_obj *check_tm(lua_State *L, int idx, const char *fn) {
     tm_obj *o = test_obj(L, idx);
     if (o == NULL) gl_typeerror(L, idx, fn, "cuda.tensormap");
-    if (!o->pub.valid) gl_argerror(L, idx, fn, "the cuda.tensormap was freed");
+    if (!o->pub.valid) gl_freederror(L, idx, fn, "the cuda.tensormap was freed");
     return o;
 }
 

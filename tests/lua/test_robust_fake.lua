@@ -100,7 +100,7 @@ test("a tensor map over a freed array is refused by launches, prepared launches 
   a:free()
   T.raises(function() ktm:launch({ grid = 1, block = 1 }, 1, tm, 0) end,
     "the cuda.array under the tensor map was freed")
-  T.raises(function() L() end, "cuda.prepared: argument 2: the cuda.array under the tensor map was freed")
+  T.raises(function() L() end, "cuda.prepared: kernel parameter 2: the cuda.array under the tensor map was freed")
   T.raises(function() g:launch(s) end, "g:launch: the graph uses a cuda.tensormap: the cuda.array under")
   local b = cuda.array("f16", 64 * 64)
   tm:replace_address(b) -- points at a live array again: usable
@@ -177,7 +177,8 @@ test("objects of another device are refused by launches", function()
   local mod1 = cuda.load(PTX)
   local k1, ktm1 = mod1:kernel("use_array"), mod1:kernel("with_tensormap")
   T.raises(function() k1:launch({ grid = 1, block = 1 }, a0) end,
-    "k:launch: argument #1: the cuda.array belongs to device 0, but device 1 is current")
+      "bad argument #2 to 'k:launch' (the cuda.array belongs to device 0, but device 1 is current (objects are " ..
+      "not shared between devices; make it on device 1, or cuda.device(0) first))")
   T.raises(function() k1:prepare({ grid = 1, block = 1 }, a0) end, "belongs to device 0")
   T.raises(function() k1:launch({ grid = 1, block = 1, stream = s0 }, 0) end,
     "the cuda.stream belongs to device 0, but device 1 is current")
