@@ -141,6 +141,7 @@ int luaopen_cuda(lua_State *L) {
     gl_open_stream(L);
     gl_open_measure(L);
     gl_open_tensormap(L);
+    gl_open_errors(L);
     gl_open_isolate(L);
     gl_open_profile(L); gl_open_trace(L);
     gl_guard_debug_library(L);

@@ -95,3 +95,113 @@ void gl_fieldtypeerror(lua_State *L, int arg, const char *fn, const char *field,
     lua_pushfstring(L, "field '%s': %s expected, got %s", field, expected, got);
     raise_arg(L, arg, fn);
 }
+
+/* ------------------------------------------------------------------------------------------
+ * cuda.error objects
+ * ------------------------------------------------------------------------------------------ */
+#define ERROR_T "cuda.error"
+
+/* Pushes the message of the error object at idx: always a string (a script may have replaced
+ * the field). */
+static const char *push_message(lua_State *L, int idx) {
+    lua_pushliteral(L, "message");
+    if (lua_rawget(L, idx) == LUA_TSTRING) return lua_tostring(L, -1);
+    lua_pop(L, 1);
+    return lua_pushliteral(L, ERROR_T);
+}
+
+/* idx must hold a cuda.error (gl_is_error). */
+const char *gl_error_message(lua_State *L, int idx) { return push_message(L, lua_absindex(L, idx)); }
+
+static int error_tostring(lua_State *L) {
+    if (!gl_is_error(L, 1)) gl_typeerror(L, 1, "cuda.error.__tostring", ERROR_T); /* called by hand */
+    push_message(L, 1);
+    return 1;
+}
+
+/* Replaces the error object at idx (if it is one) by its message. */
+static void message_in_place(lua_State *L, int idx) {
+    if (!gl_is_error(L, idx)) return;
+    push_message(L, idx);
+    lua_replace(L, idx);
+}
+
+/* "text" .. e and e .. "text": what the string message gave before. */
+static int error_concat(lua_State *L) {
+    lua_settop(L, 2);
+    message_in_place(L, 1);
+    message_in_place(L, 2);
+    lua_concat(L, 2);
+    return 1;
+}
+
+/* e:find(...), e:match(...): the string function (upvalue 1) applied to the message. */
+static int error_string_method(lua_State *L) {
+    if (lua_gettop(L) >= 1) message_in_place(L, 1);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static int error_index(lua_State *L) {
+    if (lua_type(L, 2) != LUA_TSTRING) return 0;
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_pushliteral(L, "string");
+    if (lua_rawget(L, -2) != LUA_TTABLE) return 0;
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, -2) != LUA_TFUNCTION) return 0;
+    lua_pushcclosure(L, error_string_method, 1);
+    return 1;
+}
+
+static void push_error_class(lua_State *L) {
+    if (luaL_newmetatable(L, ERROR_T)) { /* sets __name */
+        static const luaL_Reg meta[] = {{"__tostring", error_tostring}, {"__concat", error_concat},
+                                        {"__index", error_index}, {NULL, NULL}};
+        luaL_setfuncs(L, meta, 0);
+        lua_pushliteral(L, ERROR_T); /* getmetatable(e) == "cuda.error"; the class stays ours */
+        lua_setfield(L, -2, "__metatable");
+    }
+}
+
+bool gl_is_error(lua_State *L, int idx) {
+    if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) return false;
+    luaL_getmetatable(L, ERROR_T);
+    bool same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    return same;
+}
+
+static void set_string(lua_State *L, const char *k, const char *v) {
+    if (v == NULL) return;
+    lua_pushstring(L, v);
+    lua_setfield(L, -2, k);
+}
+
+void gl_push_error(lua_State *L, int message, int code, const char *name, const char *fn, bool poisoned) {
+    message = lua_absindex(L, message);
+    lua_createtable(L, 0, 9);
+    lua_pushinteger(L, code);
+    lua_setfield(L, -2, "code");
+    set_string(L, "name", name);
+    set_string(L, "fn", fn);
+    lua_pushboolean(L, poisoned);
+    lua_setfield(L, -2, "poisoned");
+    lua_pushvalue(L, message);
+    lua_setfield(L, -2, "message");
+    push_error_class(L);
+    lua_setmetatable(L, -2);
+}
+
+static int l_is_error(lua_State *L) {
+    lua_pushboolean(L, gl_is_error(L, 1));
+    return 1;
+}
+
+void gl_open_errors(lua_State *L) {
+    push_error_class(L);
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_is_error);
+    lua_setfield(L, -2, "is_error");
+}

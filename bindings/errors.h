@@ -20,6 +20,7 @@
 #define GPULAB_ERRORS_H
 
 #include <lua.h>
+#include <stdbool.h>
 
 /* The message is formatted with the C library's printf (so %zu, %lld and %.17g work). */
 __attribute__((noreturn, format(printf, 4, 5)))
@@ -43,6 +44,26 @@ void gl_fieldtypeerror(lua_State *L, int arg, const char *fn, const char *field,
  * closed file" it reads "fn: ..."; any other argument raises as gl_argerror. */
 __attribute__((noreturn, format(printf, 4, 5)))
 void gl_freederror(lua_State *L, int arg, const char *fn, const char *fmt, ...);
+
+/* ---- CUDA and NVRTC failures ------------------------------------------------------------
+ * raise a cuda.error object: a table with the metatable "cuda.error" (getmetatable(e) answers
+ * "cuda.error"; cuda.is_error(e) tells) and the fields
+ *     code (number), name ("CUDA_ERROR_ILLEGAL_ADDRESS", "NVRTC_ERROR_COMPILATION"), fn (the
+ *     gpulab function), call (the driver step, when there is one), poisoned (the context is
+ *     lost), launches (the launches in flight, as the message lists them), message
+ * tostring(e) is e.message, the text a string error had before (with the caller's "file:line:"
+ * where luaL_error would have put one); `..` and the string methods (e:find) work on it. */
+
+/* Pushes a new cuda.error with the string at index `message` and the fields given (name and
+ * fn may be NULL). The caller adds further fields and raises it. */
+void gl_push_error(lua_State *L, int message, int code, const char *name, const char *fn, bool poisoned);
+/* True for a value made by gl_push_error. Runs no Lua code. */
+bool gl_is_error(lua_State *L, int idx);
+/* Pushes the message of the cuda.error at idx (tostring's text) and returns it; runs no Lua
+ * code. For reporting an error outside protected mode. */
+const char *gl_error_message(lua_State *L, int idx);
+/* Creates the class and adds cuda.is_error to the table at the top of the stack. */
+void gl_open_errors(lua_State *L);
 
 /* The type name for messages: a userdata's (or table's) __name string, else the Lua type name
  * ("no value" for a missing argument). Runs no Lua code; may leave the name on the stack. */
