@@ -537,7 +537,7 @@ static void note_prepared_objects(lua_State *L, const prepared *P) {
         }
 }
 
-/* L(): the hot path. Only liveness checks, marks, the log entry and the launch. */
+/* prepared(): the hot path. Only liveness checks, marks, the log entry and the launch. */
 static int l_prepared_call(lua_State *L) {
     const char *fn = "cuda.prepared";
     prepared *P = check_prepared(L, 1, fn);
@@ -574,9 +574,9 @@ static int l_prepared_call(lua_State *L) {
     return 0;
 }
 
-/* L:set(i, value): repacks kernel argument i. */
+/* prepared:set(i, value): repacks kernel argument i. */
 static int l_prepared_set(lua_State *L) {
-    const char *fn = "L:set";
+    const char *fn = "prepared:set";
     prepared *P = check_prepared(L, 1, fn);
     int isint = 0;
     lua_Integer i = lua_tointegerx(L, 2, &isint);

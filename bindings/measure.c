@@ -361,9 +361,12 @@ static void record(lua_State *L, measure_run *r, CUevent ev) {
     if (res != CUDA_SUCCESS && r->first_record && r->stream &&
         (res == CUDA_ERROR_INVALID_HANDLE || res == CUDA_ERROR_INVALID_CONTEXT)) {
         char name[64];
-        luaL_error(L, "%s: option 'stream': the cuda.stream belongs to another device's context "
-                      "(cuEventRecord: %s); measure on a stream of the current device",
-                   r->o->fn, gl_cuda_error_name(res, name, sizeof name));
+        luaL_where(L, 1);
+        lua_pushfstring(L, "%s: option 'stream': the cuda.stream belongs to another device's context "
+                           "(cuEventRecord: %s); measure on a stream of the current device",
+                        r->o->fn, gl_cuda_error_name(res, name, sizeof name));
+        lua_concat(L, 2);
+        gl_raise_cuda_message(L, res, r->o->fn, "cuEventRecord");
     }
     GL_CHECK(L, res, r->o->fn, "cuEventRecord");
     r->first_record = false;

@@ -408,8 +408,7 @@ __attribute__((noreturn)) static void global_not_found(lua_State *L, const char 
     lua_remove(L, -2);
     luaL_addvalue(&b);
     luaL_pushresult(&b);
-    lua_error(L);
-    abort();
+    gl_raise_cuda_message(L, CUDA_ERROR_NOT_FOUND, fn, "cuModuleGetGlobal");
 }
 
 static int l_module_global(lua_State *L) {
@@ -582,7 +581,7 @@ static int l_module_kernel(lua_State *L) {
             luaL_addvalue(&b);
         }
         luaL_pushresult(&b);
-        lua_error(L);
+        gl_raise_cuda_message(L, r, fn, "cuModuleGetFunction");
     }
     if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, "cuModuleGetFunction");
 

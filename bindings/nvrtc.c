@@ -722,17 +722,35 @@ static void push_log(lua_State *L, const char *log) {
     luaL_pushresult(&b);
 }
 
+/* Raises a cuda.error (errors.h): code and name are NVRTC's, `log` the compiler's log, and the
+ * message (with the caller's "file:line:") the text a string error had before. */
 __attribute__((noreturn)) static void raise_failure(lua_State *L, const request *rq, outcome *o) {
     push_log(L, o->log ? o->log : "");
     free(o->log);
-    const char *log = lua_tostring(L, -1);
-    if (o->result == NVRTC_ERROR_COMPILATION)
-        luaL_error(L, "%s: %s: compilation failed:\n%s", rq->fn, rq->name, log);
-    const char *hint = "";
-    if (o->result == NVRTC_ERROR_INVALID_OPTION && strstr(log, "gpu-architecture"))
-        hint = lua_pushfstring(L, " (arch '%s')", rq->arch);
-    luaL_error(L, "%s: %s: %s failed: %s (%d)%s%s%s", rq->fn, rq->name, o->step, nvrtcGetErrorString(o->result),
-               (int)o->result, hint, *log ? ": " : "", log);
+    int logi = lua_gettop(L);
+    const char *log = lua_tostring(L, logi);
+    luaL_where(L, 1);
+    if (o->result == NVRTC_ERROR_COMPILATION) {
+        lua_pushfstring(L, "%s: %s: compilation failed:\n%s", rq->fn, rq->name, log);
+    } else {
+        const char *hint = "";
+        if (o->result == NVRTC_ERROR_INVALID_OPTION && strstr(log, "gpu-architecture"))
+            hint = lua_pushfstring(L, " (arch '%s')", rq->arch);
+        lua_pushfstring(L, "%s: %s: %s failed: %s (%d)%s%s%s", rq->fn, rq->name, o->step,
+                        nvrtcGetErrorString(o->result), (int)o->result, hint, *log ? ": " : "", log);
+        if (*hint) lua_remove(L, -2);
+    }
+    lua_concat(L, 2);
+    gl_push_error(L, -1, (int)o->result, nvrtcGetErrorString(o->result), rq->fn, false);
+    lua_pushstring(L, o->step);
+    lua_setfield(L, -2, "call");
+    lua_pushvalue(L, logi);
+    lua_setfield(L, -2, "log");
+    lua_createtable(L, 0, 1); /* no launch is involved */
+    lua_pushinteger(L, 0);
+    lua_setfield(L, -2, "n");
+    lua_setfield(L, -2, "launches");
+    lua_error(L);
     abort(); /* not reached */
 }
 

@@ -54,6 +54,7 @@ gl_add_repl_test(history_unwritable ENV XDG_STATE_HOME=/proc/self/no-such-dir)
 # the hint, and :restart brings back the variables and device arrays made before the fault.
 if(TARGET fakecuda)
   gl_add_repl_test(fake_restart FAKE ENV GPULAB_FAKE_FAIL=cuCtxSynchronize:700)
+  gl_add_repl_test(cuda_error FAKE ENV GPULAB_FAKE_FAIL=cuCtxSynchronize:700)
 endif()
 # On a GPU: a kernel faults, the REPL offers :restart, and the replayed session has its
 # variables and device data back.
