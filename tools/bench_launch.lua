@@ -1,7 +1,7 @@
 -- Launch overhead: gpulab against a plain C loop over cuLaunchKernel, in the same run.
 -- Usage: build/gpulab tools/bench_launch.lua [--quick] [N]
 --   (a) raw C (build/bench_launch_raw, run as a child), (b) k:launch with a table config
---   (preallocated, and built in the loop), (c) a prepared L(), (d) a captured graph of 1000
+--   (preallocated, and built in the loop), (c) a prepared launch, prepared(), (d) a captured graph of 1000
 --   launches replayed. Prints microseconds per launch and the ratio to (a); best of 3 runs each.
 -- Targets (issue 3): prepared <= 1.10x raw C, k:launch with a table config <= 1.30x raw C.
 local quick = false
@@ -84,16 +84,16 @@ row("(b') k:launch, table built per call",
 
 local Le = empty:prepare(cfg)
 local La = args4:prepare(cfg, buf_out, buf_in, 1000, 2.0)
-row("(c) prepared L()",
+row("(c) prepared()",
   per_launch(function(n) for _ = 1, n do Le() end end),
   per_launch(function(n) for _ = 1, n do La() end end))
 
 -- (d) graphs need a capturable stream: the prepared launches are bound to it
 local s = cuda.stream { nonblocking = true }
 local function graph_of(k, ...)
-  local L = k:prepare({ grid = 1, block = 32, stream = s }, ...)
-  local g = s:capture(function() for _ = 1, GRAPH_LEN do L() end end)
-  return g, L
+  local prepared = k:prepare({ grid = 1, block = 32, stream = s }, ...)
+  local g = s:capture(function() for _ = 1, GRAPH_LEN do prepared() end end)
+  return g, prepared
 end
 local ge, Lge = graph_of(empty)
 local ga, Lga = graph_of(args4, buf_out, buf_in, 1000, 2.0)

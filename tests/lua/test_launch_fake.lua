@@ -223,7 +223,7 @@ T.test("f16 rounding and untyped bits", function()
 end)
 
 T.test("f16 packing: every finite value exactly, midpoints round to even", function()
-  local L = mod:kernel("with_half"):prepare({ grid = 1, block = 1 }, 0, 0)
+  local prepared = mod:kernel("with_half"):prepare({ grid = 1, block = 1 }, 0, 0)
   local function value(b) -- decode a positive f16 bit pattern
     local e, m = (b >> 10) & 31, b & 1023
     if e == 0 then return m * 2.0 ^ -24 end
@@ -232,11 +232,11 @@ T.test("f16 packing: every finite value exactly, midpoints round to even", funct
   local want = {}
   clear_log()
   for b = 0, 0x7bfe do
-    L:set(1, value(b)); L()
+    prepared:set(1, value(b)); prepared()
     want[#want + 1] = b
-    L:set(1, -value(b)); L()
+    prepared:set(1, -value(b)); prepared()
     want[#want + 1] = b | 0x8000
-    L:set(1, (value(b) + value(b + 1)) / 2); L() -- a tie: the even neighbour wins
+    prepared:set(1, (value(b) + value(b + 1)) / 2); prepared() -- a tie: the even neighbour wins
     want[#want + 1] = (b & 1 == 0) and b or b + 1
   end
   local got = launches()
@@ -248,7 +248,7 @@ T.test("f16 packing: every finite value exactly, midpoints round to even", funct
       error(string.format("launch %d: packed 0x%04x, want 0x%04x", i, bits, w))
     end
   end
-  L:free()
+  prepared:free()
 end)
 
 T.test("every mismatch message names the argument and both types", function()
@@ -397,45 +397,46 @@ T.test("occupancy and the limiting resource", function()
   T.raises(function() e:occupancy(32.5) end, "block threads must be an integer, got 32.5")
 end)
 
-T.test("prepared launch packs once, L:set repacks one argument", function()
+T.test("prepared launch packs once, prepared:set repacks one argument", function()
   local k = mod:kernel("every_kind")
-  local L = k:prepare({ grid = { 2, 2 }, block = 64 }, 1, 2, 3, 4, 5, 6, 7, 8, 0.5, 0.25, 0x1000)
+  local prepared = k:prepare({ grid = { 2, 2 }, block = 64 }, 1, 2, 3, 4, 5, 6, 7, 8, 0.5, 0.25, 0x1000)
   T.eq(cuda.stats().prepared, 1)
-  T.ok(tostring(L):find("cuda.prepared every_kind<<<(2,2,1), 64, 0>>> (11 args", 1, true), tostring(L))
+  T.ok(tostring(prepared):find("cuda.prepared every_kind<<<(2,2,1), 64, 0>>> (11 args", 1, true), tostring(prepared))
   clear_log()
-  L()
-  L()
+  prepared()
+  prepared()
   T.eq(#launches(), 2)
   T.eq(launches()[1], launches()[2])
   T.eq(last_launch(), "launch every_kind grid=2,2,1 block=64,1,1 smem=0 stream=0 args=" ..
     "01 0200 03000000 0400000000000000 05 0600 07000000 0800000000000000 0000003f " ..
     "000000000000d03f 0010000000000000")
-  T.eq(L:set(3, 0xffffffff), L)
-  L:set(9, -2)
-  L()
+  T.eq(prepared:set(3, 0xffffffff), prepared)
+  prepared:set(9, -2)
+  prepared()
   T.eq(last_launch(), "launch every_kind grid=2,2,1 block=64,1,1 smem=0 stream=0 args=" ..
     "01 0200 ffffffff 0400000000000000 05 0600 07000000 0800000000000000 000000c0 " ..
     "000000000000d03f 0010000000000000")
-  T.raises(function() L:set(3, 1 << 32) end,
-      "bad argument #2 to 'L:set' (kernel parameter 3: u32 (4 bytes) expected, got 4294967296 (out of range " ..
+  T.raises(function() prepared:set(3, 1 << 32) end,
+      "bad argument #2 to 'prepared:set' (kernel parameter 3: u32 (4 bytes) expected, got 4294967296 (out of range " ..
       "-2147483648..4294967295))")
-  T.raises(function() L:set(12, 1) end, "bad argument #1 to 'L:set' (argument index 1..11 expected, got 12)")
-  T.raises(function() L:set(0, 1) end, "argument index 1..11 expected, got 0")
-  T.raises(function() L:set(1) end, "bad argument #2 to 'L:set' (value expected)")
+  T.raises(function() prepared:set(12, 1) end,
+    "bad argument #1 to 'prepared:set' (argument index 1..11 expected, got 12)")
+  T.raises(function() prepared:set(0, 1) end, "argument index 1..11 expected, got 0")
+  T.raises(function() prepared:set(1) end, "bad argument #2 to 'prepared:set' (value expected)")
   -- a failed set leaves the packed bytes as they were
   clear_log()
-  L()
+  prepared()
   T.ok(last_launch():find("ffffffff", 1, true), last_launch())
   T.raises(function() k:prepare({ grid = 1, block = 1 }, 1) end,
     "k:prepare: kernel 'every_kind' takes 11 arguments, got 1")
   T.raises(function() k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "x") end,
     "bad argument #12 to 'k:prepare' (kernel parameter 11: u64 (8 bytes) expected, got a string of 1 bytes)")
-  L:free()
-  L:free()
+  prepared:free()
+  prepared:free()
   T.eq(cuda.stats().prepared, 0)
-  T.raises(function() L() end, "cuda.prepared: the prepared launch was freed")
-  T.raises(function() L:set(1, 1) end, "the prepared launch was freed")
-  T.ok(tostring(L):find("(freed)", 1, true))
+  T.raises(function() prepared() end, "cuda.prepared: the prepared launch was freed")
+  T.raises(function() prepared:set(1, 1) end, "the prepared launch was freed")
+  T.ok(tostring(prepared):find("(freed)", 1, true))
   do
     local L2 <close> = k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
     T.eq(cuda.stats().prepared, 1)
@@ -478,20 +479,20 @@ with_binding("array", "device arrays: address packed, kept alive, checked when f
   T.raises(function() k:launch({ grid = 1, block = 1 }, d, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11) end,
       "bad argument #2 to 'k:launch' (kernel parameter 1: u8 (1 byte) expected, got cuda.array (a bool parameter " ..
       "takes true or false, an 8-bit one an integer))")
-  local L = k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, cuda.array("u8", 4))
+  local prepared = k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, cuda.array("u8", 4))
   collectgarbage(); collectgarbage()
   cuda.sync()
   T.eq(cuda.stats().arrays, 2, "the prepared launch holds its array")
-  L:set(11, d)
+  prepared:set(11, d)
   collectgarbage(); collectgarbage()
-  T.eq(cuda.stats().arrays, 1, "L:set released the array it replaced")
+  T.eq(cuda.stats().arrays, 1, "prepared:set released the array it replaced")
   cuda.sync()
   d:free()
-  T.raises(function() L() end, "cuda.prepared: kernel parameter 11: the cuda.array was freed")
+  T.raises(function() prepared() end, "cuda.prepared: kernel parameter 11: the cuda.array was freed")
   T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, d) end,
       "bad argument #12 to 'k:launch' (kernel parameter 11: u64 (8 bytes) expected, got cuda.array (the array was " ..
       "freed))")
-  L:free()
+  prepared:free()
   cuda.sync()
   T.eq(cuda.stats().arrays, 0)
 end)
@@ -506,9 +507,9 @@ with_binding("tensormap", "tensor maps go by value, 64-byte aligned", function()
   for g in last_launch():match("args=(.*)$"):gmatch("%x+") do groups[#groups + 1] = g end
   T.eq(#groups, 3); T.eq(#groups[2], 256)
   T.ok(groups[2] ~= string.rep("0", 256), "the encoded map is not all zeros")
-  local L = k:prepare({ grid = 1, block = 1 }, 1, tm, 0)
+  local prepared = k:prepare({ grid = 1, block = 1 }, 1, tm, 0)
   clear_log()
-  L()
+  prepared()
   T.eq(last_launch():match("args=%x+ (%x+)"), groups[2])
   T.raises(function() mod:kernel("unaligned_blob"):launch({ grid = 1, block = 1 }, 1, tm) end,
     "bad argument #3 to 'k:launch' (kernel parameter 2: b8[128] (128 bytes, align 1) expected, got " ..
@@ -517,8 +518,8 @@ with_binding("tensormap", "tensor maps go by value, 64-byte aligned", function()
       "bad argument #3 to 'k:launch' (kernel parameter 2: b8[24] (24 bytes, align 8) expected, got cuda.tensormap " ..
       "(a tensor map is 128 bytes))")
   tm:free()
-  T.raises(function() L() end, "cuda.prepared: kernel parameter 2: the cuda.tensormap was freed")
-  L:free()
+  T.raises(function() prepared() end, "cuda.prepared: kernel parameter 2: the cuda.tensormap was freed")
+  prepared:free()
 end)
 
 with_binding("stream", "launches on a stream", function()
@@ -527,14 +528,14 @@ with_binding("stream", "launches on a stream", function()
   clear_log()
   k:launch({ grid = 1, block = 1, stream = s })
   T.ok(not last_launch():find("stream=0 ", 1, true), last_launch())
-  local L = k:prepare({ grid = 2, block = 2, stream = s })
-  L()
+  local prepared = k:prepare({ grid = 2, block = 2, stream = s })
+  prepared()
   T.eq(#launches(), 2)
   T.eq(launches()[1]:match("stream=(%S+)"), launches()[2]:match("stream=(%S+)"))
   s:sync()
   s:free()
-  T.raises(function() L() end, "cuda.prepared: its cuda.stream was freed")
-  L:free()
+  T.raises(function() prepared() end, "cuda.prepared: its cuda.stream was freed")
+  prepared:free()
 end)
 
 with_binding("stream", "a captured graph keeps the kernels it launches alive", function()
@@ -546,12 +547,12 @@ with_binding("stream", "a captured graph keeps the kernels it launches alive", f
   do
     local m = cuda.load(PTX)
     local k = m:kernel("empty")
-    local L = m:kernel("with_half"):prepare({ grid = 1, block = 1, stream = s }, 1.5, 7)
+    local prepared = m:kernel("with_half"):prepare({ grid = 1, block = 1, stream = s }, 1.5, 7)
     g = s:capture(function()
       k:launch({ grid = 2, block = 2, stream = s })
-      L()
+      prepared()
     end)
-    L:free()
+    prepared:free()
   end
   collectgarbage(); collectgarbage()
   cuda.sync()
@@ -573,15 +574,15 @@ T.test("wrong self and use of freed objects", function()
   T.raises(function() k.occupancy({}, 32) end, "cuda.kernel expected, got table")
   local m2 = cuda.load(PTX)
   local k2 = m2:kernel("empty")
-  local L = k2:prepare({ grid = 1, block = 1 })
+  local prepared = k2:prepare({ grid = 1, block = 1 })
   m2:free()
   m2:free()
   T.raises(function() k2:launch({ grid = 1, block = 1 }) end, "k:launch: the module of kernel 'empty' was freed")
-  T.raises(function() L() end, "the module of kernel 'empty' was freed")
+  T.raises(function() prepared() end, "the module of kernel 'empty' was freed")
   T.raises(function() m2:kernel("empty") end, "mod:kernel: the cuda.module was freed")
   T.eq(tostring(m2), "cuda.module (freed)")
   T.ok(tostring(k2):find("(module freed)", 1, true), tostring(k2))
-  L:free()
+  prepared:free()
 end)
 
 T.test("kernel keeps its module alive; unloading waits for queued launches", function()
@@ -684,8 +685,8 @@ T.test("an injected launch error names the function, the error and its number", 
     print(err)
     k:launch({grid=1, block=1})
     print("third launch ok")
-    local L = k:prepare({grid=1, block=1})
-    print(pcall(L))
+    local prepared = k:prepare({grid=1, block=1})
+    print(pcall(prepared))
   ]])
   T.eq(rc, 0, out)
   T.ok(out:find(

@@ -72,10 +72,10 @@ T.test("mod:global gives a device view of __constant__ and __device__ variables"
   T.raises(function() k:launch({ grid = 1, block = 1 }, t, c, {}) end, "a bool parameter takes true or false")
   -- PTX declares a C++ bool as .u8, so 0..255 stay valid for it, as for any 8-bit parameter
   T.raises(function() k:launch({ grid = 1, block = 1 }, t, c, 256) end, "out of range")
-  local L = k:prepare({ grid = 1, block = 1 }, t, c, true)
-  L()
+  local prepared = k:prepare({ grid = 1, block = 1 }, t, c, true)
+  prepared()
   T.eq(last_args()[3], "01")
-  L:free(); m:free()
+  prepared:free(); m:free()
 end)
 
 T.test("mod:global checks sizes, names and arguments", function()

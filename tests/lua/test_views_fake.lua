@@ -116,11 +116,11 @@ T.test("views as launch arguments", function()
   local d = cuda.array("f32", 256)
   local v = d:view(65, 64)
   k:launch({ grid = 1, block = 64 }, v, 64, 1)
-  local L = k:prepare({ grid = 1, block = 64 }, d:view(129, 16), 16, 0)
-  L()
+  local prepared = k:prepare({ grid = 1, block = 64 }, d:view(129, 16), 16, 0)
+  prepared()
   d:free() -- the views keep the memory; the launch marks their uses
   v = nil -- luacheck: ignore 311
-  L = nil -- luacheck: ignore 311
+  prepared = nil -- luacheck: ignore 311
   stats_zero()
 end)
 
