@@ -454,7 +454,7 @@ static bool watchdog_ready(void) {
     }
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024); /* it only waits in the driver */
+    pthread_attr_setstacksize(&attr, (size_t)256 * 1024); /* it only waits in the driver */
     wd.stop = false;
     wd.started = pthread_create(&wd.thread, &attr, watchdog_main, NULL) == 0;
     pthread_attr_destroy(&attr);
@@ -497,14 +497,14 @@ bool gl_watchdog_pending(void) {
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static struct timespec realtime_after(double seconds) {
     struct timespec abs;
     clock_gettime(CLOCK_REALTIME, &abs);
     if (seconds > 1e9) seconds = 1e9;
-    double frac = abs.tv_nsec * 1e-9 + seconds;
+    double frac = (double)abs.tv_nsec * 1e-9 + seconds;
     abs.tv_sec += (time_t)frac;
     abs.tv_nsec = (long)((frac - (double)(time_t)frac) * 1e9);
     if (abs.tv_nsec >= 1000000000L) abs.tv_nsec = 999999999L;

@@ -202,10 +202,8 @@ static void format_type(char *buf, size_t len, gl_dtype t, int ndim, const int64
 static void push_element(lua_State *L, gl_dtype t, const void *p) {
     if (gl_dtype_is_bool(t)) {
         lua_pushboolean(L, *(const unsigned char *)p != 0);
-    } else if (gl_dtype_is_float(t)) {
-        lua_pushnumber(L, gl_dtype_load_double(t, p));
-    } else if (t == GL_U64 && gl_dtype_load_bits(t, p) < 0) {
-        lua_pushnumber(L, gl_dtype_load_double(t, p)); /* above 2^63-1: no Lua integer holds it */
+    } else if (gl_dtype_is_float(t) || (t == GL_U64 && gl_dtype_load_bits(t, p) < 0)) {
+        lua_pushnumber(L, gl_dtype_load_double(t, p)); /* a u64 above 2^63-1: no Lua integer holds it */
     } else {
         lua_pushinteger(L, (lua_Integer)gl_dtype_load_bits(t, p));
     }

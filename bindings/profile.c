@@ -70,12 +70,15 @@ static void *find_cupti(void) {
         snprintf(lib.path, sizeof lib.path, "%s", env);
         return dlopen(env, RTLD_NOW | RTLD_LOCAL);
     }
+    /* Entries are the toolkit folder with a suffix pasted on: no comma is missing. */
+    // NOLINTBEGIN(bugprone-suspicious-missing-comma)
     static const char *const dirs[] = {
         GPULAB_NVRTC_DIR, GPULAB_NVRTC_DIR "/../extras/CUPTI/lib64",
         GPULAB_NVRTC_DIR "/../../../extras/CUPTI/lib64", "/usr/local/cuda/extras/CUPTI/lib64",
         "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
         "/usr/local/cuda-13.0/extras/CUPTI/lib64", "/usr/local/cuda-13.0/lib64",
         "/usr/lib/x86_64-linux-gnu", NULL};
+    // NOLINTEND(bugprone-suspicious-missing-comma)
     static const char *const homes[] = {"CUDA_HOME", "CUDA_PATH", NULL};
     for (int i = 0; homes[i]; i++) { /* a toolkit named by the environment comes first */
         const char *home = getenv(homes[i]);
@@ -184,7 +187,7 @@ static void session_release(session *s) {
         gl_observers--;
     }
     if (s->pushed && s->started) {
-        gl_cupti_rp_object_params p = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
+        gl_cupti_rp_object_params p = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
         cp.cuptiRangeProfilerPopRange(&p);
     }
     s->pushed = false;
@@ -194,12 +197,12 @@ static void session_release(session *s) {
         s->started = false;
     }
     if (s->rp) {
-        gl_cupti_rp_object_params p = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
+        gl_cupti_rp_object_params p = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
         cp.cuptiRangeProfilerDisable(&p);
         s->rp = NULL;
     }
     if (s->host) {
-        gl_cupti_host_deinit_params p = {.structSize = GL_CUPTI_HOST_DEINIT_SIZE, .pHostObject = s->host};
+        gl_cupti_host_deinit_params p = {.structSize = GL_CUPTI_HOST_DEINIT_SIZE, .pHostObject = s->host}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
         cp.cuptiProfilerHostDeinitialize(&p);
         s->host = NULL;
     }
@@ -459,14 +462,14 @@ static void setup(lua_State *L, session *s, const profile_opts *o, const char **
     ca.pCounterAvailabilityImage = s->avail;
     CUPTI_CALL(L, cuptiProfilerGetCounterAvailability, &ca);
 
-    gl_cupti_host_init_params hi = {.structSize = GL_CUPTI_HOST_INIT_SIZE,
+    gl_cupti_host_init_params hi = {.structSize = GL_CUPTI_HOST_INIT_SIZE, // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
                                      .profilerType = GL_CUPTI_PROFILER_RANGE, .pChipName = *chip,
                                      .pCounterAvailabilityImage = s->avail};
     CUPTI_CALL(L, cuptiProfilerHostInitialize, &hi);
     s->host = hi.pHostObject;
     host_config(L, s, o, names, passes);
 
-    gl_cupti_rp_enable_params en = {.structSize = GL_CUPTI_RP_ENABLE_SIZE, .ctx = ctx};
+    gl_cupti_rp_enable_params en = {.structSize = GL_CUPTI_RP_ENABLE_SIZE, .ctx = ctx}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
     CUPTI_CALL(L, cuptiRangeProfilerEnable, &en);
     s->rp = en.pRangeProfilerObject;
 
@@ -600,7 +603,7 @@ static int l_profile(lua_State *L) {
     size_t passes = 0;
     const char *chip = NULL;
     setup(L, s, &o, names, &passes, &chip);
-    gl_cupti_rp_object_params st = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
+    gl_cupti_rp_object_params st = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
     CUPTI_CALL(L, cuptiRangeProfilerStart, &st);
     s->started = true;
     if (o.outer_range) {
@@ -619,7 +622,7 @@ static int l_profile(lua_State *L) {
     gl_wait(L, NULL, o.timeout, FN);
     bool pushed = s->pushed;
     if (pushed) {
-        gl_cupti_rp_object_params pp = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
+        gl_cupti_rp_object_params pp = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
         s->pushed = false;
         CUPTI_CALL(L, cuptiRangeProfilerPopRange, &pp);
     }

@@ -351,6 +351,8 @@ static bool parse_spec(lua_State *L, int t, tm_spec *s, tm_err *e) {
     }
     lua_pop(L, 1);
     if (raw_field(L, t, "strides") == LUA_TNIL) { /* packed: each dimension right after the last */
+        /* read_dtype returned true, so s->dtype is set */
+        // NOLINTNEXTLINE(clang-analyzer-core.NullDereference)
         unsigned __int128 step = (unsigned __int128)s->dims[0] * s->dtype->size;
         for (int i = 0; i < s->rank - 1; i++) {
             if (step >> 40)

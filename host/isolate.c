@@ -175,7 +175,7 @@ static void check_exec_size(lua_State *L, const request *req) {
     size_t total = 0;
     for (const char **v = req->argv; *v; v++) {
         size_t n = strlen(*v) + 1;
-        if (n > MAX_ONE_ARG)
+        if (n > (size_t)MAX_ONE_ARG)
             gl_fielderror(L, 2, FN, "args", "an argument of %d bytes is longer than the system allows, %d",
                           (int)n - 1, MAX_ONE_ARG - 1);
         total += n + sizeof(char *);

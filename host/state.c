@@ -320,6 +320,8 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
 }
 
 static void arm_stop_hook(lua_State *L) {
+    /* lua_sethook is the one Lua call meant for a signal handler (lua.c's laction does this) */
+    // NOLINTNEXTLINE(bugprone-signal-handler)
     if (L) lua_sethook(L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
 }
 
