@@ -1045,7 +1045,7 @@ static int host_iota(lua_State *L) {
     size_t esize = gl_dtype_size(h->dtype);
     if (gl_dtype_is_float(h->dtype)) {
         double start = opt_strict_number(L, 2, 0, fn), step = opt_strict_number(L, 3, 1, fn);
-        if (isnan(start) || isnan(step)) mem_error(L, "%s: start and step must not be NaN", fn);
+        if (isnan(start) || isnan(step)) gl_argerror(L, isnan(start) ? 2 : 3, fn, "number expected, got NaN");
         for (size_t i = 0; i < h->numel; i++)
             gl_dtype_store_double(h->dtype, element_ptr(h, i), start + (double)i * step);
     } else {
@@ -1393,11 +1393,11 @@ static bool check_operand(lua_State *L, int idx, gl_host *h, operand *o, const c
     }
     gl_host *x = gl_check_host(L, idx, fn);
     if (x->numel != h->numel)
-        mem_error(L, "%s: element counts differ (destination %zu, operand %zu)", fn, h->numel, x->numel);
+        gl_argerror(L, idx, fn, "element counts differ (destination %zu, operand %zu)", h->numel, x->numel);
     if (!gl_dtype_is_float(h->dtype) && gl_dtype_is_float(x->dtype))
-        mem_error(L, "%s: a %s destination takes integer operands, got %s (convert first: "
-                     "copy_from(x, {convert=true}))", fn, gl_dtype_name(h->dtype), gl_dtype_name(x->dtype));
-    if (gl_dtype_is_bool(x->dtype)) mem_error(L, "%s: a bool array takes no arithmetic", fn);
+        gl_argerror(L, idx, fn, "a %s destination takes integer operands, got %s (convert first: "
+                                "copy_from(x, {convert=true}))", gl_dtype_name(h->dtype), gl_dtype_name(x->dtype));
+    if (gl_dtype_is_bool(x->dtype)) gl_argerror(L, idx, fn, "a bool array takes no arithmetic");
     o->dtype = x->dtype;
     o->data = x->data;
     if (host_overlap(h, x) && x->data != h->data) { /* a shifted view: read the old values */
