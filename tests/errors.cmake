@@ -7,3 +7,5 @@ gl_add_lua_test(errors_oom tests/lua/test_errors.lua FAKE
   ENV GPULAB_ERRORS_CASE=oom GPULAB_FAKE_FAIL=cuMemAlloc:2:1)
 gl_add_lua_test(errors_sticky tests/lua/test_errors.lua FAKE
   ENV GPULAB_ERRORS_CASE=sticky GPULAB_FAKE_FAIL=cuCtxSynchronize:700)
+# On a GPU: a real illegal-address fault (in a child process) gives the same fields.
+gl_add_lua_test(errors_gpu tests/lua/gpu_errors.lua GPU)
