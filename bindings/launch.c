@@ -289,7 +289,8 @@ static void read_dims(lua_State *L, int cfg_arg, int idx, const char *fn, const 
         gl_fieldtypeerror(L, cfg_arg, fn, what, idx, "number or {x,y,z}");
     }
     lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
-    if (n < 1 || n > 3) gl_fielderror(L, cfg_arg, fn, what, "1 to 3 entries expected, got %lld", (long long)n);
+    if (n < 1 || n > 3) gl_fielderror(L, cfg_arg, fn, what, "1 to 3 entries expected, got %lld",
+                                      (long long)n);
     for (int i = 0; i < n; i++) {
         lua_rawgeti(L, idx, i + 1);
         out[i] = check_dim(L, cfg_arg, -1, fn, what, i, limits[i]);
@@ -353,7 +354,8 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
             gl_fielderror(L, idx, fn, "smem", "non-negative integer number of bytes expected, got %s",
                           lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : gl_typename(L, -1));
         if (s > k->max_dynamic_smem && s > current_max_dynamic_smem(L, k, fn))
-            gl_fielderror(L, idx, fn, "smem", "%lld bytes exceed kernel '%s''s dynamic shared memory limit of "
+            gl_fielderror(L, idx, fn, "smem",
+                          "%lld bytes exceed kernel '%s''s dynamic shared memory limit of "
                                              "%d bytes (k:set_max_dynamic_smem raises it, up to %d minus %d static)",
                           (long long)s, k->name, k->max_dynamic_smem, d->smem_optin, k->static_smem);
         cfg->smem = (unsigned)s;

@@ -116,7 +116,8 @@ static gl_dtype check_dtype(lua_State *L, int idx, const char *fn) {
     if (t < 0 && strlen(name) != len)
         gl_argerror(L, idx, fn, "dtype name contains a NUL byte: '%s\\0...'", name);
     if (t < 0)
-        gl_argerror(L, idx, fn, "unknown dtype '%s'; known: f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool", name);
+        gl_argerror(L, idx, fn, "unknown dtype '%s'; known: f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, "
+                                "u32, u64, bool", name);
     return (gl_dtype)t;
 }
 
@@ -131,7 +132,8 @@ static int64_t check_dim(lua_State *L, int argno, int dim, const char *fn) {
     if (!isint)
         gl_argerror(L, argno, fn, "%ssize must be an integer, got %s", where, lua_tostring(L, -1));
     if (n <= 0)
-        gl_argerror(L, argno, fn, "%ssize must be positive, got %lld; zero-element arrays are not supported", where, n);
+        gl_argerror(L, argno, fn, "%ssize must be positive, got %lld; zero-element arrays are not supported",
+                    where, n);
     return (int64_t)n;
 }
 
@@ -162,7 +164,8 @@ static void check_shape(lua_State *L, int idx, gl_dtype dtype, shape_spec *s, co
     uint64_t nbytes;
     if (__builtin_mul_overflow(numel, (uint64_t)gl_dtype_size(dtype), &nbytes) ||
         nbytes > INT64_MAX || nbytes > SIZE_MAX)
-        gl_argerror(L, idx, fn, "%llu %s elements: the byte size overflows 64 bits", (unsigned long long)numel, gl_dtype_name(dtype));
+        gl_argerror(L, idx, fn, "%llu %s elements: the byte size overflows 64 bits",
+                    (unsigned long long)numel, gl_dtype_name(dtype));
     s->numel = (size_t)numel;
     s->nbytes = (size_t)nbytes;
 }
@@ -462,7 +465,8 @@ static void read_copy_opts(lua_State *L, int idx, copy_opts *o, const char *fn) 
     o->reinterpret = raw_opt_bool(L, idx, "reinterpret", false, fn);
     o->convert = raw_opt_bool(L, idx, "convert", false, fn);
     if (o->dst_offset < 0 || o->src_offset < 0)
-        gl_fielderror(L, idx, fn, o->dst_offset < 0 ? "dst_offset" : "src_offset", "must not be negative, got %lld",
+        gl_fielderror(L, idx, fn, o->dst_offset < 0 ? "dst_offset" : "src_offset",
+                      "must not be negative, got %lld",
                       (long long)(o->dst_offset < 0 ? o->dst_offset : o->src_offset));
     if (o->reinterpret && o->convert)
         gl_fielderror(L, idx, fn, "convert", "excludes 'reinterpret'");
@@ -549,7 +553,9 @@ static copy_plan plan_copy(lua_State *L, mem_ref dst, mem_ref src, const copy_op
     size_t dn = mem_numel(dst), sn = mem_numel(src);
     copy_plan p = {0, 0, 0, 0, false};
     if (dt != st && !o->reinterpret && !o->convert)
-        gl_argerror(L, 2, fn, "dtype mismatch (destination %s, source %s); pass {reinterpret=true} to copy the bytes as they are, or {convert=true} to convert the values (host arrays)", gl_dtype_name(dt), gl_dtype_name(st));
+        gl_argerror(L, 2, fn, "dtype mismatch (destination %s, source %s); pass {reinterpret=true} to copy "
+                              "the bytes as they are, or {convert=true} to convert the values (host arrays)",
+                    gl_dtype_name(dt), gl_dtype_name(st));
     p.convert = o->convert && dt != st;
     if (p.convert && (dst.dev || src.dev))
         mem_error(L, "%s: {convert=true} converts between host arrays only (destination %s %s, "
@@ -567,8 +573,11 @@ static copy_plan plan_copy(lua_State *L, mem_ref dst, mem_ref src, const copy_op
         size_t dsize = by_bytes ? davail * de : davail, ssize = by_bytes ? savail * se : savail;
         if (dsize != ssize) {
             if (o->dst_offset == 0 && o->src_offset == 0)
-                gl_argerror(L, 2, fn, "size mismatch (destination %zu bytes, source %zu bytes)", davail * de, savail * se);
-            gl_argerror(L, 2, fn, "size mismatch after the offsets (destination %zu elements of %s left, source %zu elements of %s)", davail, gl_dtype_name(dt), savail, gl_dtype_name(st));
+                gl_argerror(L, 2, fn, "size mismatch (destination %zu bytes, source %zu bytes)",
+                            davail * de, savail * se);
+            gl_argerror(L, 2, fn, "size mismatch after the offsets (destination %zu elements of %s left, "
+                                  "source %zu elements of %s)",
+                        davail, gl_dtype_name(dt), savail, gl_dtype_name(st));
         }
         p.count = davail;
     } else {
@@ -842,7 +851,8 @@ static int array_tostring(lua_State *L) {
 static size_t check_view_args(lua_State *L, size_t parent_numel, gl_dtype t, shape_spec *s,
                               const char *fn) {
     if (lua_type(L, 2) != LUA_TNUMBER || !lua_isinteger(L, 2))
-        gl_argerror(L, 2, fn, "first element must be an integer, got %s", lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : gl_typename(L, 2));
+        gl_argerror(L, 2, fn, "first element must be an integer, got %s",
+                    lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : gl_typename(L, 2));
     lua_Integer first = lua_tointeger(L, 2);
     if (first < 1 || (uint64_t)first > parent_numel)
         gl_argerror(L, 2, fn, "first element %lld out of range 1..%zu", first, parent_numel);
@@ -1139,7 +1149,8 @@ static void read_random_opts(lua_State *L, gl_dtype t, random_opts *o, const cha
     lua_pop(L, 3);
     if (gl_dtype_is_bool(t)) {
         if (o->has_lo || o->has_hi)
-            gl_fielderror(L, 2, fn, o->has_lo ? "lo" : "hi", "a bool array takes {p=} (the chance of true), not lo/hi");
+            gl_fielderror(L, 2, fn, o->has_lo ? "lo"
+                          : "hi", "a bool array takes {p=} (the chance of true), not lo/hi");
         o->p = raw_opt_num(L, 2, "p", 0.5, fn);
         if (!(o->p >= 0 && o->p <= 1)) gl_fielderror(L, 2, fn, "p", "must be 0 <= p <= 1, got %g", o->p);
         return;
@@ -1173,7 +1184,8 @@ static int host_random(lua_State *L) {
             gl_dtype_store_double(h->dtype, element_ptr(h, i), lo + (hi - lo) * rng_uniform(&r));
     } else {
         lua_Integer lo = o.lo_i, hi = o.hi_i;
-        if (lo >= hi) gl_argerror(L, 2, fn, "need lo < hi, got lo=%lld hi=%lld", (long long)lo, (long long)hi);
+        if (lo >= hi) gl_argerror(L, 2, fn, "need lo < hi, got lo=%lld hi=%lld",
+                                  (long long)lo, (long long)hi);
         int64_t min;
         uint64_t umax;
         gl_dtype_int_range(h->dtype, &min, &umax);
@@ -1312,9 +1324,11 @@ static int host_transpose(lua_State *L) {
     }
     gl_host *d = gl_check_host(L, 2, fn);
     if (d->dtype != h->dtype)
-        gl_argerror(L, 2, fn, "dtype mismatch (destination %s, source %s)", gl_dtype_name(d->dtype), gl_dtype_name(h->dtype));
+        gl_argerror(L, 2, fn, "dtype mismatch (destination %s, source %s)",
+                    gl_dtype_name(d->dtype), gl_dtype_name(h->dtype));
     if (d->numel != h->numel || (d->ndim == 2 && (d->shape[0] != out_shape[0] || d->shape[1] != out_shape[1])))
-        gl_argerror(L, 2, fn, "the result is %lldx%lld (%zu elements), the destination holds %zu", (long long)out_shape[0], (long long)out_shape[1], h->numel, d->numel);
+        gl_argerror(L, 2, fn, "the result is %lldx%lld (%zu elements), the destination holds %zu",
+                    (long long)out_shape[0], (long long)out_shape[1], h->numel, d->numel);
     if (host_overlap(d, h)) mem_error(L, "%s: the destination overlaps the source", fn);
     transpose_bytes(d->data, h->data, (size_t)h->shape[0], (size_t)h->shape[1], gl_dtype_size(h->dtype));
     lua_settop(L, 2);
@@ -1379,7 +1393,8 @@ static void check_scalar(lua_State *L, int idx, gl_dtype t, operand *o, const ch
     } else if (isfinite(o->f) && floor(o->f) == o->f && fabs(o->f) < 0x1p63) {
         o->i = (__int128)o->f;
     } else {
-        gl_argerror(L, idx, fn, "%s must be an integer for a %s array, got %.17g", what, gl_dtype_name(t), o->f);
+        gl_argerror(L, idx, fn, "%s must be an integer for a %s array, got %.17g",
+                    what, gl_dtype_name(t), o->f);
     }
 }
 
@@ -1512,7 +1527,9 @@ static int host_apply(lua_State *L) {
     const struct unary_fn *u = unary_fns;
     while (name && u->name && (strlen(u->name) != len || strcmp(u->name, name) != 0)) u++;
     if (name == NULL || u->name == NULL)
-        gl_argerror(L, 2, fn, "unknown function %s%s%s (known: abs, neg, sqrt, exp, log, sin, cos, tanh, relu, sigmoid, floor, ceil, rint, square, recip)", name ? "'" : "", name ? name : gl_typename(L, 2), name ? "'" : "");
+        gl_argerror(L, 2, fn, "unknown function %s%s%s (known: abs, neg, sqrt, exp, log, sin, cos, tanh, "
+                              "relu, sigmoid, floor, ceil, rint, square, recip)",
+                    name ? "'" : "", name ? name : gl_typename(L, 2), name ? "'" : "");
     if (!gl_dtype_is_float(h->dtype))
         mem_error(L, "%s: needs a float array, got %s", fn, gl_dtype_name(h->dtype));
     size_t es = gl_dtype_size(h->dtype);
@@ -1889,7 +1906,8 @@ static int l_compare(lua_State *L) {
         atol = raw_opt_num(L, 3, "atol", 0, fn);
         rtol = raw_opt_num(L, 3, "rtol", 0, fn);
         if (atol < 0 || rtol < 0)
-            gl_fielderror(L, 3, fn, atol < 0 ? "atol" : "rtol", "must not be negative, got %g", atol < 0 ? atol : rtol);
+            gl_fielderror(L, 3, fn, atol < 0 ? "atol"
+                          : "rtol", "must not be negative, got %g", atol < 0 ? atol : rtol);
     }
     if (!gl_test_host(L, 1) || !gl_test_host(L, 2)) gl_require_gpu(L, fn);
     view a = check_view(L, 1, fn), b = check_view(L, 2, fn);

@@ -371,14 +371,16 @@ static void push_headers(lua_State *L, int t, int argn, const char *fn) {
         lua_rawgeti(L, keys, i);
         size_t klen;
         const char *k = lua_tolstring(L, -1, &klen);
-        if (klen == 0 || memchr(k, '\0', klen)) gl_fielderror(L, argn, fn, "headers", "names must be non-empty text");
+        if (klen == 0 || memchr(k, '\0', klen)) gl_fielderror(L, argn, fn, "headers",
+                                                              "names must be non-empty text");
         lua_pushvalue(L, -1);
         if (lua_rawget(L, hdrs) != LUA_TSTRING)
             gl_fielderror(L, argn, fn, "headers", "'%s': string expected, got %s", k, gl_typename(L, -1));
         size_t len;
         const char *text = lua_tolstring(L, -1, &len);
         const char *nul = memchr(text, '\0', len);
-        if (nul) gl_fielderror(L, argn, fn, "headers", "'%s' contains a NUL byte at offset %d", k, (int)(nul - text));
+        if (nul) gl_fielderror(L, argn, fn, "headers",
+                               "'%s' contains a NUL byte at offset %d", k, (int)(nul - text));
         lua_createtable(L, 2, 0);
         lua_insert(L, -3);
         lua_rawseti(L, -3, 2);

@@ -335,7 +335,8 @@ static int l_trace(lua_State *L) {
     size_t len;
     const char *path = lua_tolstring(L, 1, &len);
     if (len == 0 || len >= sizeof tr.path || strlen(path) != len)
-        gl_argerror(L, 1, FN, "file name of 1..%d bytes without a NUL byte expected", (int)sizeof tr.path - 1);
+        gl_argerror(L, 1, FN, "file name of 1..%d bytes without a NUL byte expected",
+                    (int)sizeof tr.path - 1);
     if (tr.on) luaL_error(L, FN ": already tracing to %s (cuda.trace(false) ends it)", tr.path);
     FILE *probe = fopen(path, "w"); /* fail now, not when the script is over */
     if (probe == NULL) luaL_error(L, FN ": cannot write %s", path);

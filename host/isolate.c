@@ -94,7 +94,8 @@ static void read_args(lua_State *L, int opts, request *req, const char *script) 
         size_t l;
         const char *s = plain_string(L, -1, &l);
         if (s == NULL)
-            gl_fielderror(L, 2, FN, "args", "item %lld: string expected, got %s", (long long)i, gl_typename(L, -1));
+            gl_fielderror(L, 2, FN, "args",
+                          "item %lld: string expected, got %s", (long long)i, gl_typename(L, -1));
         if (strlen(s) != l) gl_fielderror(L, 2, FN, "args", "entries cannot contain a zero byte");
         lua_rawseti(L, t, i); /* a number converted in place stays referenced by the table */
         lua_rawgeti(L, t, i);
@@ -118,13 +119,16 @@ static void read_env(lua_State *L, int opts, request *req) {
         if (!lua_istable(L, t)) gl_fieldtypeerror(L, 2, FN, "env", t, "table {NAME=value}");
         lua_pushnil(L);
         while (lua_next(L, t)) {
-            if (lua_type(L, -2) != LUA_TSTRING) gl_fielderror(L, 2, FN, "env", "keys must be variable names, got a %s", gl_typename(L, -2));
+            if (lua_type(L, -2) != LUA_TSTRING)
+                gl_fielderror(L, 2, FN, "env", "keys must be variable names, got a %s", gl_typename(L, -2));
             size_t kl;
             const char *k = lua_tolstring(L, -2, &kl);
-            if (kl == 0 || strlen(k) != kl || strchr(k, '=')) gl_fielderror(L, 2, FN, "env", "bad variable name '%s'", k);
+            if (kl == 0 || strlen(k) != kl || strchr(k, '=')) gl_fielderror(L, 2, FN, "env",
+                                                                            "bad variable name '%s'", k);
             int vt = lua_type(L, -1);
             if (!(vt == LUA_TSTRING || vt == LUA_TNUMBER || (vt == LUA_TBOOLEAN && !lua_toboolean(L, -1))))
-                gl_fielderror(L, 2, FN, "env", "%s: string, number or false expected, got %s", k, gl_typename(L, -1));
+                gl_fielderror(L, 2, FN, "env",
+                              "%s: string, number or false expected, got %s", k, gl_typename(L, -1));
             if (vt == LUA_TSTRING) {
                 size_t vl;
                 const char *v = lua_tolstring(L, -1, &vl);
@@ -209,7 +213,8 @@ static int read_request(lua_State *L, request *req) {
                 for (int i = 0; known_opts[i]; i++) known |= strcmp(lua_tostring(L, -2), known_opts[i]) == 0;
             if (!known) {
                 if (lua_type(L, -2) == LUA_TSTRING)
-                    gl_argerror(L, 2, FN, "unknown field '%s' (known: args, timeout, env)", lua_tostring(L, -2));
+                    gl_argerror(L, 2, FN, "unknown field '%s' (known: args, timeout, env)",
+                                lua_tostring(L, -2));
                 gl_argerror(L, 2, FN, "unexpected %s key in the options table (known: args, timeout, env)",
                             gl_typename(L, -2));
             }

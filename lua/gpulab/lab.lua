@@ -16,6 +16,17 @@ local svg = require("gpulab.svg")
 
 local harness = {}
 local Lab = {}
+
+-- Argument errors in the format the C bindings use (bindings/errors.h): "bad argument #n to
+-- 'fn' (...)", n counted after self for methods, an options table's fields as "field 'x': ...".
+-- level: as error()'s, seen from the function that checks its arguments.
+local function arg_error(fn, n, msg, level)
+  error(string.format("bad argument #%d to '%s' (%s)", n, fn, msg), (level or 2) + 1)
+end
+
+local function field_error(fn, n, field, msg, level)
+  arg_error(fn, n, string.format("field '%s': %s", field, msg), (level or 2) + 1)
+end
 Lab.__index = Lab
 Lab.__name = "gpulab.lab"
 
@@ -291,8 +302,8 @@ end
 -- lab:table(header, rows [, {title=}]): prints aligned columns (numbers right-aligned) and keeps
 -- the raw values for the JSON results.
 function Lab:table(header, rows, opts)
-  if type(header) ~= "table" then error("lab:table: argument 1 must be a list of column names", 2) end
-  if type(rows) ~= "table" then error("lab:table: argument 2 must be a list of rows", 2) end
+  if type(header) ~= "table" then arg_error("lab:table", 1, "list of column names expected") end
+  if type(rows) ~= "table" then arg_error("lab:table", 2, "list of rows expected") end
   local ncol = #header
   local text, numeric, width = {}, {}, {}
   for c = 1, ncol do width[c] = utf8.len(tostring(header[c])) or #tostring(header[c]) end
@@ -379,8 +390,9 @@ local function finite(v) return type(v) == "number" and v == v and v ~= math.hug
 -- max, stdev, noise (stdev / mean), ci95 = mean ± t·stdev/√n, samples, times; `extra` adds
 -- fields (regime, rejected, sm_clock_mhz). Used to pool the samples of two measurements.
 function harness.summarize(times, extra)
-  if type(times) ~= "table" or #times == 0 then error(
-    "harness.summarize: argument 1 must be a non-empty list of ms", 2) end
+  if type(times) ~= "table" or #times == 0 then
+    arg_error("harness.summarize", 1, "non-empty list of times in ms expected")
+  end
   local v, sum = {}, 0
   for i, t in ipairs(times) do
     if not finite(t) or t < 0 then
@@ -431,12 +443,10 @@ end
 local function check_result(r, fn, argn)
   if type(r) ~= "table" or not finite(r.mean) or type(r.ci95) ~= "table" or not finite(r.ci95[1])
       or not finite(r.ci95[2]) or r.ci95[1] > r.ci95[2] then
-    error(string.format("%s: argument %d must be a measure result {mean=, ci95={lo, hi}, ...} or a function " ..
-      "returning one", fn, argn), 3)
+    arg_error(fn, argn, "measure result {mean=, ci95={lo, hi}, ...} or a function returning one expected", 3)
   end
   if r.mean <= 0 then
-    error(string.format("%s: argument %d has a mean time of %s: no ratio can be formed", fn, argn,
-      tostring(r.mean)), 3)
+    arg_error(fn, argn, string.format("a mean time of %s: no ratio can be formed", tostring(r.mean)), 3)
   end
 end
 
@@ -493,22 +503,22 @@ end
 -- then "unclear", with the reason in detail.reason. detail also holds both pooled results.
 function Lab:compare(a, b, opts)
   opts = opts or {}
-  if type(opts) ~= "table" then error("lab:compare: argument 3 must be a table {margin=, rounds=, remeasure=}", 2) end
+  if type(opts) ~= "table" then arg_error("lab:compare", 3, "options table {margin=, rounds=, remeasure=} expected") end
   local margin = opts.margin or 0.01
   if not finite(margin) or margin < 0 or margin >= 1 then
-    error("lab:compare: option 'margin' must be a number in [0, 1), got " .. tostring(opts.margin), 2)
+    field_error("lab:compare", 3, "margin", "must be a number in [0, 1), got " .. tostring(opts.margin))
   end
   local rounds = opts.rounds or 3
   if math.type(rounds) ~= "integer" or rounds < 0 then
-    error("lab:compare: option 'rounds' must be an integer >= 0", 2)
+    field_error("lab:compare", 3, "rounds", "must be an integer >= 0")
   end
   local against = opts.against or 1
   if not finite(against) or against <= 0 then
-    error("lab:compare: option 'against' must be a positive ratio, got " .. tostring(opts.against), 2)
+    field_error("lab:compare", 3, "against", "must be a positive ratio, got " .. tostring(opts.against))
   end
   local remeasure = opts.remeasure
   if remeasure ~= nil and type(remeasure) ~= "function" then
-    error("lab:compare: option 'remeasure' must be a function(round) --> a, b", 2)
+    field_error("lab:compare", 3, "remeasure", "must be a function(round) --> a, b")
   end
   local fa, fb = type(a) == "function" and a or nil, type(b) == "function" and b or nil
   if fa then a = fa() end
@@ -572,7 +582,7 @@ end
 -- or {results={...}} with labels.
 local function evidence_of(ev)
   if ev == nil then return nil, {} end
-  if type(ev) ~= "table" then error("lab:verdict: argument 4 must be a table (a compare detail or results)", 3) end
+  if type(ev) ~= "table" then arg_error("lab:verdict", 4, "table (a compare detail or results) expected", 3) end
   local lines, out = {}, { intervals = json.array({}) }
   local list = ev.results or { ev.a, ev.b }
   for i, r in ipairs(list) do
@@ -603,7 +613,7 @@ end
 -- evidence (a compare detail or {results={...}}) prints the intervals under the verdict.
 function Lab:verdict(claim, measured, holds, evidence)
   if holds ~= nil and type(holds) ~= "boolean" then
-    error("lab:verdict: argument 3 must be true, false or nil (unclear)", 2)
+    arg_error("lab:verdict", 3, "true, false or nil (unclear) expected")
   end
   local word = verdict_words[holds] or "UNCLEAR"
   claim, measured = tostring(claim), measured ~= nil and tostring(measured) or ""
@@ -633,7 +643,7 @@ function Lab:judge_missing(why)
 end
 
 function Lab:record(key, value)
-  if type(key) ~= "string" then error("lab:record: argument 1 must be a string key", 2) end
+  if type(key) ~= "string" then arg_error("lab:record", 1, "string key expected") end
   local ok, err = pcall(json.encode, value)
   if not ok then error("lab:record: value for '" .. key .. "' cannot be written as JSON: " .. err, 2) end
   self.records[key] = value
@@ -683,7 +693,7 @@ end
 -- lab:compile(relative_path, opts) --> prog: cuda.compile_file on cuda.home/relative_path, with a
 -- note of what was compiled, for which architecture, how long it took and whether the cache hit.
 function Lab:compile(rel, opts)
-  if type(rel) ~= "string" then error("lab:compile: argument 1 must be a path under the gpulab home", 2) end
+  if type(rel) ~= "string" then arg_error("lab:compile", 1, "path under the gpulab home expected") end
   local o, what = {}, nil
   for k, v in pairs(opts or {}) do if k == "what" then what = v else o[k] = v end end
   local t0 = clock_s()

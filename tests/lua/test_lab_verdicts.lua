@@ -39,7 +39,8 @@ T.test("harness.summarize: mean, median, stdev, noise and the t interval", funct
   -- many samples use the normal quantile
   local big = result(10, 1, 100)
   T.near(big.ci95[2] - big.mean, 1.96 * big.stdev / 10, 1e-9)
-  T.raises(function() harness.summarize({}) end, "harness.summarize: argument 1 must be a non-empty list")
+  T.raises(function() harness.summarize({}) end,
+    "bad argument #1 to 'harness.summarize' (non-empty list of times in ms expected)")
   T.raises(function() harness.summarize({ 1, 0 / 0 }) end, "sample 2 is ")
   T.raises(function() harness.summarize({ 1, -1 }) end, "sample 2 is -1")
   T.raises(function() harness.summarize({ math.huge }) end, "times must be finite")
@@ -56,7 +57,9 @@ T.test("harness.ratio: interval from the bounds of the two intervals", function(
   -- b's interval reaching zero leaves the upper bound open
   local wide = { mean = 1, ci95 = { 0, 2 } }
   T.eq(select(2, harness.ratio(a, wide))[2], math.huge)
-  T.raises(function() harness.ratio({ mean = 1 }, b) end, "argument 1 must be a measure result")
+  T.raises(function() harness.ratio({ mean = 1 }, b) end,
+    "bad argument #1 to 'harness.ratio' (measure result {mean=, ci95={lo, hi}, ...} or a function returning one " ..
+    "expected)")
   T.raises(function() harness.ratio(a, { mean = 0, ci95 = { 0, 0 } }) end, "mean time of 0")
 end)
 
@@ -139,14 +142,24 @@ end)
 T.test("lab:compare checks its arguments", function()
   local lab = new()
   local r = result(1, 0.01)
-  T.raises(function() lab:compare(5, r) end, "lab:compare: argument 1 must be a measure result")
-  T.raises(function() lab:compare(r, function() return {} end) end, "lab:compare: argument 2 must be a measure result")
-  T.raises(function() lab:compare(r, r, { margin = -0.1 }) end, "option 'margin' must be a number in [0, 1)")
-  T.raises(function() lab:compare(r, r, { margin = 0 / 0 }) end, "option 'margin'")
-  T.raises(function() lab:compare(r, r, { rounds = 1.5 }) end, "option 'rounds' must be an integer")
-  T.raises(function() lab:compare(r, r, { against = 0 }) end, "option 'against' must be a positive ratio")
-  T.raises(function() lab:compare(r, r, { remeasure = 3 }) end, "option 'remeasure' must be a function")
-  T.raises(function() lab:compare(r, r, 7) end, "argument 3 must be a table")
+  T.raises(function() lab:compare(5, r) end,
+    "bad argument #1 to 'lab:compare' (measure result {mean=, ci95={lo, hi}, ...} or a function returning one " ..
+    "expected)")
+  T.raises(function() lab:compare(r, function() return {} end) end,
+    "bad argument #2 to 'lab:compare' (measure result {mean=, ci95={lo, hi}, ...} or a function returning one " ..
+    "expected)")
+  T.raises(function() lab:compare(r, r, { margin = -0.1 }) end,
+    "bad argument #3 to 'lab:compare' (field 'margin': must be a number in [0, 1), got -0.1)")
+  T.raises(function() lab:compare(r, r, { margin = 0 / 0 }) end,
+    "bad argument #3 to 'lab:compare' (field 'margin': must be a number in [0, 1), got")
+  T.raises(function() lab:compare(r, r, { rounds = 1.5 }) end,
+    "bad argument #3 to 'lab:compare' (field 'rounds': must be an integer >= 0)")
+  T.raises(function() lab:compare(r, r, { against = 0 }) end,
+    "bad argument #3 to 'lab:compare' (field 'against': must be a positive ratio, got 0)")
+  T.raises(function() lab:compare(r, r, { remeasure = 3 }) end,
+    "bad argument #3 to 'lab:compare' (field 'remeasure': must be a function(round) --> a, b)")
+  T.raises(function() lab:compare(r, r, 7) end,
+    "bad argument #3 to 'lab:compare' (options table {margin=, rounds=, remeasure=} expected)")
 end)
 
 T.test("lab:claim: declared with a seed section or as the lab's own", function()
@@ -160,7 +173,8 @@ T.test("lab:claim: declared with a seed section or as the lab's own", function()
   T.raises(function() lab:claim { id = "a b", own = true, text = "x" } end, "field 'id' must be a short name")
   T.raises(function() lab:claim { id = "e", own = true } end, "field 'text' must be a sentence")
   T.raises(function() lab:claim(3) end, "lab:claim: expected a table")
-  T.raises(function() lab:verdict("a", "m", true, 5) end, "argument 4 must be a table")
+  T.raises(function() lab:verdict("a", "m", true, 5) end,
+    "bad argument #4 to 'lab:verdict' (table (a compare detail or results) expected)")
   lab:verdict("a", "measured", true)
   T.eq(lab.verdicts[1].claim, "x")
   T.eq(lab.verdicts[1].id, "a")
