@@ -227,7 +227,8 @@ T.test("dynamic shared memory beyond 48 KB needs the opt-in", function()
   local out = cuda.array("u32", 4)
   out:fill(0)
   T.raises(function() k:launch({ grid = 4, block = 256, smem = bytes }, words, out) end,
-    "exceeds kernel 'smem_sum''s dynamic shared memory limit")
+    string.format("bad argument #1 to 'k:launch' (field 'smem': %d bytes exceed kernel 'smem_sum''s dynamic " ..
+      "shared memory limit", bytes))
   k:set_max_dynamic_smem(bytes)
   k:launch({ grid = 4, block = 256, smem = bytes }, words, out)
   cuda.sync()
@@ -267,7 +268,7 @@ T.test("launch errors come before the driver", function()
   local k = mod:kernel("vadd_f32")
   local d = cuda.array("f32", 4)
   T.raises(function() k:launch({ grid = 1, block = 4 }, d, d, 1.5, 4) end,
-    "bad argument #4 to 'k:launch' (kernel parameter 3: u64 (8 bytes) expected, got 1.5)")
+    "bad argument #4 to 'k:launch' (kernel parameter 3: u64 (8 bytes) expected, got 1.5")
   T.raises(function() k:launch({ grid = 1, block = 4 }, d, d, d, d) end,
     "bad argument #5 to 'k:launch' (kernel parameter 4: u32 (4 bytes) expected, got cuda.array)")
   d:free()

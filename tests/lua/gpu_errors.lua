@@ -39,7 +39,7 @@ end)
 
 T.test("uncaught: printed as the string it replaces, with position and traceback", function()
   T.eq(rc, 1, "gpulab exits 1 on an uncaught error")
-  T.ok(stderr:find("gpulab: tests/lua/gpu_errors_child.lua:28: cuda.array: context poisoned by cuda.sync", 1, true),
+  T.ok(stderr:find("gpulab: tests/lua/gpu_errors_child.lua:32: cuda.array: context poisoned by cuda.sync", 1, true),
     stderr)
   T.ok(stderr:find("\nstack traceback:\n\t[C]: in function 'cuda.array'\n", 1, true), stderr)
 end)

@@ -10,6 +10,10 @@ extern "C" __global__ void write_bad(unsigned long long addr) {
 local k = cuda.load(cuda.compile(SRC, { name = "gpu_errors_child.cu" })):kernel("write_bad")
 
 local function fields(tag, e)
+  if not cuda.is_error(e) then
+    print(tag .. " no cuda.error: " .. tostring(e))
+    return
+  end
   local l = e.launches or {}
   local first = l[#l] or {}
   print(string.format("%s is_error=%s code=%s name=%s fn=%s call=%s poisoned=%s n=%s kernel=%s grid=%s block=%s",
