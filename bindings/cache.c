@@ -40,8 +40,8 @@ static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 static void sha256_block(uint32_t h[8], const unsigned char *p) {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
-               (uint32_t)p[4 * i + 3];
+        w[i] = (uint32_t)p[(size_t)4 * i] << 24 | (uint32_t)p[(size_t)4 * i + 1] << 16 |
+               (uint32_t)p[(size_t)4 * i + 2] << 8 | (uint32_t)p[(size_t)4 * i + 3];
     for (int i = 16; i < 64; i++) {
         uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
         uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
@@ -225,7 +225,8 @@ static memo_file *memo_start(const char *path, const char *identity) {
         if (nmemo == MEMO_MAX_FILES) return NULL;
         if (nmemo == capmemo) {
             int cap = capmemo ? capmemo * 2 : 64;
-            memo_file **grown = realloc(memo, (size_t)cap * sizeof *grown);
+            /* an array of pointers: sizeof *grown is the pointer's size, as meant */
+            memo_file **grown = realloc(memo, (size_t)cap * sizeof *grown); // NOLINT(bugprone-sizeof-expression)
             if (grown == NULL) return NULL;
             memo = grown;
             capmemo = cap;
@@ -395,7 +396,7 @@ static void scan_text(scan *s, const char *text, size_t len, const char *dir, in
             if (eol - p >= 7 && memcmp(text + p, "include", 7) == 0) {
                 p += 7;
                 while (p < eol && (text[p] == ' ' || text[p] == '\t')) p++;
-                char close = p < eol ? (text[p] == '"' ? '"' : text[p] == '<' ? '>' : 0) : 0;
+                char close = (char)(p < eol ? (text[p] == '"' ? '"' : text[p] == '<' ? '>' : 0) : 0);
                 size_t q = p + 1;
                 while (close && q < eol && text[q] != close) q++;
                 if (close && q < eol && q - p - 1 < PATH_MAX / 2) {

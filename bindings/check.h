@@ -22,6 +22,10 @@
 
 __attribute__((noreturn)) void gl_raise_cuda(lua_State *L, CUresult r, const char *fn,
                                              const char *what);
+/* The same cuda.error (errors.h) for a failure whose message the caller wrote: the string at
+ * the top of the stack. `call` (the driver step) may be NULL. Does not poison the context. */
+__attribute__((noreturn)) void gl_raise_cuda_message(lua_State *L, CUresult r, const char *fn,
+                                                     const char *call);
 /* Writes "CUDA_ERROR_X (n)" into buf (works without a driver too). */
 const char *gl_cuda_error_name(CUresult r, char *buf, size_t len);
 bool gl_is_sticky_error(CUresult r);

@@ -3,6 +3,7 @@
  * helpers they share.
  */
 #include "context.h"
+#include "errors.h"
 #include "peer.h"
 #include "gpulab.h"
 #include "identity.h"
@@ -14,6 +15,8 @@
 #include <math.h>
 #include <string.h>
 
+/* The option readers take `t`, the options table's argument index, so that a bad field is
+ * reported against that argument (errors.h). */
 lua_Integer gl_opt_int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *fn) {
     lua_getfield(L, t, name);
     lua_Integer v = def;
@@ -22,10 +25,8 @@ lua_Integer gl_opt_int_field(lua_State *L, int t, const char *name, lua_Integer 
         v = lua_tointegerx(L, -1, &isint);
         if (!isint) {
             if (lua_type(L, -1) == LUA_TNUMBER)
-                luaL_error(L, "%s: option '%s' must be an integer, got %s", fn, name,
-                           lua_tostring(L, -1));
-            luaL_error(L, "%s: option '%s' must be an integer, got %s", fn, name,
-                       luaL_typename(L, -1));
+                gl_fielderror(L, t, fn, name, "integer expected, got %s", lua_tostring(L, -1));
+            gl_fieldtypeerror(L, t, fn, name, -1, "integer");
         }
     }
     lua_pop(L, 1);
@@ -36,10 +37,9 @@ double gl_opt_num_field(lua_State *L, int t, const char *name, double def, const
     lua_getfield(L, t, name);
     double v = def;
     if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TNUMBER)
-            luaL_error(L, "%s: option '%s' must be a number, got %s", fn, name, luaL_typename(L, -1));
+        if (lua_type(L, -1) != LUA_TNUMBER) gl_fieldtypeerror(L, t, fn, name, -1, "number");
         v = lua_tonumber(L, -1);
-        if (isnan(v)) luaL_error(L, "%s: option '%s' must be a number, got NaN", fn, name);
+        if (isnan(v)) gl_fielderror(L, t, fn, name, "number expected, got NaN");
     }
     lua_pop(L, 1);
     return v;
@@ -49,8 +49,7 @@ bool gl_opt_bool_field(lua_State *L, int t, const char *name, bool def, const ch
     lua_getfield(L, t, name);
     bool v = def;
     if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TBOOLEAN)
-            luaL_error(L, "%s: option '%s' must be a boolean, got %s", fn, name, luaL_typename(L, -1));
+        if (lua_type(L, -1) != LUA_TBOOLEAN) gl_fieldtypeerror(L, t, fn, name, -1, "boolean");
         v = lua_toboolean(L, -1);
     }
     lua_pop(L, 1);
@@ -62,12 +61,28 @@ const char *gl_opt_str_field(lua_State *L, int t, const char *name, const char *
     lua_getfield(L, t, name);
     const char *v = def;
     if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_error(L, "%s: option '%s' must be a string, got %s", fn, name, luaL_typename(L, -1));
+        if (lua_type(L, -1) != LUA_TSTRING) gl_fieldtypeerror(L, t, fn, name, -1, "string");
         v = lua_tostring(L, -1);
     }
     lua_pop(L, 1);
     return v;
+}
+
+static int is_known(const char *const known[], const char *k, size_t len) {
+    for (int i = 0; known[i]; i++) /* the length too: "arch\0x" is not "arch" */
+        if (strlen(known[i]) == len && memcmp(k, known[i], len) == 0) return 1;
+    return 0;
+}
+
+static const char *push_known_list(lua_State *L, const char *const known[]) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 0; known[i]; i++) {
+        if (i) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, known[i]);
+    }
+    luaL_pushresult(&b);
+    return lua_tostring(L, -1);
 }
 
 void gl_check_known_fields(lua_State *L, int t, const char *const known[], const char *fn) {
@@ -75,27 +90,14 @@ void gl_check_known_fields(lua_State *L, int t, const char *const known[], const
     lua_pushnil(L);
     while (lua_next(L, t)) {
         lua_pop(L, 1);
-        bool ok = false;
-        if (lua_type(L, -1) == LUA_TSTRING) {
-            size_t len;
-            const char *k = lua_tolstring(L, -1, &len);
-            for (int i = 0; known[i]; i++) /* the length too: "arch\0x" is not "arch" */
-                if (strlen(known[i]) == len && memcmp(k, known[i], len) == 0) { ok = true; break; }
-        }
-        if (!ok) {
-            luaL_Buffer b;
-            luaL_buffinit(L, &b);
-            for (int i = 0; known[i]; i++) {
-                if (i) luaL_addstring(&b, ", ");
-                luaL_addstring(&b, known[i]);
-            }
-            luaL_pushresult(&b);
-            const char *list = lua_tostring(L, -1);
-            if (lua_type(L, -2) == LUA_TSTRING)
-                luaL_error(L, "%s: unknown option '%s' (known: %s)", fn, lua_tostring(L, -2), list);
-            luaL_error(L, "%s: unexpected %s key in the options table (known: %s)", fn,
-                       luaL_typename(L, -2), list);
-        }
+        size_t len = 0;
+        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        if (k && is_known(known, k, len)) continue;
+        int key = lua_gettop(L);
+        const char *list = push_known_list(L, known);
+        if (k) gl_argerror(L, t, fn, "unknown field '%s' (known: %s)", k, list);
+        gl_argerror(L, t, fn, "unexpected %s key in the options table (known: %s)",
+                    gl_typename(L, key), list);
     }
 }
 
@@ -145,6 +147,7 @@ int luaopen_cuda(lua_State *L) {
     gl_open_stream(L);
     gl_open_measure(L);
     gl_open_tensormap(L);
+    gl_open_errors(L);
     gl_open_profile(L); gl_open_trace(L);
     gl_open_peer(L); gl_open_nccl(L);
     gl_guard_debug_library(L);

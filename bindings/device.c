@@ -5,6 +5,7 @@
 #include "check.h"
 #include "context.h"
 #include "driver.h"
+#include "errors.h"
 #include "gpulab.h"
 #include "identity.h"
 #include "module.h"
@@ -264,11 +265,10 @@ int gl_device_cc(int *major, int *minor) {
 /* ------------------------------------------------------------------------------------------
  * cuda.count(), cuda.device(i)
  * ------------------------------------------------------------------------------------------ */
-void gl_refuse_other_device(lua_State *L, const char *fn, int argno, const char *what, int device) {
-    luaL_error(L, "%s: argument #%d: the %s belongs to device %d, but device %d is current (a "
-                  "context cannot use another's %s, peer access or not; make it on device %d, or "
-                  "cuda.device(%d) first)",
-               fn, argno, what, device, gl_current_device(), what, gl_current_device(), device);
+void gl_refuse_other_device(lua_State *L, const char *fn, int arg, const char *what, int device) {
+    gl_argerror(L, arg, fn, "the %s belongs to device %d, but device %d is current (a context cannot use "
+                            "another's %s, peer access or not; make it on device %d, or cuda.device(%d) first)",
+                what, device, gl_current_device(), what, gl_current_device(), device);
 }
 
 static int l_count(lua_State *L) {
@@ -286,18 +286,16 @@ static int check_ordinal(lua_State *L, int idx, const char *fn) {
     lua_Integer i = lua_tointegerx(L, idx, &isint);
     if (!isint || lua_type(L, idx) != LUA_TNUMBER) {
         if (lua_type(L, idx) == LUA_TNUMBER)
-            luaL_error(L, "bad argument #%d to '%s' (device ordinal must be an integer, got %s)", idx,
-                       fn, lua_tostring(L, idx));
-        luaL_error(L, "bad argument #%d to '%s' (device ordinal expected, got %s)", idx, fn,
-                   luaL_typename(L, idx));
+            gl_argerror(L, idx, fn, "device ordinal must be an integer, got %s", lua_tostring(L, idx));
+        gl_typeerror(L, idx, fn, "device ordinal");
     }
     const char *why;
     if (!gl_driver_open(&why)) luaL_error(L, "%s: %s", fn, why);
     int n = 0;
     GL_CHECK(L, gl_cu.cuDeviceGetCount(&n), fn, "cuDeviceGetCount");
     if (i < 0 || i >= n)
-        luaL_error(L, "bad argument #%d to '%s' (device %I does not exist; %d device%s present)", idx,
-                   fn, i, n, n == 1 ? "" : "s");
+        gl_argerror(L, idx, fn, "device %lld does not exist; %d device%s present", (long long)i, n,
+                    n == 1 ? "" : "s");
     return (int)i;
 }
 
@@ -363,38 +361,31 @@ static int l_prompt_device(lua_State *L) {
 
 /* The ordinal of a device table passed as self; "wrong self" raises like luaL_checkudata. */
 static int check_device(lua_State *L, int idx, const char *fn) {
-    if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx))
-        luaL_error(L, "bad argument #%d to '%s' (cuda.device expected, got %s)", idx, fn,
-                   luaL_typename(L, idx));
+    if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) gl_typeerror(L, idx, fn, "cuda.device");
     luaL_getmetatable(L, DEVICE_T);
     bool same = lua_rawequal(L, -1, -2);
     lua_pop(L, 2);
-    if (!same)
-        luaL_error(L, "bad argument #%d to '%s' (cuda.device expected, got %s)", idx, fn,
-                   luaL_typename(L, idx));
+    if (!same) gl_typeerror(L, idx, fn, "cuda.device");
     lua_getfield(L, idx, "ordinal");
     int isint = 0;
     lua_Integer o = lua_tointegerx(L, -1, &isint);
     lua_pop(L, 1);
     if (!isint || o < 0 || o >= MAX_CACHED_DEVICES)
-        luaL_error(L, "bad argument #%d to '%s' (cuda.device has no valid ordinal)", idx, fn);
+        gl_argerror(L, idx, fn, "cuda.device has no valid ordinal");
     return (int)o;
 }
 
 static int l_attribute(lua_State *L) {
     const char *fn = "dev:attribute";
     int ordinal = check_device(L, 1, fn);
-    if (lua_type(L, 2) != LUA_TSTRING)
-        luaL_error(L, "bad argument #2 to '%s' (attribute name expected, got %s)", fn,
-                   luaL_typename(L, 2));
+    if (lua_type(L, 2) != LUA_TSTRING) gl_typeerror(L, 2, fn, "attribute name");
     const char *name = lua_tostring(L, 2);
     const attr_name *a = find_attr(name);
     if (a == NULL)
-        luaL_error(L,
-                   "bad argument #2 to '%s' (unknown device attribute '%s': use a "
-                   "CU_DEVICE_ATTRIBUTE_* name from cuda.h, with or without the prefix, e.g. "
-                   "\"MAX_THREADS_PER_BLOCK\"; cuda.device_attributes() lists all)",
-                   fn, name);
+        gl_argerror(L, 2, fn,
+                    "unknown device attribute '%s': use a CU_DEVICE_ATTRIBUTE_* name from cuda.h, "
+                    "with or without the prefix, e.g. \"MAX_THREADS_PER_BLOCK\"; "
+                    "cuda.device_attributes() lists all", name);
     const char *why;
     if (!gl_driver_open(&why)) luaL_error(L, "%s: %s", fn, why);
     CUdevice dev;

@@ -6,6 +6,7 @@
 #include "check.h"
 #include "context.h"
 #include "driver.h"
+#include "errors.h"
 #include "gpulab.h"
 #include "launchlog.h"
 #include "lifetime.h"
@@ -39,7 +40,12 @@ static struct {
     CUcontext ctx;
     CUdevice dev;
     char poisoned[2048]; /* empty while healthy */
+    CUresult poison_code; /* the sticky error behind it */
 } ctx;
+
+static void push_launch_list(lua_State *L);
+static void push_poison_launches(lua_State *L);
+static void snapshot_poison_launches(void);
 
 typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
                                 CUdriverProcAddressQueryResult *);
@@ -173,6 +179,36 @@ bool gl_is_sticky_error(CUresult r) {
     }
 }
 
+/* "CUDA_ERROR_OUT_OF_MEMORY", or "CUDA error 2" when the driver cannot name it. */
+static const char *plain_error_name(CUresult r, char *buf, size_t len) {
+    const char *name = NULL;
+    if (drv.ok && gl_cu.cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
+    if (name) snprintf(buf, len, "%s", name);
+    else snprintf(buf, len, "CUDA error %d", (int)r);
+    return buf;
+}
+
+/* Raises the cuda.error for `r` whose message is the string at the top of the stack. */
+__attribute__((noreturn)) static void raise_error_object(lua_State *L, CUresult r, const char *fn,
+                                                         const char *call, bool poisoned) {
+    char name[128];
+    plain_error_name(r, name, sizeof name);
+    gl_push_error(L, -1, (int)r, name, fn, poisoned);
+    if (call) {
+        lua_pushstring(L, call);
+        lua_setfield(L, -2, "call");
+    }
+    if (poisoned && r == ctx.poison_code) push_poison_launches(L);
+    else push_launch_list(L);
+    lua_setfield(L, -2, "launches");
+    lua_error(L);
+    abort(); /* not reached */
+}
+
+void gl_raise_cuda_message(lua_State *L, CUresult r, const char *fn, const char *call) {
+    raise_error_object(L, r, fn, call, false);
+}
+
 void gl_raise_cuda(lua_State *L, CUresult r, const char *fn, const char *what) {
     char name[128];
     const char *desc = NULL;
@@ -191,14 +227,15 @@ void gl_raise_cuda(lua_State *L, CUresult r, const char *fn, const char *what) {
         snprintf(ctx.poisoned, sizeof ctx.poisoned,
                  "context poisoned by %s; restart the process (a sticky CUDA error cannot be "
                  "recovered in-process)", lua_tostring(L, -1));
+        ctx.poison_code = r;
+        snapshot_poison_launches();
         lua_pushfstring(L, "\n(the context is now poisoned: every later GPU call fails; "
                            "restart the process)");
         lua_concat(L, 2);
-        lua_error(L);
+        raise_error_object(L, r, fn, what, true);
     }
     luaL_pushresult(&b);
-    lua_error(L);
-    abort(); /* not reached */
+    raise_error_object(L, r, fn, what, false);
 }
 
 const char *gl_poisoned_reason(void) { return ctx.poisoned[0] ? ctx.poisoned : NULL; }
@@ -242,7 +279,12 @@ static void make_current(lua_State *L, int ordinal, const char *fn) {
 void gl_require_gpu(lua_State *L, const char *fn) {
     const char *why;
     if (!gl_driver_open(&why)) luaL_error(L, "%s: %s", fn, why);
-    if (ctx.poisoned[0]) luaL_error(L, "%s: %s", fn, ctx.poisoned);
+    if (ctx.poisoned[0]) {
+        luaL_where(L, 1); /* where luaL_error put it: this error is raised on every later call */
+        lua_pushfstring(L, "%s: %s", fn, ctx.poisoned);
+        lua_concat(L, 2);
+        raise_error_object(L, ctx.poison_code, fn, NULL, true);
+    }
     if (!ctx.created) make_current(L, ctx.ordinal, fn);
 }
 
@@ -287,6 +329,52 @@ void gl_log_sync_ok(CUstream stream) {
     }
     while (lg.count > 0 && lg.ring[(lg.count - 1) % LOG_SLOTS].stream == stream) lg.count--;
 }
+
+static struct {
+    log_entry ring[LOG_SLOTS];
+    unsigned long long count;
+} poison_log; /* the launch log when the context was poisoned */
+
+static void snapshot_poison_launches(void) {
+    memcpy(poison_log.ring, lg.ring, sizeof lg.ring);
+    poison_log.count = lg.count;
+}
+
+static void push_dim(lua_State *L, const unsigned d[3]) {
+    lua_createtable(L, 3, 0);
+    for (int i = 0; i < 3; i++) {
+        lua_pushinteger(L, d[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+/* The entries the message lists (the most recent LOG_SLOTS), oldest first, as
+ * {kernel=, grid={x,y,z}, block={x,y,z}, stream="default"|"stream"}; n = all since the last
+ * good sync. The entries are copied before the first allocation (which may run a finalizer). */
+static void push_launches(lua_State *L, const log_entry *ring, unsigned long long count) {
+    log_entry copy[LOG_SLOTS];
+    memcpy(copy, ring, sizeof copy);
+    unsigned long long shown = count < LOG_SLOTS ? count : LOG_SLOTS;
+    lua_createtable(L, (int)shown, 1);
+    for (unsigned long long i = count - shown; i < count; i++) {
+        const log_entry *e = &copy[i % LOG_SLOTS];
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, e->kernel);
+        lua_setfield(L, -2, "kernel");
+        push_dim(L, e->grid);
+        lua_setfield(L, -2, "grid");
+        push_dim(L, e->block);
+        lua_setfield(L, -2, "block");
+        lua_pushstring(L, e->stream ? "stream" : "default");
+        lua_setfield(L, -2, "stream");
+        lua_rawseti(L, -2, (lua_Integer)(i - (count - shown)) + 1);
+    }
+    lua_pushinteger(L, (lua_Integer)count);
+    lua_setfield(L, -2, "n");
+}
+
+static void push_launch_list(lua_State *L) { push_launches(L, lg.ring, lg.count); }
+static void push_poison_launches(lua_State *L) { push_launches(L, poison_log.ring, poison_log.count); }
 
 static void fmt_dim(char *buf, size_t len, const unsigned d[3]) {
     if (d[1] == 1 && d[2] == 1)
@@ -395,7 +483,7 @@ static bool watchdog_ready(void) {
     }
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024); /* it only waits in the driver */
+    pthread_attr_setstacksize(&attr, (size_t)256 * 1024); /* it only waits in the driver */
     wd.stop = false;
     wd.started = pthread_create(&wd.thread, &attr, watchdog_main, NULL) == 0;
     pthread_attr_destroy(&attr);
@@ -431,14 +519,14 @@ bool gl_watchdog_pending(void) {
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static struct timespec realtime_after(double seconds) {
     struct timespec abs;
     clock_gettime(CLOCK_REALTIME, &abs);
     if (seconds > 1e9) seconds = 1e9;
-    double frac = abs.tv_nsec * 1e-9 + seconds;
+    double frac = (double)abs.tv_nsec * 1e-9 + seconds;
     abs.tv_sec += (time_t)frac;
     abs.tv_nsec = (long)((frac - (double)(time_t)frac) * 1e9);
     if (abs.tv_nsec >= 1000000000L) abs.tv_nsec = 999999999L;
@@ -493,6 +581,12 @@ void gl_raise_timeout(lua_State *L, const char *fn, double t) {
     gl_log_describe(&b);
     luaL_addstring(&b, " (the work is still running; a kernel that never ends needs a restart)");
     luaL_pushresult(&b);
+    /* no CUresult came back: the driver's code for a lapsed wait names what happened */
+    gl_push_error(L, -1, CUDA_ERROR_TIMEOUT, "CUDA_ERROR_TIMEOUT", fn, false);
+    lua_pushnumber(L, t);
+    lua_setfield(L, -2, "timeout");
+    push_launch_list(L);
+    lua_setfield(L, -2, "launches");
     lua_error(L);
     abort();
 }
@@ -576,7 +670,7 @@ static int l_version(lua_State *L) {
 static int l_sync(lua_State *L) {
     double timeout = -1;
     if (!lua_isnoneornil(L, 1)) {
-        luaL_checktype(L, 1, LUA_TTABLE);
+        if (!lua_istable(L, 1)) gl_typeerror(L, 1, "cuda.sync", "table");
         static const char *const known[] = {"timeout", NULL};
         gl_check_known_fields(L, 1, known, "cuda.sync");
         lua_getfield(L, 1, "timeout");
@@ -585,7 +679,7 @@ static int l_sync(lua_State *L) {
         if (given) {
             timeout = gl_opt_num_field(L, 1, "timeout", -1, "cuda.sync");
             if (!(timeout >= 0) || timeout > 1e9)
-                luaL_error(L, "cuda.sync: option 'timeout' must be 0..1e9 seconds, got %f", timeout);
+                gl_fielderror(L, 1, "cuda.sync", "timeout", "must be 0..1e9 seconds, got %.14g", timeout);
         }
     }
     gl_wait(L, NULL, timeout, "cuda.sync");

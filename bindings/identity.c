@@ -17,7 +17,7 @@
  */
 #define GL_IDENTITY_IMPL
 #include "identity.h"
-#include "module.h"
+#include "errors.h"
 
 #include <string.h>
 
@@ -120,7 +120,7 @@ void *gl_testudata(lua_State *L, int idx, const char *tname) {
 void *gl_checkudata(lua_State *L, int idx, const char *tname) {
     void *p = gl_testudata(L, idx, tname);
     if (p == NULL) {
-        const char *msg = lua_pushfstring(L, "%s expected, got %s", tname, gl_type_name(L, idx));
+        const char *msg = lua_pushfstring(L, "%s expected, got %s", tname, gl_typename(L, idx));
         luaL_argerror(L, idx, msg);
     }
     return p;

@@ -11,6 +11,7 @@
 #include "context.h"
 #include "driver.h"
 #include "dtype.h"
+#include "errors.h"
 #include "identity.h"
 #include "launchlog.h"
 #include "lifetime.h"
@@ -70,7 +71,7 @@ static const char *describe_value(lua_State *L, int idx) {
     switch (lua_type(L, idx)) {
     case LUA_TNUMBER: return lua_pushfstring(L, "%s", lua_tostring(L, idx));
     case LUA_TSTRING: return lua_pushfstring(L, "a string of %d bytes", (int)lua_rawlen(L, idx));
-    default: return gl_type_name(L, idx);
+    default: return gl_typename(L, idx);
     }
 }
 
@@ -78,8 +79,7 @@ static __attribute__((noreturn)) void arg_error(lua_State *L, const char *fn, in
                                                 const gl_param *p, int idx, const char *why) {
     const char *want = describe_param(L, p);
     const char *got = describe_value(L, idx);
-    luaL_error(L, "%s: argument %d: kernel expects %s, got %s%s", fn, argno, want, got,
-               why ? why : "");
+    gl_argerror(L, idx, fn, "kernel parameter %d: %s expected, got %s%s", argno, want, got, why ? why : "");
     abort();
 }
 
@@ -136,7 +136,7 @@ static bool pack_array(lua_State *L, int idx, const gl_param *p, unsigned char *
         if (!luaL_testudata(L, idx, GL_ARRAY_T)) return false;
         arg_error(L, fn, argno, p, idx, " (the array was freed)");
     }
-    gl_check_array_device(L, a, fn, argno);
+    gl_check_array_device(L, a, fn, idx);
     uint64_t ptr = (uint64_t)a->ptr;
     memcpy(dst, &ptr, 8);
     ref->kind = REF_ARRAY;
@@ -152,7 +152,7 @@ static bool pack_tensormap(lua_State *L, int idx, const gl_param *p, unsigned ch
         if (!luaL_testudata(L, idx, GL_TENSORMAP_T)) return false;
         arg_error(L, fn, argno, p, idx, lua_pushfstring(L, " (%s)", unusable));
     }
-    gl_check_tensormap_device(L, tm, fn, argno);
+    gl_check_tensormap_device(L, tm, fn, idx);
     if (p->size != sizeof tm->map)
         arg_error(L, fn, argno, p, idx, " (a tensor map is 128 bytes)");
     if (p->offset % 64 != 0)
@@ -200,8 +200,8 @@ static void classify_params(gl_kernel *k) {
 }
 
 /* Checks the Lua value at idx against parameter p (of class cls) and writes it at dst
- * (p->size bytes, zeroed by the caller). Raises "fn: argument N: kernel expects ..., got ..."
- * on a mismatch. */
+ * (p->size bytes, zeroed by the caller). Raises "bad argument #n to 'fn' (kernel parameter
+ * N: ... expected, got ...)" on a mismatch. */
 static void pack_arg(lua_State *L, int idx, const gl_param *p, unsigned cls, unsigned char *dst,
                      arg_ref *ref, const char *fn, int argno) {
     ref->kind = REF_NONE;
@@ -270,42 +270,39 @@ static void check_arg_count(lua_State *L, const gl_kernel *k, int given, const c
 /* ------------------------------------------------------------------------------------------
  * Configuration: {grid=n|{x,y,z}, block=n|{x,y,z}, smem=bytes, stream=s}
  * ------------------------------------------------------------------------------------------ */
-static unsigned check_dim(lua_State *L, int idx, const char *fn, const char *what, int axis,
-                          int limit) {
+/* One axis of grid/block (field `what` of the configuration at argument cfg_arg). */
+static unsigned check_dim(lua_State *L, int cfg_arg, int idx, const char *fn, const char *what,
+                          int axis, int limit) {
     static const char axes[] = "xyz";
     int isint = 0;
     lua_Integer v = lua_tointegerx(L, idx, &isint);
-    if (!isint || lua_type(L, idx) != LUA_TNUMBER) { /* no string coercion */
-        if (lua_type(L, idx) == LUA_TNUMBER)
-            luaL_error(L, "%s: %s.%c must be an integer, got %s", fn, what, axes[axis],
-                       lua_tostring(L, idx));
-        luaL_error(L, "%s: %s.%c must be an integer, got %s", fn, what, axes[axis],
-                   luaL_typename(L, idx));
-    }
+    if (!isint || lua_type(L, idx) != LUA_TNUMBER) /* no string coercion */
+        gl_fielderror(L, cfg_arg, fn, what, "%c: integer expected, got %s", axes[axis],
+                      lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : gl_typename(L, idx));
     if (v < 1 || v > limit)
-        luaL_error(L, "%s: %s.%c = %I is out of range 1..%d (device limit)", fn, what, axes[axis],
-                   v, limit);
+        gl_fielderror(L, cfg_arg, fn, what, "%c = %lld is out of range 1..%d (device limit)", axes[axis],
+                      (long long)v, limit);
     return (unsigned)v;
 }
 
-static void read_dims(lua_State *L, int idx, const char *fn, const char *what, const int limits[3],
-                      unsigned out[3]) {
+static void read_dims(lua_State *L, int cfg_arg, int idx, const char *fn, const char *what,
+                      const int limits[3], unsigned out[3]) {
     int t = lua_type(L, idx);
     out[1] = out[2] = 1;
     if (t == LUA_TNUMBER) {
-        out[0] = check_dim(L, idx, fn, what, 0, limits[0]);
+        out[0] = check_dim(L, cfg_arg, idx, fn, what, 0, limits[0]);
         return;
     }
     if (t != LUA_TTABLE) {
-        if (t == LUA_TNIL) luaL_error(L, "%s: option '%s' is required (a number or {x,y,z})", fn, what);
-        luaL_error(L, "%s: option '%s' must be a number or {x,y,z}, got %s", fn, what,
-                   luaL_typename(L, idx));
+        if (t == LUA_TNIL) gl_fielderror(L, cfg_arg, fn, what, "required (a number or {x,y,z})");
+        gl_fieldtypeerror(L, cfg_arg, fn, what, idx, "number or {x,y,z}");
     }
     lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
-    if (n < 1 || n > 3) luaL_error(L, "%s: option '%s' must have 1 to 3 entries, got %I", fn, what, n);
+    if (n < 1 || n > 3) gl_fielderror(L, cfg_arg, fn, what, "1 to 3 entries expected, got %lld",
+                                      (long long)n);
     for (int i = 0; i < n; i++) {
         lua_rawgeti(L, idx, i + 1);
-        out[i] = check_dim(L, -1, fn, what, i, limits[i]);
+        out[i] = check_dim(L, cfg_arg, -1, fn, what, i, limits[i]);
         lua_pop(L, 1);
     }
 }
@@ -343,42 +340,40 @@ static gl_kernel *self_kernel(lua_State *L, const char *fn) {
 
 static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const char *fn) {
     if (lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "%s: argument #1 (launch configuration) must be a table "
-                      "{grid=, block=, smem=, stream=}, got %s", fn, luaL_typename(L, idx));
+        gl_argerror(L, idx, fn, "launch configuration {grid=, block=, smem=, stream=} expected, got %s",
+                    gl_typename(L, idx));
     const gl_device_limits *d = k->limits;
     int top = lua_gettop(L);
     int present = 0;
     present += cfg_field(L, idx, UP_GRID) != LUA_TNIL;
-    read_dims(L, top + 1, fn, "grid", d->max_grid, cfg->grid);
+    read_dims(L, idx, top + 1, fn, "grid", d->max_grid, cfg->grid);
     present += cfg_field(L, idx, UP_BLOCK) != LUA_TNIL;
-    read_dims(L, top + 2, fn, "block", d->max_block, cfg->block);
+    read_dims(L, idx, top + 2, fn, "block", d->max_block, cfg->block);
     unsigned long long threads = (unsigned long long)cfg->block[0] * cfg->block[1] * cfg->block[2];
     int max_threads = k->max_threads < d->max_threads_per_block ? k->max_threads : d->max_threads_per_block;
     if (threads > (unsigned long long)max_threads)
-        luaL_error(L, "%s: block of %d threads exceeds the limit of %d for kernel '%s' on this device",
-                   fn, (int)threads, max_threads, k->name);
+        gl_fielderror(L, idx, fn, "block", "%d threads exceed the limit of %d for kernel '%s' on this device",
+                      (int)threads, max_threads, k->name);
     cfg->smem = 0;
     if (cfg_field(L, idx, UP_SMEM) != LUA_TNIL) {
         present++;
         int isint = 0;
         lua_Integer s = lua_tointegerx(L, -1, &isint);
         if (!isint || s < 0 || lua_type(L, -1) != LUA_TNUMBER)
-            luaL_error(L, "%s: option 'smem' must be a non-negative integer number of bytes, got %s",
-                       fn, lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+            gl_fielderror(L, idx, fn, "smem", "non-negative integer number of bytes expected, got %s",
+                          lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : gl_typename(L, -1));
         if (s > k->max_dynamic_smem && s > current_max_dynamic_smem(L, k, fn))
-            luaL_error(L, "%s: smem = %I bytes exceeds kernel '%s''s dynamic shared memory limit of "
-                          "%d bytes (k:set_max_dynamic_smem raises it, up to %d minus %d static)",
-                       fn, s, k->name, k->max_dynamic_smem, d->smem_optin, k->static_smem);
+            gl_fielderror(L, idx, fn, "smem",
+                          "%lld bytes exceed kernel '%s''s dynamic shared memory limit of "
+                                             "%d bytes (k:set_max_dynamic_smem raises it, up to %d minus %d static)",
+                          (long long)s, k->name, k->max_dynamic_smem, d->smem_optin, k->static_smem);
         cfg->smem = (unsigned)s;
     }
     cfg->stream = NULL;
     cfg->track = gl_default_track();
     if (cfg_field(L, idx, UP_STREAM) != LUA_TNIL) {
         present++;
-        if (gl_test_stream(L, top + 4) == NULL)
-            luaL_error(L, "%s: option 'stream' must be a cuda.stream, got %s", fn,
-                       gl_type_name(L, top + 4));
-        cfg->track = gl_opt_stream_track(L, top + 4, fn);
+        cfg->track = gl_opt_stream_field(L, idx, top + 4, "stream", fn);
         cfg->stream = gl_test_stream(L, top + 4);
     }
     /* unknown keys: counted cheaply here, named by the shared helper only on a mismatch */
@@ -436,9 +431,9 @@ static void recheck_refs(lua_State *L, const gl_kernel *k, const arg_ref *refs, 
     check_module_usable(L, k, fn);
     for (int i = 0; i < n; i++) {
         if (refs[i].kind == REF_ARRAY && ((gl_array *)refs[i].obj)->ptr == 0)
-            luaL_error(L, "%s: argument %d: the cuda.array was freed during the call", fn, i + 1);
+            luaL_error(L, "%s: kernel parameter %d: the cuda.array was freed during the call", fn, i + 1);
         if (refs[i].kind == REF_TENSORMAP && !((gl_tensormap *)refs[i].obj)->valid)
-            luaL_error(L, "%s: argument %d: the cuda.tensormap was freed during the call", fn, i + 1);
+            luaL_error(L, "%s: kernel parameter %d: the cuda.tensormap was freed during the call", fn, i + 1);
     }
 }
 
@@ -495,9 +490,9 @@ typedef struct prepared {
 static prepared *check_prepared(lua_State *L, int idx, const char *fn) {
     prepared *P = luaL_testudata(L, idx, PREPARED_T);
     if (P == NULL)
-        luaL_error(L, "bad argument #%d to '%s' (cuda.prepared expected, got %s)", idx, fn,
-                   gl_type_name(L, idx));
-    if (P->freed) luaL_error(L, "%s: the prepared launch was freed", fn);
+        gl_typeerror(L, idx, fn, "cuda.prepared");
+    if (P->freed) /* always the object called or the method's self: no bad argument (errors.h) */
+        luaL_error(L, "%s: the prepared launch was freed", fn);
     return P;
 }
 
@@ -553,7 +548,7 @@ static void note_prepared_objects(lua_State *L, const prepared *P) {
         }
 }
 
-/* L(): the hot path. Only liveness checks, marks, the log entry and the launch. */
+/* prepared(): the hot path. Only liveness checks, marks, the log entry and the launch. */
 static int l_prepared_call(lua_State *L) {
     const char *fn = "cuda.prepared";
     prepared *P = check_prepared(L, 1, fn);
@@ -570,12 +565,12 @@ static int l_prepared_call(lua_State *L) {
         arg_ref *r = &P->refs[i];
         if (r->kind == REF_ARRAY) {
             gl_array *a = r->obj;
-            if (a->ptr == 0) luaL_error(L, "%s: argument %d: the cuda.array was freed", fn, i + 1);
+            if (a->ptr == 0) luaL_error(L, "%s: kernel parameter %d: the cuda.array was freed", fn, i + 1);
             gl_use_mark(&a->use, track, seq);
         } else if (r->kind == REF_TENSORMAP) {
             gl_tensormap *tm = r->obj;
             const char *unusable = gl_tensormap_unusable(tm);
-            if (unusable) luaL_error(L, "%s: argument %d: %s", fn, i + 1, unusable);
+            if (unusable) luaL_error(L, "%s: kernel parameter %d: %s", fn, i + 1, unusable);
             /* tm:replace_address may have changed it since it was packed */
             memcpy(P->buf + k->params[i].offset, &tm->map, sizeof tm->map);
             gl_use_mark(&tm->use, track, seq);
@@ -590,16 +585,16 @@ static int l_prepared_call(lua_State *L) {
     return 0;
 }
 
-/* L:set(i, value): repacks kernel argument i. */
+/* prepared:set(i, value): repacks kernel argument i. */
 static int l_prepared_set(lua_State *L) {
-    const char *fn = "L:set";
+    const char *fn = "prepared:set";
     prepared *P = check_prepared(L, 1, fn);
     int isint = 0;
     lua_Integer i = lua_tointegerx(L, 2, &isint);
     if (!isint || i < 1 || i > P->nargs)
-        luaL_error(L, "bad argument #1 to '%s' (argument index 1..%d expected, got %s)", fn, P->nargs,
-                   lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : luaL_typename(L, 2));
-    if (lua_gettop(L) < 3) luaL_error(L, "bad argument #2 to '%s' (value expected)", fn);
+        gl_argerror(L, 2, fn, "argument index 1..%d expected, got %s", P->nargs,
+                    lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : gl_typename(L, 2));
+    if (lua_gettop(L) < 3) gl_argerror(L, 3, fn, "value expected");
     lua_settop(L, 3);
     const gl_param *p = &P->k->params[i - 1];
     unsigned char tmp[MAX_ARG_BYTES];

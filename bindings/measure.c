@@ -30,6 +30,7 @@
  * from their metatables when the module opens (the metatables are locked against scripts).
  */
 #define _GNU_SOURCE
+#include "errors.h"
 #include "measure.h"
 #include "check.h"
 #include "context.h"
@@ -37,7 +38,6 @@
 #include "identity.h"
 #include "launchlog.h"
 #include "lifetime.h"
-#include "module.h"
 #include "objects.h"
 #include "options.h"
 #include "register.h"
@@ -70,7 +70,7 @@ static struct {
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -169,23 +169,19 @@ static void push_stats_fields(lua_State *L, const sample_stats *s) {
 static int l_stats_of(lua_State *L) {
     const char *fn = "cuda.stats_of";
     if (lua_type(L, 1) != LUA_TTABLE)
-        luaL_error(L, "bad argument #1 to '%s' (table of sample times expected, got %s)", fn,
-                   gl_type_name(L, 1));
+        gl_typeerror(L, 1, fn, "table of sample times");
     size_t n = lua_rawlen(L, 1);
-    if (n == 0) luaL_error(L, "bad argument #1 to '%s' (no samples: the table is empty)", fn);
+    if (n == 0) gl_argerror(L, 1, fn, "no samples: the table is empty");
     if (n > MEASURE_MAX_SAMPLES)
-        luaL_error(L, "bad argument #1 to '%s' (%d samples at most, got %I)", fn,
-                   MEASURE_MAX_SAMPLES, (lua_Integer)n);
+        gl_argerror(L, 1, fn, "%d samples at most, got %zu", MEASURE_MAX_SAMPLES, n);
     double *v = lua_newuserdatauv(L, n * sizeof *v, 0); /* scratch, collected later */
     for (size_t i = 0; i < n; i++) {
         if (lua_rawgeti(L, 1, (lua_Integer)i + 1) != LUA_TNUMBER)
-            luaL_error(L, "bad argument #1 to '%s' (sample %I is a %s, a number expected)", fn,
-                       (lua_Integer)i + 1, luaL_typename(L, -1));
+            gl_argerror(L, 1, fn, "sample %zu: number expected, got %s", i + 1, gl_typename(L, -1));
         v[i] = lua_tonumber(L, -1);
         lua_pop(L, 1);
         if (!isfinite(v[i]) || v[i] < 0)
-            luaL_error(L, "bad argument #1 to '%s' (sample %I must be a finite time >= 0, got %f)",
-                       fn, (lua_Integer)i + 1, v[i]);
+            gl_argerror(L, 1, fn, "sample %zu must be a finite time >= 0, got %.14g", i + 1, v[i]);
     }
     lua_createtable(L, 0, 10);
     sample_stats s;
@@ -373,9 +369,12 @@ static void record(lua_State *L, measure_run *r, CUevent ev) {
     if (res != CUDA_SUCCESS && r->first_record && r->stream &&
         (res == CUDA_ERROR_INVALID_HANDLE || res == CUDA_ERROR_INVALID_CONTEXT)) {
         char name[64];
-        luaL_error(L, "%s: option 'stream': the cuda.stream belongs to another device's context "
-                      "(cuEventRecord: %s); measure on a stream of the current device",
-                   r->o->fn, gl_cuda_error_name(res, name, sizeof name));
+        luaL_where(L, 1);
+        lua_pushfstring(L, "%s: option 'stream': the cuda.stream belongs to another device's context "
+                           "(cuEventRecord: %s); measure on a stream of the current device",
+                        r->o->fn, gl_cuda_error_name(res, name, sizeof name));
+        lua_concat(L, 2);
+        gl_raise_cuda_message(L, res, r->o->fn, "cuEventRecord");
     }
     GL_CHECK(L, res, r->o->fn, "cuEventRecord");
     r->first_record = false;
@@ -853,7 +852,8 @@ static lua_Integer int_opt(lua_State *L, int t, const char *name, lua_Integer de
                            lua_Integer hi, const char *fn) {
     lua_Integer v = gl_opt_int_field(L, t, name, def, fn);
     if (v < lo || v > hi)
-        luaL_error(L, "%s: option '%s' must be %I..%I, got %I", fn, name, lo, hi, v);
+        gl_fielderror(L, t, fn, name, "must be %lld..%lld, got %lld", (long long)lo, (long long)hi,
+                      (long long)v);
     return v;
 }
 
@@ -865,7 +865,7 @@ static double num_opt(lua_State *L, int t, const char *name, double def, double 
         char range[64];
         if (hi < HUGE_VAL) snprintf(range, sizeof range, "in [%g, %g]", lo, hi);
         else snprintf(range, sizeof range, "%s %g", open_lo ? ">" : ">=", lo);
-        luaL_error(L, "%s: option '%s' must be a finite number %s, got %f", fn, name, range, v);
+        gl_fielderror(L, t, fn, name, "must be a finite number %s, got %.14g", range, v);
     }
     return v;
 }
@@ -875,7 +875,7 @@ static gl_regime regime_opt(lua_State *L, int t, const char *fn) {
     if (strcmp(g, "cold") == 0) return GL_REGIME_COLD;
     if (strcmp(g, "hot") == 0) return GL_REGIME_HOT;
     if (strcmp(g, "graph") == 0) return GL_REGIME_GRAPH;
-    luaL_error(L, "%s: option 'regime' must be \"cold\", \"hot\" or \"graph\", got \"%s\"", fn, g);
+    gl_fielderror(L, t, fn, "regime", "must be \"cold\", \"hot\" or \"graph\", got \"%s\"", g);
     return GL_REGIME_COLD;
 }
 
@@ -887,9 +887,8 @@ static void measure_options(lua_State *L, int idx, gl_measure_opts *o) {
                                         "warmup", "batch", NULL};
     bool have = !lua_isnoneornil(L, idx);
     if (have && lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "bad argument #%d to '%s' (options table {regime=, min_samples=, min_time=, "
-                      "max_noise=, timeout=, stream=, throttle=, ...} expected, got %s)", idx, fn,
-                   gl_type_name(L, idx));
+        gl_argerror(L, idx, fn, "options table {regime=, min_samples=, min_time=, max_noise=, "
+                                "timeout=, stream=, throttle=, ...} expected, got %s", gl_typename(L, idx));
     if (!have) {
         lua_newtable(L);
         lua_replace(L, idx);
@@ -910,18 +909,16 @@ static void measure_options(lua_State *L, int idx, gl_measure_opts *o) {
     lua_pop(L, 1);
     o->batch = have_batch ? int_opt(L, idx, "batch", 1, 1, MEASURE_MAX_BATCH, fn) : 0;
     if (have_batch && o->regime == GL_REGIME_COLD && o->batch != 1)
-        luaL_error(L, "%s: option 'batch' applies to the hot and graph regimes (cold flushes L2 "
-                      "before every call)", fn);
+        gl_fielderror(L, idx, fn, "batch", "applies to the hot and graph regimes (cold flushes L2 "
+                                           "before every call)");
     if (o->min_time > o->timeout)
-        luaL_error(L, "%s: option 'min_time' (%f s) is longer than 'timeout' (%f s)", fn,
-                   o->min_time, o->timeout);
+        gl_fielderror(L, idx, fn, "min_time", "%.14g s is longer than 'timeout' (%.14g s)", o->min_time,
+                      o->timeout);
     lua_getfield(L, idx, "stream");
     if (!lua_isnil(L, -1)) {
         gl_stream *s = gl_test_stream(L, -1);
-        if (s == NULL)
-            luaL_error(L, "%s: option 'stream' must be a cuda.stream, got %s", fn,
-                       gl_type_name(L, -1));
-        if (s->track == NULL) luaL_error(L, "%s: option 'stream': the cuda.stream was freed", fn);
+        if (s == NULL) gl_fieldtypeerror(L, idx, fn, "stream", -1, "cuda.stream");
+        if (s->track == NULL) gl_fielderror(L, idx, fn, "stream", "the cuda.stream was freed");
     }
 }
 
@@ -931,10 +928,8 @@ static int l_measure(lua_State *L) {
     o.fn = "cuda.measure";
     lua_settop(L, 2);
     if (lua_isnoneornil(L, 1))
-        luaL_error(L, "bad argument #1 to '%s' (function or callable expected, got no value)", o.fn);
-    if (!is_callable(L, 1))
-        luaL_error(L, "bad argument #1 to '%s' (function or callable expected, got %s)", o.fn,
-                   gl_type_name(L, 1));
+        gl_argerror(L, 1, o.fn, "function or callable expected, got no value");
+    if (!is_callable(L, 1)) gl_typeerror(L, 1, o.fn, "function or callable");
     measure_options(L, 2, &o); /* pushes the stream option: 3 */
     o.sample_clock = true;
     o.pass_stream = true;

@@ -31,6 +31,7 @@
 #include "context.h"
 #include "driver.h"
 #include "dtype.h"
+#include "errors.h"
 #include "identity.h"
 #include "lifetime.h"
 #include "objects.h"
@@ -57,18 +58,6 @@ static void mem_error(lua_State *L, const char *fmt, ...) {
     abort(); /* not reached: lua_error does not return */
 }
 
-/* The type name for messages: a userdata's __name ("cuda.host"), else the Lua type. */
-static const char *type_name(lua_State *L, int idx) {
-    int t = luaL_getmetafield(L, idx, "__name");
-    if (t == LUA_TSTRING) {
-        const char *n = lua_tostring(L, -1);
-        lua_pop(L, 1); /* the metatable keeps the string alive */
-        return n;
-    }
-    if (t != LUA_TNIL) lua_pop(L, 1);
-    return luaL_typename(L, idx);
-}
-
 /* ------------------------------------------------------------------------------------------
  * Options, read raw: an __index (or __pairs) on an options table never runs, so nothing a
  * script defines can free an array half-way through a call. The value goes on the stack top.
@@ -85,8 +74,8 @@ static lua_Integer raw_opt_int(lua_State *L, int t, const char *name, lua_Intege
         int isint = 0;
         v = lua_tointegerx(L, -1, &isint);
         if (!isint || ty != LUA_TNUMBER)
-            mem_error(L, "%s: option '%s' must be an integer, got %s", fn, name,
-                      ty == LUA_TNUMBER ? lua_tostring(L, -1) : lua_typename(L, ty));
+            gl_fielderror(L, t, fn, name, "integer expected, got %s",
+                          ty == LUA_TNUMBER ? lua_tostring(L, -1) : gl_typename(L, -1));
     }
     lua_pop(L, 1);
     return v;
@@ -97,9 +86,9 @@ static double raw_opt_num(lua_State *L, int t, const char *name, double def, con
     double v = def;
     if (ty != LUA_TNIL) {
         if (ty != LUA_TNUMBER)
-            mem_error(L, "%s: option '%s' must be a number, got %s", fn, name, lua_typename(L, ty));
+            gl_fieldtypeerror(L, t, fn, name, -1, "number");
         v = lua_tonumber(L, -1);
-        if (isnan(v)) mem_error(L, "%s: option '%s' must be a number, got NaN", fn, name);
+        if (isnan(v)) gl_fielderror(L, t, fn, name, "number expected, got NaN");
     }
     lua_pop(L, 1);
     return v;
@@ -110,7 +99,7 @@ static bool raw_opt_bool(lua_State *L, int t, const char *name, bool def, const 
     bool v = def;
     if (ty != LUA_TNIL) {
         if (ty != LUA_TBOOLEAN)
-            mem_error(L, "%s: option '%s' must be a boolean, got %s", fn, name, lua_typename(L, ty));
+            gl_fieldtypeerror(L, t, fn, name, -1, "boolean");
         v = lua_toboolean(L, -1);
     }
     lua_pop(L, 1);
@@ -129,17 +118,15 @@ typedef struct shape_spec {
 
 static gl_dtype check_dtype(lua_State *L, int idx, const char *fn) {
     if (lua_type(L, idx) != LUA_TSTRING)
-        mem_error(L, "bad argument #%d to '%s' (dtype name expected, got %s)", idx, fn,
-                   luaL_typename(L, idx));
+        gl_typeerror(L, idx, fn, "dtype name");
     size_t len;
     const char *name = lua_tolstring(L, idx, &len);
     int t = gl_dtype_from_lname(name, len);
     if (t < 0 && strlen(name) != len)
-        mem_error(L, "bad argument #%d to '%s' (dtype name contains a NUL byte: '%s\\0...')", idx,
-                  fn, name);
+        gl_argerror(L, idx, fn, "dtype name contains a NUL byte: '%s\\0...'", name);
     if (t < 0)
-        mem_error(L, "bad argument #%d to '%s' (unknown dtype '%s'; known: f16, bf16, f32, f64, "
-                      "i8, i16, i32, i64, u8, u16, u32, u64, bool)", idx, fn, name);
+        gl_argerror(L, idx, fn, "unknown dtype '%s'; known: f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, "
+                                "u32, u64, bool", name);
     return (gl_dtype)t;
 }
 
@@ -148,16 +135,14 @@ static int64_t check_dim(lua_State *L, int argno, int dim, const char *fn) {
     char where[32] = "";
     if (dim > 0) snprintf(where, sizeof where, "dimension %d ", dim);
     if (lua_type(L, -1) != LUA_TNUMBER)
-        mem_error(L, "bad argument #%d to '%s' (%ssize must be an integer, got %s)", argno, fn,
-                   where, luaL_typename(L, -1));
+        gl_argerror(L, argno, fn, "%ssize must be an integer, got %s", where, gl_typename(L, -1));
     int isint = 0;
     lua_Integer n = lua_tointegerx(L, -1, &isint);
     if (!isint)
-        mem_error(L, "bad argument #%d to '%s' (%ssize must be an integer, got %s)", argno, fn,
-                   where, lua_tostring(L, -1));
+        gl_argerror(L, argno, fn, "%ssize must be an integer, got %s", where, lua_tostring(L, -1));
     if (n <= 0)
-        mem_error(L, "bad argument #%d to '%s' (%ssize must be positive, got %lld; zero-element "
-                      "arrays are not supported)", argno, fn, where, n);
+        gl_argerror(L, argno, fn, "%ssize must be positive, got %lld; zero-element arrays are not supported",
+                    where, n);
     return (int64_t)n;
 }
 
@@ -166,8 +151,7 @@ static void check_shape(lua_State *L, int idx, gl_dtype dtype, shape_spec *s, co
     if (lua_type(L, idx) == LUA_TTABLE) { /* read raw: no metamethod runs */
         lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
         if (n < 1 || n > GL_MAX_DIMS)
-            mem_error(L, "bad argument #%d to '%s' (shape must have 1 to %d dimensions, got %lld)",
-                       idx, fn, GL_MAX_DIMS, n);
+            gl_argerror(L, idx, fn, "shape must have 1 to %d dimensions, got %lld", GL_MAX_DIMS, n);
         s->ndim = (int)n;
         for (int i = 0; i < s->ndim; i++) {
             lua_rawgeti(L, idx, i + 1);
@@ -180,18 +164,17 @@ static void check_shape(lua_State *L, int idx, gl_dtype dtype, shape_spec *s, co
         s->dims[0] = check_dim(L, idx, 0, fn);
         lua_pop(L, 1);
     } else {
-        mem_error(L, "bad argument #%d to '%s' (element count or shape table expected, got %s)",
-                   idx, fn, luaL_typename(L, idx));
+        gl_typeerror(L, idx, fn, "element count or shape table");
     }
     uint64_t numel = 1;
     for (int i = 0; i < s->ndim; i++)
         if (__builtin_mul_overflow(numel, (uint64_t)s->dims[i], &numel) || numel > INT64_MAX)
-            mem_error(L, "bad argument #%d to '%s' (the element count overflows 64 bits)", idx, fn);
+            gl_argerror(L, idx, fn, "the element count overflows 64 bits");
     uint64_t nbytes;
     if (__builtin_mul_overflow(numel, (uint64_t)gl_dtype_size(dtype), &nbytes) ||
         nbytes > INT64_MAX || nbytes > SIZE_MAX)
-        mem_error(L, "bad argument #%d to '%s' (%llu %s elements: the byte size overflows 64 bits)",
-                   idx, fn, (unsigned long long)numel, gl_dtype_name(dtype));
+        gl_argerror(L, idx, fn, "%llu %s elements: the byte size overflows 64 bits",
+                    (unsigned long long)numel, gl_dtype_name(dtype));
     s->numel = (size_t)numel;
     s->nbytes = (size_t)nbytes;
 }
@@ -231,29 +214,27 @@ static void format_type(char *buf, size_t len, gl_dtype t, int ndim, const int64
 static void push_element(lua_State *L, gl_dtype t, const void *p) {
     if (gl_dtype_is_bool(t)) {
         lua_pushboolean(L, *(const unsigned char *)p != 0);
-    } else if (gl_dtype_is_float(t)) {
-        lua_pushnumber(L, gl_dtype_load_double(t, p));
-    } else if (t == GL_U64 && gl_dtype_load_bits(t, p) < 0) {
-        lua_pushnumber(L, gl_dtype_load_double(t, p)); /* above 2^63-1: no Lua integer holds it */
+    } else if (gl_dtype_is_float(t) || (t == GL_U64 && gl_dtype_load_bits(t, p) < 0)) {
+        lua_pushnumber(L, gl_dtype_load_double(t, p)); /* a u64 above 2^63-1: no Lua integer holds it */
     } else {
         lua_pushinteger(L, (lua_Integer)gl_dtype_load_bits(t, p));
     }
 }
 
 /* Converts the number at idx to dtype t into out[0..size). Returns NULL on success or a static
- * reason ("expected a number, got string", "2.5 is not an integer", "300 is out of range ...")
+ * reason ("number expected, got string", "2.5 is not an integer", "300 is out of range ...")
  * formatted into msg. */
 static const char *encode_value(lua_State *L, int idx, gl_dtype t, void *out, char *msg, size_t len) {
     if (gl_dtype_is_bool(t)) {
         if (lua_type(L, idx) != LUA_TBOOLEAN) {
-            snprintf(msg, len, "bool takes true or false, got %s", luaL_typename(L, idx));
+            snprintf(msg, len, "bool takes true or false, got %s", gl_typename(L, idx));
             return msg;
         }
         *(unsigned char *)out = (unsigned char)lua_toboolean(L, idx);
         return NULL;
     }
     if (lua_type(L, idx) != LUA_TNUMBER) {
-        snprintf(msg, len, "expected a number, got %s", luaL_typename(L, idx));
+        snprintf(msg, len, "number expected, got %s", gl_typename(L, idx));
         return msg;
     }
     if (gl_dtype_is_float(t)) {
@@ -290,11 +271,13 @@ static const char *encode_value(lua_State *L, int idx, gl_dtype t, void *out, ch
     return NULL;
 }
 
-/* encode_value, raising "fn: argument N: reason" */
+/* encode_value, raising "bad argument #N to 'fn' (reason)" for argument idx, or "fn: what:
+ * reason" for a value that is no argument (h[i] = v names the element). */
 static void check_value(lua_State *L, int idx, gl_dtype t, void *out, const char *fn, const char *what) {
     char msg[160];
-    if (encode_value(L, idx, t, out, msg, sizeof msg))
-        mem_error(L, "%s: %s: %s", fn, what, msg);
+    if (encode_value(L, idx, t, out, msg, sizeof msg) == NULL) return;
+    if (what == NULL) gl_argerror(L, idx, fn, "%s", msg);
+    mem_error(L, "%s: %s: %s", fn, what, msg);
 }
 
 static void fill_pattern(void *data, size_t numel, size_t esize, const void *elem) {
@@ -313,8 +296,8 @@ gl_array *gl_test_array(lua_State *L, int idx) {
 gl_array *gl_check_array(lua_State *L, int idx, const char *fn) {
     gl_array *a = luaL_testudata(L, idx, GL_ARRAY_T);
     if (a == NULL)
-        mem_error(L, "%s: argument #%d: expected cuda.array, got %s", fn, idx, type_name(L, idx));
-    if (a->ptr == 0) mem_error(L, "%s: argument #%d: cuda.array was freed", fn, idx);
+        gl_typeerror(L, idx, fn, "cuda.array");
+    if (a->ptr == 0) gl_freederror(L, idx, fn, "cuda.array was freed");
     return a;
 }
 
@@ -326,8 +309,8 @@ static gl_host *gl_test_host(lua_State *L, int idx) {
 static gl_host *gl_check_host(lua_State *L, int idx, const char *fn) {
     gl_host *h = luaL_testudata(L, idx, GL_HOST_T);
     if (h == NULL)
-        mem_error(L, "%s: argument #%d: expected cuda.host, got %s", fn, idx, type_name(L, idx));
-    if (h->data == NULL) mem_error(L, "%s: argument #%d: cuda.host was freed", fn, idx);
+        gl_typeerror(L, idx, fn, "cuda.host");
+    if (h->data == NULL) gl_freederror(L, idx, fn, "cuda.host was freed");
     return h;
 }
 
@@ -454,8 +437,7 @@ typedef struct mem_ref {
 static mem_ref check_mem(lua_State *L, int idx, const char *fn) {
     mem_ref m = {luaL_testudata(L, idx, GL_ARRAY_T), luaL_testudata(L, idx, GL_HOST_T)};
     if (m.dev == NULL && m.host == NULL)
-        mem_error(L, "%s: argument #%d: expected cuda.array or cuda.host, got %s", fn, idx,
-                   type_name(L, idx));
+        gl_typeerror(L, idx, fn, "cuda.array or cuda.host");
     if (m.dev) gl_check_array(L, idx, fn);
     if (m.host) gl_check_host(L, idx, fn);
     return m;
@@ -497,29 +479,31 @@ static void read_copy_opts(lua_State *L, int idx, copy_opts *o, const char *fn) 
     lua_pop(L, 1);
     o->count = has_count ? raw_opt_int(L, idx, "count", 0, fn) : -1;
     if (has_count && o->count < 0)
-        mem_error(L, "%s: option 'count' must not be negative, got %lld", fn, o->count);
+        gl_fielderror(L, idx, fn, "count", "must not be negative, got %lld", (long long)o->count);
     o->dst_offset = raw_opt_int(L, idx, "dst_offset", 0, fn);
     o->src_offset = raw_opt_int(L, idx, "src_offset", 0, fn);
     o->reinterpret = raw_opt_bool(L, idx, "reinterpret", false, fn);
     o->convert = raw_opt_bool(L, idx, "convert", false, fn);
     if (o->dst_offset < 0 || o->src_offset < 0)
-        mem_error(L, "%s: options 'dst_offset' and 'src_offset' must not be negative", fn);
+        gl_fielderror(L, idx, fn, o->dst_offset < 0 ? "dst_offset" : "src_offset",
+                      "must not be negative, got %lld",
+                      (long long)(o->dst_offset < 0 ? o->dst_offset : o->src_offset));
     if (o->reinterpret && o->convert)
-        mem_error(L, "%s: options 'reinterpret' and 'convert' exclude each other", fn);
+        gl_fielderror(L, idx, fn, "convert", "excludes 'reinterpret'");
     o->rows = raw_opt_int(L, idx, "rows", 0, fn);
     o->dst_pitch = raw_opt_int(L, idx, "dst_pitch", 0, fn);
     o->src_pitch = raw_opt_int(L, idx, "src_pitch", 0, fn);
     if (o->rows < 0 || o->dst_pitch < 0 || o->src_pitch < 0)
-        mem_error(L, "%s: options 'rows', 'dst_pitch' and 'src_pitch' must not be negative", fn);
+        gl_fielderror(L, idx, fn, o->rows < 0 ? "rows" : o->dst_pitch < 0 ? "dst_pitch" : "src_pitch",
+                      "must not be negative");
     if (o->rows > 0 && !has_count)
-        mem_error(L, "%s: a 2-D copy ({rows=}) needs 'count', the elements of each row", fn);
+        gl_fielderror(L, idx, fn, "rows", "a 2-D copy needs 'count', the elements of each row");
     if (o->rows == 0 && (o->dst_pitch || o->src_pitch))
-        mem_error(L, "%s: 'dst_pitch' and 'src_pitch' belong to a 2-D copy: give 'rows' too", fn);
+        gl_fielderror(L, idx, fn, o->dst_pitch ? "dst_pitch" : "src_pitch",
+                      "belongs to a 2-D copy: give 'rows' too");
     if (raw_field(L, idx, "stream") != LUA_TNIL) { /* stays on the stack for the copy */
-        if (!luaL_testudata(L, -1, GL_STREAM_T))
-            mem_error(L, "%s: option 'stream' must be a cuda.stream, got %s", fn, type_name(L, -1));
         o->stream_idx = lua_gettop(L);
-        gl_opt_stream_track(L, o->stream_idx, fn);
+        gl_opt_stream_field(L, idx, o->stream_idx, "stream", fn);
     } else {
         lua_pop(L, 1);
     }
@@ -589,9 +573,9 @@ static copy_plan plan_copy(lua_State *L, mem_ref dst, mem_ref src, const copy_op
     size_t dn = mem_numel(dst), sn = mem_numel(src);
     copy_plan p = {0, 0, 0, 0, false};
     if (dt != st && !o->reinterpret && !o->convert)
-        mem_error(L, "%s: argument #2: dtype mismatch (destination %s, source %s); pass "
-                     "{reinterpret=true} to copy the bytes as they are, or {convert=true} to "
-                     "convert the values (host arrays)", fn, gl_dtype_name(dt), gl_dtype_name(st));
+        gl_argerror(L, 2, fn, "dtype mismatch (destination %s, source %s); pass {reinterpret=true} to copy "
+                              "the bytes as they are, or {convert=true} to convert the values (host arrays)",
+                    gl_dtype_name(dt), gl_dtype_name(st));
     p.convert = o->convert && dt != st;
     if (p.convert && (dst.dev || src.dev))
         mem_error(L, "%s: {convert=true} converts between host arrays only (destination %s %s, "
@@ -609,11 +593,11 @@ static copy_plan plan_copy(lua_State *L, mem_ref dst, mem_ref src, const copy_op
         size_t dsize = by_bytes ? davail * de : davail, ssize = by_bytes ? savail * se : savail;
         if (dsize != ssize) {
             if (o->dst_offset == 0 && o->src_offset == 0)
-                mem_error(L, "%s: argument #2: size mismatch (destination %zu bytes, source %zu "
-                             "bytes)", fn, davail * de, savail * se);
-            mem_error(L, "%s: argument #2: size mismatch after the offsets (destination %zu "
-                         "elements of %s left, source %zu elements of %s)", fn, davail,
-                      gl_dtype_name(dt), savail, gl_dtype_name(st));
+                gl_argerror(L, 2, fn, "size mismatch (destination %zu bytes, source %zu bytes)",
+                            davail * de, savail * se);
+            gl_argerror(L, 2, fn, "size mismatch after the offsets (destination %zu elements of %s left, "
+                                  "source %zu elements of %s)",
+                        davail, gl_dtype_name(dt), savail, gl_dtype_name(st));
         }
         p.count = davail;
     } else {
@@ -714,9 +698,9 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
     row_plan rp = plan_rows(L, dst, src, o, &p, fn);
     bool host_only = dst.host && src.host;
     if (host_only && on_stream && o->stream_idx == 3)
-        mem_error(L, "%s: argument #3: a host-to-host copy takes no stream", fn);
+        gl_argerror(L, 3, fn, "a host-to-host copy takes no stream");
     if (host_only && on_stream)
-        mem_error(L, "%s: option 'stream': a host-to-host copy takes no stream", fn);
+        gl_fielderror(L, 3, fn, "stream", "a host-to-host copy takes no stream");
     if (p.convert && rp.rows > 1) { /* check every row before writing any */
         for (size_t r = 0; r < rp.rows; r++) {
             const unsigned char *sp = (const unsigned char *)src.host->data + p.src_byte + r * rp.src_step;
@@ -755,10 +739,8 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
  * ------------------------------------------------------------------------------------------ */
 static gl_array *check_self_array(lua_State *L, const char *fn) {
     gl_array *a = luaL_testudata(L, 1, GL_ARRAY_T);
-    if (a == NULL)
-        mem_error(L, "%s: bad self: expected cuda.array, got %s (call it with ':')", fn,
-                   type_name(L, 1));
-    if (a->ptr == 0) mem_error(L, "%s: cuda.array was freed", fn);
+    if (a == NULL) gl_typeerror(L, 1, fn, "cuda.array");
+    if (a->ptr == 0) gl_freederror(L, 1, fn, "cuda.array was freed");
     return a;
 }
 
@@ -826,7 +808,7 @@ static int array_fill(lua_State *L) {
     const char *fn = "d:fill";
     gl_array *a = check_self_array(L, fn);
     unsigned char elem[8] = {0};
-    check_value(L, 2, a->dtype, elem, fn, "argument #2");
+    check_value(L, 2, a->dtype, elem, fn, NULL);
     bool on_stream = !lua_isnoneornil(L, 3);
     gl_stream_track *track = gl_opt_stream_track(L, 3, fn);
     gl_require_gpu(L, fn);
@@ -902,12 +884,11 @@ static int array_tostring(lua_State *L) {
 static size_t check_view_args(lua_State *L, size_t parent_numel, gl_dtype t, shape_spec *s,
                               const char *fn) {
     if (lua_type(L, 2) != LUA_TNUMBER || !lua_isinteger(L, 2))
-        mem_error(L, "bad argument #2 to '%s' (first element must be an integer, got %s)", fn,
-                  lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : luaL_typename(L, 2));
+        gl_argerror(L, 2, fn, "first element must be an integer, got %s",
+                    lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : gl_typename(L, 2));
     lua_Integer first = lua_tointeger(L, 2);
     if (first < 1 || (uint64_t)first > parent_numel)
-        mem_error(L, "bad argument #2 to '%s' (first element %lld out of range 1..%zu)", fn, first,
-                  parent_numel);
+        gl_argerror(L, 2, fn, "first element %lld out of range 1..%zu", first, parent_numel);
     size_t off = (size_t)(first - 1);
     if (lua_isnoneornil(L, 3)) { /* to the end */
         lua_settop(L, 2);
@@ -993,10 +974,8 @@ static int array_index(lua_State *L) {
  * ------------------------------------------------------------------------------------------ */
 static gl_host *check_self_host(lua_State *L, const char *fn) {
     gl_host *h = luaL_testudata(L, 1, GL_HOST_T);
-    if (h == NULL)
-        mem_error(L, "%s: bad self: expected cuda.host, got %s (call it with ':')", fn,
-                   type_name(L, 1));
-    if (h->data == NULL) mem_error(L, "%s: cuda.host was freed", fn);
+    if (h == NULL) gl_typeerror(L, 1, fn, "cuda.host");
+    if (h->data == NULL) gl_freederror(L, 1, fn, "cuda.host was freed");
     return h;
 }
 
@@ -1021,7 +1000,7 @@ static int l_host(lua_State *L) {
     check_shape(L, 2, t, &s, fn);
     bool pinned = false;
     if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
+        if (!lua_istable(L, 3)) gl_typeerror(L, 3, fn, "table");
         static const char *const known[] = {"pinned", NULL};
         gl_check_known_fields(L, 3, known, fn);
         pinned = raw_opt_bool(L, 3, "pinned", false, fn);
@@ -1071,7 +1050,7 @@ static size_t check_index(lua_State *L, gl_host *h, int idx, const char *fn) {
     lua_Integer i = lua_tointegerx(L, idx, &isint);
     if (!isint || lua_type(L, idx) != LUA_TNUMBER)
         mem_error(L, "%s: index must be an integer, got %s", fn,
-                   lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
+                   lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : gl_typename(L, idx));
     if (i < 1 || (uint64_t)i > h->numel)
         mem_error(L, "%s: index %lld out of range 1..%lld", fn, i, (lua_Integer)h->numel);
     return (size_t)(i - 1);
@@ -1085,7 +1064,7 @@ static int host_fill(lua_State *L) {
     const char *fn = "h:fill";
     gl_host *h = check_self_host(L, fn);
     unsigned char elem[8];
-    check_value(L, 2, h->dtype, elem, fn, "argument #2");
+    check_value(L, 2, h->dtype, elem, fn, NULL);
     fill_pattern(h->data, h->numel, gl_dtype_size(h->dtype), elem);
     lua_settop(L, 1);
     return 1;
@@ -1095,7 +1074,7 @@ static int host_fill(lua_State *L) {
 static double opt_strict_number(lua_State *L, int idx, double def, const char *fn) {
     if (lua_isnoneornil(L, idx)) return def;
     if (lua_type(L, idx) != LUA_TNUMBER)
-        mem_error(L, "bad argument #%d to '%s' (number expected, got %s)", idx, fn, type_name(L, idx));
+        gl_typeerror(L, idx, fn, "number");
     return lua_tonumber(L, idx);
 }
 
@@ -1109,7 +1088,7 @@ static int host_iota(lua_State *L) {
     size_t esize = gl_dtype_size(h->dtype);
     if (gl_dtype_is_float(h->dtype)) {
         double start = opt_strict_number(L, 2, 0, fn), step = opt_strict_number(L, 3, 1, fn);
-        if (isnan(start) || isnan(step)) mem_error(L, "%s: start and step must not be NaN", fn);
+        if (isnan(start) || isnan(step)) gl_argerror(L, isnan(start) ? 2 : 3, fn, "number expected, got NaN");
         for (size_t i = 0; i < h->numel; i++)
             gl_dtype_store_double(h->dtype, element_ptr(h, i), start + (double)i * step);
     } else {
@@ -1190,7 +1169,7 @@ typedef struct random_opts {
 static void read_random_opts(lua_State *L, gl_dtype t, random_opts *o, const char *fn) {
     static const char *const known[] = {"seed", "lo", "hi", "p", NULL};
     if (!lua_isnoneornil(L, 2)) {
-        luaL_checktype(L, 2, LUA_TTABLE);
+        if (!lua_istable(L, 2)) gl_typeerror(L, 2, fn, "table");
         gl_check_known_fields(L, 2, known, fn);
     } else {
         lua_settop(L, 1);
@@ -1203,12 +1182,13 @@ static void read_random_opts(lua_State *L, gl_dtype t, random_opts *o, const cha
     lua_pop(L, 3);
     if (gl_dtype_is_bool(t)) {
         if (o->has_lo || o->has_hi)
-            mem_error(L, "%s: a bool array takes {p=} (the chance of true), not lo/hi", fn);
+            gl_fielderror(L, 2, fn, o->has_lo ? "lo"
+                          : "hi", "a bool array takes {p=} (the chance of true), not lo/hi");
         o->p = raw_opt_num(L, 2, "p", 0.5, fn);
-        if (!(o->p >= 0 && o->p <= 1)) mem_error(L, "%s: need 0 <= p <= 1, got p=%g", fn, o->p);
+        if (!(o->p >= 0 && o->p <= 1)) gl_fielderror(L, 2, fn, "p", "must be 0 <= p <= 1, got %g", o->p);
         return;
     }
-    if (has_p) mem_error(L, "%s: option 'p' is for bool arrays (this one is %s)", fn, gl_dtype_name(t));
+    if (has_p) gl_fielderror(L, 2, fn, "p", "is for bool arrays (this one is %s)", gl_dtype_name(t));
     if (gl_dtype_is_float(t)) {
         o->lo_f = raw_opt_num(L, 2, "lo", 0, fn);
         o->hi_f = raw_opt_num(L, 2, "hi", 1, fn);
@@ -1232,20 +1212,21 @@ static int host_random(lua_State *L) {
     } else if (gl_dtype_is_float(h->dtype)) {
         double lo = o.lo_f, hi = o.hi_f;
         if (!(lo < hi) || !isfinite(hi - lo))
-            mem_error(L, "%s: need finite lo < hi, got lo=%f hi=%f", fn, lo, hi);
+            gl_argerror(L, 2, fn, "need finite lo < hi, got lo=%g hi=%g", lo, hi);
         for (size_t i = 0; i < h->numel; i++)
             gl_dtype_store_double(h->dtype, element_ptr(h, i), lo + (hi - lo) * rng_uniform(&r));
     } else {
         lua_Integer lo = o.lo_i, hi = o.hi_i;
-        if (lo >= hi) mem_error(L, "%s: need lo < hi, got lo=%lld hi=%lld", fn, lo, hi);
+        if (lo >= hi) gl_argerror(L, 2, fn, "need lo < hi, got lo=%lld hi=%lld",
+                                  (long long)lo, (long long)hi);
         int64_t min;
         uint64_t umax;
         gl_dtype_int_range(h->dtype, &min, &umax);
         bool lo_ok = int_fits(h->dtype, lo, false);
         if (!lo_ok || !int_fits(h->dtype, hi - 1, false))
-            mem_error(L, "%s: %s %lld is out of range for %s (%lld..%llu)", fn, lo_ok ? "hi-1" : "lo",
-                      lo_ok ? hi - 1 : lo, gl_dtype_name(h->dtype), (long long)min,
-                      (unsigned long long)umax);
+            gl_fielderror(L, 2, fn, lo_ok ? "hi" : "lo", "%s %lld is out of range for %s (%lld..%llu)",
+                          lo_ok ? "hi-1" : "lo", (long long)(lo_ok ? hi - 1 : lo), gl_dtype_name(h->dtype),
+                          (long long)min, (unsigned long long)umax);
         uint64_t span = (uint64_t)hi - (uint64_t)lo;
         for (size_t i = 0; i < h->numel; i++) {
             uint64_t off = (uint64_t)floor((double)span * rng_uniform(&r));
@@ -1376,12 +1357,11 @@ static int host_transpose(lua_State *L) {
     }
     gl_host *d = gl_check_host(L, 2, fn);
     if (d->dtype != h->dtype)
-        mem_error(L, "%s: argument #2: dtype mismatch (destination %s, source %s)", fn,
-                  gl_dtype_name(d->dtype), gl_dtype_name(h->dtype));
+        gl_argerror(L, 2, fn, "dtype mismatch (destination %s, source %s)",
+                    gl_dtype_name(d->dtype), gl_dtype_name(h->dtype));
     if (d->numel != h->numel || (d->ndim == 2 && (d->shape[0] != out_shape[0] || d->shape[1] != out_shape[1])))
-        mem_error(L, "%s: argument #2: the result is %lldx%lld (%zu elements), the destination "
-                     "holds %zu", fn, (long long)out_shape[0], (long long)out_shape[1], h->numel,
-                  d->numel);
+        gl_argerror(L, 2, fn, "the result is %lldx%lld (%zu elements), the destination holds %zu",
+                    (long long)out_shape[0], (long long)out_shape[1], h->numel, d->numel);
     if (host_overlap(d, h)) mem_error(L, "%s: the destination overlaps the source", fn);
     transpose_bytes(d->data, h->data, (size_t)h->shape[0], (size_t)h->shape[1], gl_dtype_size(h->dtype));
     lua_settop(L, 2);
@@ -1437,7 +1417,7 @@ static __int128 load_int(gl_dtype t, const void *p) {
 /* The scalar at idx for destination dtype t. */
 static void check_scalar(lua_State *L, int idx, gl_dtype t, operand *o, const char *fn, const char *what) {
     if (lua_type(L, idx) != LUA_TNUMBER)
-        mem_error(L, "%s: %s must be a number or a cuda.host, got %s", fn, what, type_name(L, idx));
+        gl_argerror(L, idx, fn, "%s: number or cuda.host expected, got %s", what, gl_typename(L, idx));
     o->scalar = true;
     o->f = lua_tonumber(L, idx);
     if (gl_dtype_is_float(t)) return;
@@ -1446,8 +1426,8 @@ static void check_scalar(lua_State *L, int idx, gl_dtype t, operand *o, const ch
     } else if (isfinite(o->f) && floor(o->f) == o->f && fabs(o->f) < 0x1p63) {
         o->i = (__int128)o->f;
     } else {
-        mem_error(L, "%s: %s must be an integer for a %s array, got %.17g", fn, what,
-                  gl_dtype_name(t), o->f);
+        gl_argerror(L, idx, fn, "%s must be an integer for a %s array, got %.17g",
+                    what, gl_dtype_name(t), o->f);
     }
 }
 
@@ -1461,11 +1441,11 @@ static bool check_operand(lua_State *L, int idx, gl_host *h, operand *o, const c
     }
     gl_host *x = gl_check_host(L, idx, fn);
     if (x->numel != h->numel)
-        mem_error(L, "%s: element counts differ (destination %zu, operand %zu)", fn, h->numel, x->numel);
+        gl_argerror(L, idx, fn, "element counts differ (destination %zu, operand %zu)", h->numel, x->numel);
     if (!gl_dtype_is_float(h->dtype) && gl_dtype_is_float(x->dtype))
-        mem_error(L, "%s: a %s destination takes integer operands, got %s (convert first: "
-                     "copy_from(x, {convert=true}))", fn, gl_dtype_name(h->dtype), gl_dtype_name(x->dtype));
-    if (gl_dtype_is_bool(x->dtype)) mem_error(L, "%s: a bool array takes no arithmetic", fn);
+        gl_argerror(L, idx, fn, "a %s destination takes integer operands, got %s (convert first: "
+                                "copy_from(x, {convert=true}))", gl_dtype_name(h->dtype), gl_dtype_name(x->dtype));
+    if (gl_dtype_is_bool(x->dtype)) gl_argerror(L, idx, fn, "a bool array takes no arithmetic");
     o->dtype = x->dtype;
     o->data = x->data;
     if (host_overlap(h, x) && x->data != h->data) { /* a shifted view: read the old values */
@@ -1550,7 +1530,7 @@ static int host_axpy(lua_State *L) { return host_arith(L, OP_AXPY, 2, 3, "h:axpy
 
 static int host_scale(lua_State *L) {
     if (luaL_testudata(L, 2, GL_HOST_T))
-        mem_error(L, "h:scale: the factor must be a number (h:mul(x) multiplies by an array)");
+        gl_argerror(L, 2, "h:scale", "the factor must be a number (h:mul(x) multiplies by an array)");
     return host_arith(L, OP_MUL, 0, 2, "h:scale");
 }
 
@@ -1580,9 +1560,9 @@ static int host_apply(lua_State *L) {
     const struct unary_fn *u = unary_fns;
     while (name && u->name && (strlen(u->name) != len || strcmp(u->name, name) != 0)) u++;
     if (name == NULL || u->name == NULL)
-        mem_error(L, "%s: argument #2: unknown function %s%s%s (known: abs, neg, sqrt, exp, log, "
-                     "sin, cos, tanh, relu, sigmoid, floor, ceil, rint, square, recip)", fn,
-                  name ? "'" : "", name ? name : luaL_typename(L, 2), name ? "'" : "");
+        gl_argerror(L, 2, fn, "unknown function %s%s%s (known: abs, neg, sqrt, exp, log, sin, cos, tanh, "
+                              "relu, sigmoid, floor, ceil, rint, square, recip)",
+                    name ? "'" : "", name ? name : gl_typename(L, 2), name ? "'" : "");
     if (!gl_dtype_is_float(h->dtype))
         mem_error(L, "%s: needs a float array, got %s", fn, gl_dtype_name(h->dtype));
     size_t es = gl_dtype_size(h->dtype);
@@ -1726,9 +1706,9 @@ static double *to_doubles(const gl_host *h) {
 
 static void check_matrix(lua_State *L, const gl_host *h, int argno, const char *fn) {
     if (h->ndim != 2)
-        mem_error(L, "%s: argument #%d must be 2-D, got %d dimensions (h:view(1, {rows, cols}) "
-                     "gives one)", fn, argno, h->ndim);
-    if (gl_dtype_is_bool(h->dtype)) mem_error(L, "%s: argument #%d: bool arrays take no arithmetic", fn, argno);
+        gl_argerror(L, argno, fn, "2-D array expected, got %d dimensions (h:view(1, {rows, cols}) gives one)",
+                    h->ndim);
+    if (gl_dtype_is_bool(h->dtype)) gl_argerror(L, argno, fn, "bool arrays take no arithmetic");
 }
 
 static void matmul_rows(gl_host *c, const double *A, const double *B, double *row, size_t M,
@@ -1757,7 +1737,7 @@ static int host_matmul(lua_State *L) {
     double alpha = 1, beta = 0;
     check_self_host(L, fn);
     if (!lua_isnoneornil(L, 4)) { /* raw reads, before any data pointer is taken */
-        luaL_checktype(L, 4, LUA_TTABLE);
+        if (!lua_istable(L, 4)) gl_typeerror(L, 4, fn, "table");
         static const char *const known[] = {"alpha", "beta", NULL};
         gl_check_known_fields(L, 4, known, fn);
         alpha = raw_opt_num(L, 4, "alpha", 1, fn);
@@ -1953,12 +1933,14 @@ static int l_compare(lua_State *L) {
     check_view(L, 2, fn);
     double atol = 0, rtol = 0;
     if (!lua_isnoneornil(L, 3)) { /* raw reads, before any data pointer is taken */
-        luaL_checktype(L, 3, LUA_TTABLE);
+        if (!lua_istable(L, 3)) gl_typeerror(L, 3, fn, "table");
         static const char *const known[] = {"atol", "rtol", NULL};
         gl_check_known_fields(L, 3, known, fn);
         atol = raw_opt_num(L, 3, "atol", 0, fn);
         rtol = raw_opt_num(L, 3, "rtol", 0, fn);
-        if (atol < 0 || rtol < 0) mem_error(L, "%s: atol and rtol must not be negative", fn);
+        if (atol < 0 || rtol < 0)
+            gl_fielderror(L, 3, fn, atol < 0 ? "atol"
+                          : "rtol", "must not be negative, got %g", atol < 0 ? atol : rtol);
     }
     if (!gl_test_host(L, 1) || !gl_test_host(L, 2)) gl_require_gpu(L, fn);
     view a = check_view(L, 1, fn), b = check_view(L, 2, fn);

@@ -6,6 +6,7 @@
  * kernel may still launch; unloading goes through gl_release, so queued launches finish first.
  */
 #define _GNU_SOURCE
+#include "errors.h"
 #include "module.h"
 #include "check.h"
 #include "context.h"
@@ -25,20 +26,14 @@
 #define UV_LOWERED 2
 #define UV_ORIGIN 3
 
-const char *gl_type_name(lua_State *L, int idx) {
-    if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) return lua_tostring(L, -1);
-    return luaL_typename(L, idx);
-}
-
 /* ------------------------------------------------------------------------------------------
  * Modules
  * ------------------------------------------------------------------------------------------ */
 static gl_module *check_module(lua_State *L, int idx, const char *fn) {
     gl_module *m = luaL_testudata(L, idx, GL_MODULE_T);
     if (m == NULL)
-        luaL_error(L, "bad argument #%d to '%s' (cuda.module expected, got %s)", idx, fn,
-                   gl_type_name(L, idx));
-    if (m->handle == NULL) luaL_error(L, "%s: the cuda.module was freed", fn);
+        gl_typeerror(L, idx, fn, "cuda.module");
+    if (m->handle == NULL) gl_freederror(L, idx, fn, "the cuda.module was freed");
     return m;
 }
 
@@ -148,8 +143,8 @@ static void check_ptx_text(lua_State *L, int idx, const char *fn, const char *wh
     if (nul == NULL) return;
     for (const char *p = nul; p < s + len; p++)
         if (*p != '\0')
-            luaL_error(L, "bad argument #1 to '%s' (%s contains a NUL byte at offset %d, before "
-                          "the end of the text)", fn, what, (int)(nul - s));
+            gl_argerror(L, 1, fn, "%s contains a NUL byte at offset %d, before the end of the text",
+                        what, (int)(nul - s));
 }
 
 /* Loads `image` (PTX text NUL-terminated, or cubin/fatbin) and pushes the module userdata. */
@@ -199,8 +194,7 @@ static int l_load(lua_State *L) {
     const char *fn = "cuda.load";
     int t = lua_type(L, 1);
     if (t != LUA_TTABLE && t != LUA_TSTRING)
-        luaL_error(L, "bad argument #1 to '%s' (program, image string or path expected, got %s)", fn,
-                   luaL_typename(L, 1));
+        gl_typeerror(L, 1, fn, "program, image string or path");
     gl_require_gpu(L, fn);
     lua_settop(L, 1);
     if (t == LUA_TTABLE) { /* fields read raw: a metamethod could free what is being loaded */
@@ -210,16 +204,15 @@ static int l_load(lua_State *L) {
         lua_rawget(L, 1);
         bool has_cubin = lua_type(L, 2) == LUA_TSTRING, has_ptx = lua_type(L, 3) == LUA_TSTRING;
         if (!has_cubin && !has_ptx)
-            luaL_error(L, "bad argument #1 to '%s' (program has neither a cubin nor a ptx string)", fn);
+            gl_argerror(L, 1, fn, "program has neither a cubin nor a ptx string");
         if (!has_cubin && !lua_isnil(L, 2))
-            luaL_error(L, "bad argument #1 to '%s' (program's cubin must be a string, got %s)", fn,
-                       luaL_typename(L, 2));
+            gl_fieldtypeerror(L, 1, fn, "cubin", 2, "string");
         if (has_cubin) {
             size_t clen;
             const char *c = lua_tolstring(L, 2, &clen);
             const char *bad = is_binary_image(c, clen) ? truncated_image(L, c, clen)
                                                        : "program's cubin is not a cubin or fatbin";
-            if (bad) luaL_error(L, "bad argument #1 to '%s' (%s)", fn, bad);
+            if (bad) gl_argerror(L, 1, fn, "%s", bad);
             lua_settop(L, 3);
         }
         if (has_ptx) check_ptx_text(L, 3, fn, "program's ptx");
@@ -244,20 +237,20 @@ static int l_load(lua_State *L) {
     const char *origin = NULL;
     if (!is_binary_image(s, len) && !looks_like_ptx(s, len)) {
         if (memchr(s, '\0', len) != NULL || len == 0 || len > 4096)
-            luaL_error(L, "bad argument #1 to '%s' (not a PTX, cubin or fatbin image)", fn);
+            gl_argerror(L, 1, fn, "not a PTX, cubin or fatbin image");
         if (!read_file(L, s))
-            luaL_error(L, "bad argument #1 to '%s' (not a PTX, cubin or fatbin image, and no "
-                          "readable file '%s': %s)", fn, s, strerror(errno));
+            gl_argerror(L, 1, fn, "not a PTX, cubin or fatbin image, and no readable file '%s': %s", s,
+                        strerror(errno));
         img = 2;
         origin = s;
         s = lua_tolstring(L, 2, &len);
         if (!is_binary_image(s, len) && !looks_like_ptx(s, len))
-            luaL_error(L, "%s: file '%s' is not a PTX, cubin or fatbin image", fn, origin);
+            gl_argerror(L, 1, fn, "file '%s' is not a PTX, cubin or fatbin image", origin);
     }
     bool ptx = !is_binary_image(s, len);
     if (ptx) check_ptx_text(L, img, fn, "PTX image");
     const char *bad = ptx ? NULL : truncated_image(L, s, len);
-    if (bad) luaL_error(L, "bad argument #1 to '%s' (%s)", fn, bad);
+    if (bad) gl_argerror(L, 1, fn, "%s", bad);
     load_image(L, s, fn);
     int mod = lua_gettop(L);
     if (ptx) {
@@ -348,14 +341,13 @@ void gl_push_registered_names(lua_State *L, int lowered) {
  * allocate and could run a finalizer), non-empty, without NUL bytes. */
 static const char *check_symbol_arg(lua_State *L, int idx, const char *fn, const char *what) {
     if (lua_type(L, idx) != LUA_TSTRING)
-        luaL_error(L, "bad argument #%d to '%s' (%s expected, got %s)", idx - 1, fn, what,
-                   luaL_typename(L, idx));
+        gl_typeerror(L, idx, fn, what);
     size_t len;
     const char *s = lua_tolstring(L, idx, &len);
-    if (len == 0) luaL_error(L, "bad argument #%d to '%s' (%s must not be empty)", idx - 1, fn, what);
+    if (len == 0) gl_argerror(L, idx, fn, "%s must not be empty", what);
     if (memchr(s, '\0', len))
-        luaL_error(L, "bad argument #%d to '%s' (%s contains a NUL byte at offset %d)", idx - 1, fn,
-                   what, (int)((const char *)memchr(s, '\0', len) - s));
+        gl_argerror(L, idx, fn, "%s contains a NUL byte at offset %d", what,
+                    (int)((const char *)memchr(s, '\0', len) - s));
     return s;
 }
 
@@ -424,8 +416,7 @@ __attribute__((noreturn)) static void global_not_found(lua_State *L, const char 
     lua_remove(L, -2);
     luaL_addvalue(&b);
     luaL_pushresult(&b);
-    lua_error(L);
-    abort();
+    gl_raise_cuda_message(L, CUDA_ERROR_NOT_FOUND, fn, "cuModuleGetGlobal");
 }
 
 static int l_module_global(lua_State *L) {
@@ -464,10 +455,8 @@ static int l_module_global(lua_State *L) {
 gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn) {
     gl_kernel *k = luaL_testudata(L, idx, GL_KERNEL_T);
     if (k == NULL)
-        luaL_error(L, "bad argument #%d to '%s' (cuda.kernel expected, got %s)", idx, fn,
-                   gl_type_name(L, idx));
-    if (k->module->handle == NULL)
-        luaL_error(L, "%s: the module of kernel '%s' was freed", fn, k->name);
+        gl_typeerror(L, idx, fn, "cuda.kernel");
+    if (k->module->handle == NULL) gl_freederror(L, idx, fn, "the module of kernel '%s' was freed", k->name);
     return k;
 }
 
@@ -600,7 +589,7 @@ static int l_module_kernel(lua_State *L) {
             luaL_addvalue(&b);
         }
         luaL_pushresult(&b);
-        lua_error(L);
+        gl_raise_cuda_message(L, r, fn, "cuModuleGetFunction");
     }
     if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, "cuModuleGetFunction");
 
@@ -756,14 +745,12 @@ static lua_Integer check_int_arg(lua_State *L, int idx, const char *fn, const ch
     lua_Integer v = lua_tointegerx(L, idx, &isint);
     if (!isint) {
         if (lua_type(L, idx) == LUA_TNUMBER)
-            luaL_error(L, "bad argument #%d to '%s' (%s must be an integer, got %s)", idx, fn, what,
-                       lua_tostring(L, idx));
-        luaL_error(L, "bad argument #%d to '%s' (%s expected, got %s)", idx, fn, what,
-                   luaL_typename(L, idx));
+            gl_argerror(L, idx, fn, "%s must be an integer, got %s", what, lua_tostring(L, idx));
+        gl_typeerror(L, idx, fn, what);
     }
     if (v < lo || v > hi)
-        luaL_error(L, "bad argument #%d to '%s' (%s %I out of range %I..%I)", idx, fn, what, v, lo,
-                   hi);
+        gl_argerror(L, idx, fn, "%s %lld out of range %lld..%lld", what, (long long)v, (long long)lo,
+                    (long long)hi);
     return v;
 }
 
@@ -811,12 +798,12 @@ static int l_set_max_dynamic_smem(lua_State *L) {
     int isint = 0;
     lua_Integer bytes = lua_tointegerx(L, 2, &isint);
     if (!isint)
-        luaL_error(L, "bad argument #2 to '%s' (integer number of bytes expected, got %s)", fn,
-                   lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : luaL_typename(L, 2));
+        gl_argerror(L, 2, fn, "integer number of bytes expected, got %s",
+                    lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : gl_typename(L, 2));
     if (bytes < 0 || bytes > limit)
-        luaL_error(L, "bad argument #2 to '%s' (%I bytes of dynamic shared memory: the device allows "
-                      "%d bytes per block with opt-in, and kernel '%s' uses %d statically, so at "
-                      "most %I)", fn, bytes, k->limits->smem_optin, k->name, k->static_smem, limit);
+        gl_argerror(L, 2, fn, "%lld bytes of dynamic shared memory: the device allows %d bytes per "
+                              "block with opt-in, and kernel '%s' uses %d statically, so at most %lld",
+                    (long long)bytes, k->limits->smem_optin, k->name, k->static_smem, (long long)limit);
     GL_CHECK(L, gl_cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          (int)bytes), fn, "cuFuncSetAttribute");
     k->max_dynamic_smem = (int)bytes;

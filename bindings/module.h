@@ -72,9 +72,6 @@ void gl_push_registered_names(lua_State *L, int lowered);
 /* True when `name` looks like a name expression rather than a plain symbol (has <, (, : or space). */
 bool gl_is_name_expression(const char *name);
 
-/* The __name of a userdata ("cuda.array") or the Lua type name, for messages. May push a value. */
-const char *gl_type_name(lua_State *L, int idx);
-
 gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn);
 
 /* Module methods/fields table for launch.c to add k:launch and k:prepare to. Pushes the

@@ -19,11 +19,11 @@
  * waited for. Free, __close and __gc share one idempotent release that never raises.
  */
 #define _GNU_SOURCE
-#include "module.h" /* gl_type_name */
 #include "nccl_abi.h"
 #include "check.h"
 #include "context.h"
 #include "driver.h"
+#include "errors.h"
 #include "dtype.h"
 #include "identity.h"
 #include "lifetime.h"
@@ -219,7 +219,7 @@ static nccl_comm *check_comm(lua_State *L, int idx, const char *fn) {
     nccl_comm *c = luaL_testudata(L, idx, COMM_T);
     if (c == NULL)
         luaL_error(L, "%s: bad self: expected %s, got %s (call it with ':')", fn, COMM_T,
-                   gl_type_name(L, idx));
+                   gl_typename(L, idx));
     if (!c->live) luaL_error(L, "%s: the communicator was freed", fn);
     if (c->aborted)
         luaL_error(L, "%s: the communicator was aborted after an earlier timeout or error; make a "
@@ -560,7 +560,7 @@ static void rank_stream(lua_State *L, int idx, nccl_comm *c, coll *k, int i) {
                       "device", k->fn, c->nlocal);
     }
     gl_stream *s = gl_test_stream(L, v);
-    if (s == NULL) luaL_error(L, "%s: stream of rank %d: cuda.stream expected, got %s", k->fn, c->rank[i], gl_type_name(L, v));
+    if (s == NULL) luaL_error(L, "%s: stream of rank %d: cuda.stream expected, got %s", k->fn, c->rank[i], gl_typename(L, v));
     if (s->track == NULL) luaL_error(L, "%s: stream of rank %d: the cuda.stream was freed", k->fn, c->rank[i]);
     if (s->device != c->device[i])
         luaL_error(L, "%s: stream of rank %d: the cuda.stream belongs to device %d, but that rank's "
@@ -590,7 +590,7 @@ static gl_array *rank_array(lua_State *L, int arg, nccl_comm *c, coll *k, int i,
     gl_array *a = luaL_testudata(L, v, GL_ARRAY_T); /* freed ones too, to say so */
     if (a == NULL || a->ptr == 0)
         luaL_error(L, "%s: argument #%d (%s) of rank %d: %s", k->fn, arg - 1, what, c->rank[i],
-                   a ? "the cuda.array was freed" : lua_pushfstring(L, "cuda.array expected, got %s", gl_type_name(L, v)));
+                   a ? "the cuda.array was freed" : lua_pushfstring(L, "cuda.array expected, got %s", gl_typename(L, v)));
     if (a->device != c->device[i])
         luaL_error(L, "%s: argument #%d (%s) of rank %d: the cuda.array belongs to device %d, but that "
                       "rank's communicator is on device %d", k->fn, arg - 1, what, c->rank[i], a->device,

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE /* memmem */
 #include "cache.h"
+#include "errors.h"
 #include "gpulab.h"
 #include "identity.h"
 #include "module.h"
@@ -207,18 +208,9 @@ typedef struct request {
     bool use_cache;
 } request;
 
-__attribute__((noreturn)) static void bad_arg(lua_State *L, int n, const char *fn, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    lua_pushvfstring(L, fmt, ap);
-    va_end(ap);
-    luaL_error(L, "bad argument #%d to '%s' (%s)", n, fn, lua_tostring(L, -1));
-    abort(); /* not reached */
-}
-
 static void refuse_nul(lua_State *L, int argn, const char *fn, const char *what, const char *s, size_t len) {
     const char *nul = memchr(s, '\0', len);
-    if (nul) bad_arg(L, argn, fn, "%s contains a NUL byte at offset %d", what, (int)(nul - s));
+    if (nul) gl_argerror(L, argn, fn, "%s contains a NUL byte at offset %d", what, (int)(nul - s));
 }
 
 static void push_option(lua_State *L, int list, const char *text) {
@@ -237,7 +229,7 @@ static int get_field(lua_State *L, int t, const char *field, int type, int argn,
         lua_pushnil(L);
     }
     if (got != LUA_TNIL && got != type)
-        bad_arg(L, argn, fn, "option '%s' must be a %s, got %s", field, lua_typename(L, type),
+        gl_fielderror(L, argn, fn, field, "%s expected, got %s", lua_typename(L, type),
                 luaL_typename(L, -1));
     return got;
 }
@@ -255,18 +247,18 @@ static void append_string_list(lua_State *L, int t, const char *field, int dst, 
     while (lua_next(L, list)) {
         lua_pop(L, 1);
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > n)
-            bad_arg(L, argn, fn, "option '%s' must be a list of strings (found key %s)", field,
+            gl_fielderror(L, argn, fn, field, "must be a list of strings (found key %s)",
                     lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
     }
     for (lua_Integer i = 1; i <= n; i++) {
         if (lua_rawgeti(L, list, i) != LUA_TSTRING)
-            bad_arg(L, argn, fn, "option '%s' item %d must be a string, got %s", field, (int)i,
+            gl_fielderror(L, argn, fn, field, "item %d: string expected, got %s", (int)i,
                     luaL_typename(L, -1));
         size_t len;
         const char *s = lua_tolstring(L, -1, &len);
         const char *nul = memchr(s, '\0', len);
-        if (nul) bad_arg(L, argn, fn, "option '%s' item %d contains a NUL byte", field, (int)i);
-        if (len == 0) bad_arg(L, argn, fn, "option '%s' item %d is empty", field, (int)i);
+        if (nul) gl_fielderror(L, argn, fn, field, "item %d contains a NUL byte", (int)i);
+        if (len == 0) gl_fielderror(L, argn, fn, field, "item %d is empty", (int)i);
         lua_pushfstring(L, "%s%s", prefix, s);
         lua_rawseti(L, dst, (lua_Integer)lua_rawlen(L, dst) + 1);
         lua_pop(L, 1);
@@ -296,11 +288,11 @@ static void push_sorted_keys(lua_State *L, int t, const char *field, int argn, c
     while (lua_next(L, t)) {
         lua_pop(L, 1);
         if (lua_type(L, -1) != LUA_TSTRING)
-            bad_arg(L, argn, fn, "option '%s' keys must be strings, got %s", field, luaL_typename(L, -1));
+            gl_fielderror(L, argn, fn, field, "keys must be strings, got %s", luaL_typename(L, -1));
         size_t len;
         const char *k = lua_tolstring(L, -1, &len);
         if (memchr(k, '\0', len))
-            bad_arg(L, argn, fn, "option '%s' key '%s' contains a NUL byte", field, k);
+            gl_fielderror(L, argn, fn, field, "key '%s' contains a NUL byte", k);
         lua_pushvalue(L, -1);
         lua_rawseti(L, keys, ++n);
     }
@@ -335,7 +327,7 @@ static void append_defines(lua_State *L, int t, int dst, int argn, const char *f
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, keys, i);
         const char *k = lua_tostring(L, -1);
-        if (!is_identifier(k)) bad_arg(L, argn, fn, "define '%s' is not a macro name", k);
+        if (!is_identifier(k)) gl_fielderror(L, argn, fn, "defines", "'%s' is not a macro name", k);
         lua_pushvalue(L, -1);
         int vt = lua_rawget(L, defs);
         if (vt == LUA_TBOOLEAN) {
@@ -345,7 +337,7 @@ static void append_defines(lua_State *L, int t, int dst, int argn, const char *f
             lua_pushfstring(L, "-D%s=%I", k, lua_tointeger(L, -1));
         } else if (vt == LUA_TNUMBER) {
             double v = lua_tonumber(L, -1);
-            if (!isfinite(v)) bad_arg(L, argn, fn, "define '%s' must be finite, got %f", k, v);
+            if (!isfinite(v)) gl_fielderror(L, argn, fn, "defines", "'%s' must be finite, got %f", k, v);
             char num[40];
             snprintf(num, sizeof num, "%.17g", v);
             lua_pushfstring(L, "-D%s=%s", k, num);
@@ -353,10 +345,10 @@ static void append_defines(lua_State *L, int t, int dst, int argn, const char *f
             size_t len;
             const char *v = lua_tolstring(L, -1, &len);
             if (memchr(v, '\0', len) || memchr(v, '\n', len))
-                bad_arg(L, argn, fn, "define '%s' contains a NUL byte or a newline", k);
+                gl_fielderror(L, argn, fn, "defines", "'%s' contains a NUL byte or a newline", k);
             lua_pushfstring(L, "-D%s=%s", k, v);
         } else {
-            bad_arg(L, argn, fn, "define '%s' must be a boolean, number or string, got %s", k,
+            gl_fielderror(L, argn, fn, "defines", "'%s' must be a boolean, number or string, got %s", k,
                     luaL_typename(L, -1));
         }
         if (!lua_isnil(L, -1)) lua_rawseti(L, dst, (lua_Integer)lua_rawlen(L, dst) + 1);
@@ -382,14 +374,16 @@ static void push_headers(lua_State *L, int t, int argn, const char *fn) {
         lua_rawgeti(L, keys, i);
         size_t klen;
         const char *k = lua_tolstring(L, -1, &klen);
-        if (klen == 0 || memchr(k, '\0', klen)) bad_arg(L, argn, fn, "header names must be non-empty text");
+        if (klen == 0 || memchr(k, '\0', klen)) gl_fielderror(L, argn, fn, "headers",
+                                                              "names must be non-empty text");
         lua_pushvalue(L, -1);
         if (lua_rawget(L, hdrs) != LUA_TSTRING)
-            bad_arg(L, argn, fn, "header '%s' must be a string, got %s", k, luaL_typename(L, -1));
+            gl_fielderror(L, argn, fn, "headers", "'%s': string expected, got %s", k, gl_typename(L, -1));
         size_t len;
         const char *text = lua_tolstring(L, -1, &len);
         const char *nul = memchr(text, '\0', len);
-        if (nul) bad_arg(L, argn, fn, "header '%s' contains a NUL byte at offset %d", k, (int)(nul - text));
+        if (nul) gl_fielderror(L, argn, fn, "headers",
+                               "'%s' contains a NUL byte at offset %d", k, (int)(nul - text));
         lua_createtable(L, 2, 0);
         lua_insert(L, -3);
         lua_rawseti(L, -3, 2);
@@ -481,18 +475,18 @@ static void read_request(lua_State *L, int t, int argn, request *rq, const char 
     get_field(L, t, "name", LUA_TSTRING, argn, fn);
     rq->name = lua_isnil(L, -1) ? default_name : lua_tostring(L, -1);
     if (!lua_isnil(L, -1) && strlen(rq->name) != lua_rawlen(L, -1))
-        bad_arg(L, argn, fn, "option 'name' contains a NUL byte");
-    if (strlen(rq->name) == 0) bad_arg(L, argn, fn, "option 'name' must not be empty");
+        gl_fielderror(L, argn, fn, "name", "contains a NUL byte");
+    if (strlen(rq->name) == 0) gl_fielderror(L, argn, fn, "name", "must not be empty");
     rq->name_dir = push_dirname(L, rq->name);
     get_field(L, t, "arch", LUA_TSTRING, argn, fn);
     if (!lua_isnil(L, -1) && strlen(lua_tostring(L, -1)) != lua_rawlen(L, -1))
-        bad_arg(L, argn, fn, "option 'arch' contains a NUL byte");
+        gl_fielderror(L, argn, fn, "arch", "contains a NUL byte");
     rq->arch = lua_isnil(L, -1) ? default_arch(L) : lua_tostring(L, -1);
     if (strlen(rq->arch) == 0 || strlen(rq->arch) > 32 || strchr(rq->arch, ' '))
-        bad_arg(L, argn, fn, "option 'arch' '%s' is not an architecture such as sm_90a", rq->arch);
+        gl_fielderror(L, argn, fn, "arch", "'%s' is not an architecture such as sm_90a", rq->arch);
     get_field(L, t, "std", LUA_TSTRING, argn, fn);
     const char *std = lua_tostring(L, -1);
-    if (std && strlen(std) != lua_rawlen(L, -1)) bad_arg(L, argn, fn, "option 'std' contains a NUL byte");
+    if (std && strlen(std) != lua_rawlen(L, -1)) gl_fielderror(L, argn, fn, "std", "contains a NUL byte");
     get_field(L, t, "toolkit_headers", LUA_TBOOLEAN, argn, fn);
     bool toolkit = lua_isnil(L, -1) || lua_toboolean(L, -1);
     get_field(L, t, "lineinfo", LUA_TBOOLEAN, argn, fn);
@@ -746,17 +740,35 @@ static void push_log(lua_State *L, const char *log) {
     luaL_pushresult(&b);
 }
 
+/* Raises a cuda.error (errors.h): code and name are NVRTC's, `log` the compiler's log, and the
+ * message (with the caller's "file:line:") the text a string error had before. */
 __attribute__((noreturn)) static void raise_failure(lua_State *L, const request *rq, outcome *o) {
     push_log(L, o->log ? o->log : "");
     free(o->log);
-    const char *log = lua_tostring(L, -1);
-    if (o->result == NVRTC_ERROR_COMPILATION)
-        luaL_error(L, "%s: %s: compilation failed:\n%s", rq->fn, rq->name, log);
-    const char *hint = "";
-    if (o->result == NVRTC_ERROR_INVALID_OPTION && strstr(log, "gpu-architecture"))
-        hint = lua_pushfstring(L, " (arch '%s')", rq->arch);
-    luaL_error(L, "%s: %s: %s failed: %s (%d)%s%s%s", rq->fn, rq->name, o->step, nvrtcGetErrorString(o->result),
-               (int)o->result, hint, *log ? ": " : "", log);
+    int logi = lua_gettop(L);
+    const char *log = lua_tostring(L, logi);
+    luaL_where(L, 1);
+    if (o->result == NVRTC_ERROR_COMPILATION) {
+        lua_pushfstring(L, "%s: %s: compilation failed:\n%s", rq->fn, rq->name, log);
+    } else {
+        const char *hint = "";
+        if (o->result == NVRTC_ERROR_INVALID_OPTION && strstr(log, "gpu-architecture"))
+            hint = lua_pushfstring(L, " (arch '%s')", rq->arch);
+        lua_pushfstring(L, "%s: %s: %s failed: %s (%d)%s%s%s", rq->fn, rq->name, o->step,
+                        nvrtcGetErrorString(o->result), (int)o->result, hint, *log ? ": " : "", log);
+        if (*hint) lua_remove(L, -2);
+    }
+    lua_concat(L, 2);
+    gl_push_error(L, -1, (int)o->result, nvrtcGetErrorString(o->result), rq->fn, false);
+    lua_pushstring(L, o->step);
+    lua_setfield(L, -2, "call");
+    lua_pushvalue(L, logi);
+    lua_setfield(L, -2, "log");
+    lua_createtable(L, 0, 1); /* no launch is involved */
+    lua_pushinteger(L, 0);
+    lua_setfield(L, -2, "n");
+    lua_setfield(L, -2, "launches");
+    lua_error(L);
     abort(); /* not reached */
 }
 
@@ -839,13 +851,13 @@ static int compile_request(lua_State *L, request *rq, int opts, const char *defa
 static int opts_arg(lua_State *L, int idx, const char *fn) {
     int t = lua_type(L, idx);
     if (t == LUA_TNONE || t == LUA_TNIL) return 0;
-    if (t != LUA_TTABLE) bad_arg(L, idx, fn, "table expected, got %s", luaL_typename(L, idx));
+    if (t != LUA_TTABLE) gl_typeerror(L, idx, fn, "table");
     return idx;
 }
 
 static const char *source_arg(lua_State *L, int idx, const char *fn, const char *what, size_t *len) {
     if (lua_type(L, idx) != LUA_TSTRING)
-        bad_arg(L, idx, fn, "string expected, got %s", luaL_typename(L, idx));
+        gl_typeerror(L, idx, fn, "string");
     const char *s = lua_tolstring(L, idx, len);
     refuse_nul(L, idx, fn, what, s, *len);
     return s;
@@ -881,7 +893,7 @@ static int l_compile_file(lua_State *L) {
     request rq = {.fn = "cuda.compile_file"};
     size_t plen;
     const char *path = source_arg(L, 1, rq.fn, "path", &plen);
-    if (plen == 0) bad_arg(L, 1, rq.fn, "path must not be empty");
+    if (plen == 0) gl_argerror(L, 1, rq.fn, "path must not be empty");
     int opts = opts_arg(L, 2, rq.fn);
     lua_settop(L, 2);
     observe_compiled_file(path); /* even when it fails to compile: --watch re-runs on a fix */
@@ -900,7 +912,7 @@ static int l_cache_key(lua_State *L) {
     rq.src = source_arg(L, 1, rq.fn, "source", &rq.src_len);
     int opts = opts_arg(L, 2, rq.fn);
     if (!lua_isnoneornil(L, 3) && lua_type(L, 3) != LUA_TSTRING)
-        bad_arg(L, 3, rq.fn, "string expected, got %s", luaL_typename(L, 3));
+        gl_typeerror(L, 3, rq.fn, "string");
     lua_settop(L, 3);
     read_request(L, opts, 2, &rq, "kernel.cu");
     inputs in;
@@ -928,7 +940,7 @@ static void check_program(lua_State *L, int idx, const char *fn) {
         lua_pop(L, 2);
         if (same) return;
     }
-    luaL_error(L, "bad self to '%s' (cuda.program expected, got %s)", fn, luaL_typename(L, idx));
+    gl_typeerror(L, idx, fn, "cuda.program");
 }
 
 /* The number of .entry directives in the PTX. */
@@ -959,11 +971,11 @@ static int l_program_params(lua_State *L) {
     const char *fn = "prog:params";
     check_program(L, 1, fn);
     if (lua_type(L, 2) != LUA_TSTRING)
-        luaL_error(L, "bad argument #1 to '%s' (kernel name expected, got %s)", fn, luaL_typename(L, 2));
+        gl_typeerror(L, 2, fn, "kernel name");
     const char *asked = lua_tostring(L, 2);
     lua_settop(L, 2);
     if (memchr(asked, '\0', lua_rawlen(L, 2)))
-        luaL_error(L, "bad argument #1 to '%s' (kernel name contains a NUL byte)", fn);
+        gl_argerror(L, 2, fn, "kernel name contains a NUL byte");
     lua_pushliteral(L, "lowered");
     lua_rawget(L, 1); /* 3 */
     const char *entry = gl_lookup_lowered(L, 3, asked); /* a name expression such as "f<2>" */

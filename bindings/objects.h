@@ -38,7 +38,7 @@ typedef struct gl_array {
     gl_mem_block *block;  /* shared with views; NULL for memory gpulab did not allocate */
     int device;           /* ordinal of the device whose context allocated it */
 } gl_array;
-/* Raise "fn: argument #n: expected cuda.array, got X" / "... cuda.array was freed". */
+/* Raise "bad argument #n to 'fn' (cuda.array expected, got X)" / "(cuda.array was freed)". */
 gl_array *gl_check_array(lua_State *L, int idx, const char *fn);
 gl_array *gl_test_array(lua_State *L, int idx); /* NULL if not an array (freed ones included) */
 /* Pushes a cuda.array viewing `limit` bytes at `ptr` that another object owns: dtype and shape
@@ -75,6 +75,9 @@ typedef struct gl_stream {
 gl_stream *gl_test_stream(lua_State *L, int idx);
 /* Resolves an optional stream argument: nil/none -> the default stream's track. */
 gl_stream_track *gl_opt_stream_track(lua_State *L, int idx, const char *fn);
+/* The same for field `field` (its value at stack index `value`) of the options table at
+ * argument t: errors name the field (errors.h). */
+gl_stream_track *gl_opt_stream_field(lua_State *L, int t, int value, const char *field, const char *fn);
 
 /* Tensor map "cuda.tensormap" -------------------------------------------------- tensormap.c */
 #define GL_TENSORMAP_T "cuda.tensormap"
@@ -101,17 +104,18 @@ static inline const char *gl_tensormap_unusable(const gl_tensormap *tm) {
 
 /* Device checks for work submitted on the current device (gl_current_device()): an object made
  * in another device's context is refused with a message naming both devices (arrays pass when
- * peer access to their device is on). Cheap: one compare; raises "fn: argument #n: ...". */
-void gl_refuse_other_device(lua_State *L, const char *fn, int argno, const char *what, int device);
+ * peer access to their device is on). Cheap: one compare; raises "bad argument #n to 'fn' (...)"
+ * for the argument at stack index `arg` (errors.h). */
+void gl_refuse_other_device(lua_State *L, const char *fn, int arg, const char *what, int device);
 /* Arrays may also be on a device the current one has peer access to (peer.c, cuda.peer). */
-void gl_check_array_on_device(lua_State *L, const gl_array *a, const char *fn, int argno);
-static inline void gl_check_array_device(lua_State *L, const gl_array *a, const char *fn, int argno) {
-    if (a->device != gl_current_device()) gl_check_array_on_device(L, a, fn, argno);
+void gl_check_array_on_device(lua_State *L, const gl_array *a, const char *fn, int arg);
+static inline void gl_check_array_device(lua_State *L, const gl_array *a, const char *fn, int arg) {
+    if (a->device != gl_current_device()) gl_check_array_on_device(L, a, fn, arg);
 }
 static inline void gl_check_tensormap_device(lua_State *L, const gl_tensormap *tm, const char *fn,
-                                             int argno) {
+                                             int arg) {
     if (tm->device != gl_current_device())
-        gl_refuse_other_device(L, fn, argno, "cuda.tensormap", tm->device);
+        gl_refuse_other_device(L, fn, arg, "cuda.tensormap", tm->device);
 }
 
 #endif

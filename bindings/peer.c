@@ -11,6 +11,7 @@
 #include "check.h"
 #include "context.h"
 #include "driver.h"
+#include "errors.h"
 #include "objects.h"
 #include "options.h"
 #include "peer.h"
@@ -29,13 +30,12 @@ static bool gl_peer_enabled(int from, int to) {
     return enabled[from][to];
 }
 
-void gl_check_array_on_device(lua_State *L, const gl_array *a, const char *fn, int argno) {
+void gl_check_array_on_device(lua_State *L, const gl_array *a, const char *fn, int arg) {
     int cur = gl_current_device();
     if (a->device == cur || gl_peer_enabled(cur, a->device)) return;
-    luaL_error(L, "%s: argument #%d: the cuda.array belongs to device %d, but device %d is current "
-                  "and has no peer access to it (cuda.peer(%d, %d, true) enables it, or "
-                  "cuda.device(%d) first)",
-               fn, argno, a->device, cur, cur, a->device, a->device);
+    gl_argerror(L, arg, fn, "the cuda.array belongs to device %d, but device %d is current and has no peer "
+                            "access to it (cuda.peer(%d, %d, true) enables it, or cuda.device(%d) first)",
+                a->device, cur, cur, a->device, a->device);
 }
 
 int gl_copy_devices(lua_State *L, const gl_array *dst, const gl_array *src, const char *fn) {

@@ -13,6 +13,7 @@
 #include "context.h"
 #include "cupti_abi.h"
 #include "driver.h"
+#include "errors.h"
 #include "identity.h"
 #include "observe.h"
 #include "options.h"
@@ -76,12 +77,15 @@ static void *find_cupti(void) {
         snprintf(lib.path, sizeof lib.path, "%s", env);
         return dlopen(env, RTLD_NOW | RTLD_LOCAL);
     }
+    /* Entries are the toolkit folder with a suffix pasted on: no comma is missing. */
+    // NOLINTBEGIN(bugprone-suspicious-missing-comma)
     static const char *const dirs[] = {
         GPULAB_NVRTC_DIR, GPULAB_NVRTC_DIR "/../extras/CUPTI/lib64",
         GPULAB_NVRTC_DIR "/../../../extras/CUPTI/lib64", "/usr/local/cuda/extras/CUPTI/lib64",
         "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
         "/usr/local/cuda-13.0/extras/CUPTI/lib64", "/usr/local/cuda-13.0/lib64",
         "/usr/lib/x86_64-linux-gnu", NULL};
+    // NOLINTEND(bugprone-suspicious-missing-comma)
     static const char *const homes[] = {"CUDA_HOME", "CUDA_PATH", NULL};
     for (int i = 0; homes[i]; i++) { /* a toolkit named by the environment comes first */
         const char *home = getenv(homes[i]);
@@ -190,7 +194,7 @@ static void session_release(session *s) {
         gl_observers--;
     }
     if (s->pushed && s->started) {
-        gl_cupti_rp_object_params p = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
+        gl_cupti_rp_object_params p = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
         cp.cuptiRangeProfilerPopRange(&p);
     }
     s->pushed = false;
@@ -200,12 +204,12 @@ static void session_release(session *s) {
         s->started = false;
     }
     if (s->rp) {
-        gl_cupti_rp_object_params p = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
+        gl_cupti_rp_object_params p = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
         cp.cuptiRangeProfilerDisable(&p);
         s->rp = NULL;
     }
     if (s->host) {
-        gl_cupti_host_deinit_params p = {.structSize = GL_CUPTI_HOST_DEINIT_SIZE, .pHostObject = s->host};
+        gl_cupti_host_deinit_params p = {.structSize = GL_CUPTI_HOST_DEINIT_SIZE, .pHostObject = s->host}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
         cp.cuptiProfilerHostDeinitialize(&p);
         s->host = NULL;
     }
@@ -373,31 +377,32 @@ typedef struct profile_opts {
 
 static void read_opts(lua_State *L, profile_opts *o) {
     if (!lua_isfunction(L, 1) && !luaL_getmetafield(L, 1, "__call"))
-        luaL_error(L, "bad argument #1 to '" FN "' (function expected, got %s)", luaL_typename(L, 1));
+        gl_typeerror(L, 1, FN, "function");
     lua_settop(L, 2);
-    luaL_checktype(L, 2, LUA_TTABLE);
+    if (!lua_istable(L, 2)) gl_typeerror(L, 2, FN, "table");
     static const char *const known[] = {"metrics", "max_launches", "timeout", "outer_range", NULL};
     gl_check_known_fields(L, 2, known, FN);
     o->max_launches = gl_opt_int_field(L, 2, "max_launches", 256, FN);
     if (o->max_launches < 1 || o->max_launches > 100000)
-        luaL_error(L, FN ": option 'max_launches' must be 1..100000, got %I", o->max_launches);
+        gl_fielderror(L, 2, FN, "max_launches", "must be 1..100000, got %lld", (long long)o->max_launches);
     const char *env = getenv("GPULAB_CUPTI_PUSH_RANGE");
     o->outer_range = gl_opt_bool_field(L, 2, "outer_range", !(env && strcmp(env, "0") == 0), FN);
     o->timeout = gl_opt_num_field(L, 2, "timeout", 60, FN);
     if (!(o->timeout > 0) || o->timeout > 1e6)
-        luaL_error(L, FN ": option 'timeout' must be 0..1e6 seconds, got %f", o->timeout);
+        gl_fielderror(L, 2, FN, "timeout", "must be 0..1e6 seconds, got %.14g", o->timeout);
     if (lua_getfield(L, 2, "metrics") != LUA_TTABLE)
-        luaL_error(L, FN ": option 'metrics' must be a list of metric names, got %s",
-                   luaL_typename(L, -1));
+        gl_fieldtypeerror(L, 2, FN, "metrics", -1, "list of metric names");
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-    if (n < 1) luaL_error(L, FN ": option 'metrics' is empty");
-    if (n > 512) luaL_error(L, FN ": option 'metrics' has %I names; at most 512", n);
+    if (n < 1) gl_fielderror(L, 2, FN, "metrics", "the list is empty");
+    if (n > 512) gl_fielderror(L, 2, FN, "metrics", "%lld names; at most 512", (long long)n);
     lua_createtable(L, (int)n, 0); /* our copy keeps the strings alive whatever fn does */
     for (lua_Integer i = 1; i <= n; i++) {
         if (lua_rawgeti(L, -2, i) != LUA_TSTRING)
-            luaL_error(L, FN ": metrics[%I] must be a string, got %s", i, luaL_typename(L, -1));
+            gl_fielderror(L, 2, FN, "metrics", "item %lld: string expected, got %s", (long long)i,
+                          gl_typename(L, -1));
         if (lua_rawlen(L, -1) == 0 || lua_rawlen(L, -1) > 200)
-            luaL_error(L, FN ": metrics[%I] must be a metric name of 1..200 characters", i);
+            gl_fielderror(L, 2, FN, "metrics", "item %lld must be a metric name of 1..200 characters",
+                          (long long)i);
         lua_rawseti(L, -2, i);
     }
     lua_remove(L, -2);
@@ -464,14 +469,14 @@ static void setup(lua_State *L, session *s, const profile_opts *o, const char **
     ca.pCounterAvailabilityImage = s->avail;
     CUPTI_CALL(L, cuptiProfilerGetCounterAvailability, &ca);
 
-    gl_cupti_host_init_params hi = {.structSize = GL_CUPTI_HOST_INIT_SIZE,
+    gl_cupti_host_init_params hi = {.structSize = GL_CUPTI_HOST_INIT_SIZE, // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
                                      .profilerType = GL_CUPTI_PROFILER_RANGE, .pChipName = *chip,
                                      .pCounterAvailabilityImage = s->avail};
     CUPTI_CALL(L, cuptiProfilerHostInitialize, &hi);
     s->host = hi.pHostObject;
     host_config(L, s, o, names, passes);
 
-    gl_cupti_rp_enable_params en = {.structSize = GL_CUPTI_RP_ENABLE_SIZE, .ctx = ctx};
+    gl_cupti_rp_enable_params en = {.structSize = GL_CUPTI_RP_ENABLE_SIZE, .ctx = ctx}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
     CUPTI_CALL(L, cuptiRangeProfilerEnable, &en);
     s->rp = en.pRangeProfilerObject;
 
@@ -605,7 +610,7 @@ static int l_profile(lua_State *L) {
     size_t passes = 0;
     const char *chip = NULL;
     setup(L, s, &o, names, &passes, &chip);
-    gl_cupti_rp_object_params st = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
+    gl_cupti_rp_object_params st = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
     CUPTI_CALL(L, cuptiRangeProfilerStart, &st);
     s->started = true;
     if (o.outer_range) {
@@ -624,7 +629,7 @@ static int l_profile(lua_State *L) {
     gl_wait(L, NULL, o.timeout, FN);
     bool pushed = s->pushed;
     if (pushed) {
-        gl_cupti_rp_object_params pp = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp};
+        gl_cupti_rp_object_params pp = {.structSize = GL_CUPTI_RP_OBJECT_SIZE, .pRangeProfilerObject = s->rp}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
         s->pushed = false;
         CUPTI_CALL(L, cuptiRangeProfilerPopRange, &pp);
     }

@@ -11,6 +11,7 @@
  * disturbed, while a mistake inside fn itself still invalidates the capture and raises.
  * GLOBAL would also fail other threads' innocent calls for the duration.
  */
+#include "errors.h"
 #include "stream.h"
 #include "check.h"
 #include "context.h"
@@ -69,7 +70,7 @@ static struct {
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -80,8 +81,7 @@ static bool opt_table(lua_State *L, int idx, const char *const known[], const ch
                       const char *shape) {
     if (lua_isnoneornil(L, idx)) return false;
     if (lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "bad argument #%d to '%s' (options table %s expected, got %s)", idx, fn, shape,
-                   gl_type_name(L, idx));
+        gl_argerror(L, idx, fn, "options table %s expected, got %s", shape, gl_typename(L, idx));
     gl_check_known_fields(L, idx, known, fn);
     return true;
 }
@@ -93,7 +93,7 @@ static double timeout_field(lua_State *L, int t, const char *fn) {
     lua_pop(L, 1);
     if (!present) return -1;
     double v = gl_opt_num_field(L, t, "timeout", -1, fn);
-    if (!(v >= 0)) luaL_error(L, "%s: option 'timeout' must be >= 0 seconds, got %f", fn, v);
+    if (!(v >= 0)) gl_fielderror(L, t, fn, "timeout", "must be >= 0 seconds, got %.14g", v);
     return isinf(v) ? -1 : v;
 }
 
@@ -113,9 +113,8 @@ gl_stream *gl_test_stream(lua_State *L, int idx) { return luaL_testudata(L, idx,
 static gl_stream *check_stream(lua_State *L, int idx, const char *fn) {
     gl_stream *s = gl_test_stream(L, idx);
     if (s == NULL)
-        luaL_error(L, "bad argument #%d to '%s' (cuda.stream expected, got %s)", idx, fn,
-                   gl_type_name(L, idx));
-    if (s->track == NULL) luaL_error(L, "%s: the cuda.stream was freed", fn);
+        gl_typeerror(L, idx, fn, "cuda.stream");
+    if (s->track == NULL) gl_freederror(L, idx, fn, "the cuda.stream was freed");
     return s;
 }
 
@@ -146,6 +145,17 @@ static int stream_free(lua_State *L) {
     return 0;
 }
 
+gl_stream_track *gl_opt_stream_field(lua_State *L, int t, int value, const char *field, const char *fn) {
+    if (lua_isnoneornil(L, value)) return gl_default_track();
+    gl_stream *s = gl_test_stream(L, value);
+    if (s == NULL) gl_fieldtypeerror(L, t, fn, field, value, "cuda.stream");
+    if (s->track == NULL) gl_fielderror(L, t, fn, field, "the cuda.stream was freed");
+    if (s->device != gl_current_device())
+        gl_fielderror(L, t, fn, field, "the cuda.stream belongs to device %d, but device %d is current",
+                      s->device, gl_current_device());
+    return s->track;
+}
+
 static int l_stream(lua_State *L) {
     const char *fn = "cuda.stream";
     static const char *const known[] = {"nonblocking", "priority", NULL};
@@ -157,7 +167,7 @@ static int l_stream(lua_State *L) {
         lua_pop(L, 1);
         have_priority = type != LUA_TNIL;
         if (have_priority && type != LUA_TNUMBER) /* no string coercion */
-            luaL_error(L, "%s: option 'priority' must be an integer, got %s", fn, lua_typename(L, type));
+            gl_fielderror(L, 1, fn, "priority", "integer expected, got %s", lua_typename(L, type));
         priority = gl_opt_int_field(L, 1, "priority", 0, fn);
     }
     gl_require_gpu(L, fn);
@@ -166,8 +176,8 @@ static int l_stream(lua_State *L) {
              "cuCtxGetStreamPriorityRange");
     if (!have_priority) priority = least;
     if (priority < greatest || priority > least)
-        luaL_error(L, "%s: priority %I is out of this device's range %d..%d (%d is the highest "
-                      "priority, %d the default)", fn, priority, greatest, least, greatest, least);
+        gl_fielderror(L, 1, fn, "priority", "%lld is out of this device's range %d..%d (%d is the highest "
+                      "priority, %d the default)", (long long)priority, greatest, least, greatest, least);
     gl_stream *s = lua_newuserdatauv(L, sizeof *s, 0);
     memset(s, 0, sizeof *s);
     luaL_setmetatable(L, GL_STREAM_T);
@@ -253,9 +263,8 @@ static int stream_tostring(lua_State *L) {
 static gl_event *check_event(lua_State *L, int idx, const char *fn) {
     gl_event *e = luaL_testudata(L, idx, EVENT_T);
     if (e == NULL)
-        luaL_error(L, "bad argument #%d to '%s' (cuda.event expected, got %s)", idx, fn,
-                   gl_type_name(L, idx));
-    if (e->handle == NULL) luaL_error(L, "%s: the cuda.event was freed", fn);
+        gl_typeerror(L, idx, fn, "cuda.event");
+    if (e->handle == NULL) gl_freederror(L, idx, fn, "the cuda.event was freed");
     return e;
 }
 
@@ -390,9 +399,8 @@ void gl_capture_note(lua_State *L, int idx) {
 static gl_graph *check_graph(lua_State *L, int idx, const char *fn) {
     gl_graph *g = luaL_testudata(L, idx, GRAPH_T);
     if (g == NULL)
-        luaL_error(L, "bad argument #%d to '%s' (cuda.graph expected, got %s)", idx, fn,
-                   gl_type_name(L, idx));
-    if (g->exec == NULL) luaL_error(L, "%s: the cuda.graph was freed", fn);
+        gl_typeerror(L, idx, fn, "cuda.graph");
+    if (g->exec == NULL) gl_freederror(L, idx, fn, "the cuda.graph was freed");
     return g;
 }
 
@@ -461,11 +469,11 @@ static int l_stream_capture(lua_State *L) {
     const char *fn = "s:capture";
     gl_stream *s = luaL_testudata(L, 1, GL_STREAM_T);
     if (s == NULL)
-        luaL_error(L, "bad argument #1 to '%s' (cuda.stream expected, got %s; the default stream "
-                      "cannot be captured: use cuda.stream())", fn, gl_type_name(L, 1));
+        gl_argerror(L, 1, fn, "cuda.stream expected, got %s; the default stream cannot be captured: "
+                              "use cuda.stream()", gl_typename(L, 1));
     check_stream(L, 1, fn);
     if (lua_type(L, 2) != LUA_TFUNCTION)
-        luaL_error(L, "bad argument #2 to '%s' (function expected, got %s)", fn, gl_type_name(L, 2));
+        gl_typeerror(L, 2, fn, "function");
     if (cap.active) luaL_error(L, "%s: a capture is already under way (captures do not nest)", fn);
     gl_require_gpu(L, fn);
     /* A context sync still running for a timed-out cuda.sync{timeout=}: a capture begun meanwhile
@@ -614,7 +622,8 @@ static lua_Integer count_field(lua_State *L, int t, const char *name, lua_Intege
                                lua_Integer lo, const char *fn) {
     lua_Integer v = gl_opt_int_field(L, t, name, def, fn);
     if (v < lo || v > BENCH_MAX_REPS)
-        luaL_error(L, "%s: option '%s' must be %I..%d, got %I", fn, name, lo, BENCH_MAX_REPS, v);
+        gl_fielderror(L, t, fn, name, "must be %lld..%d, got %lld", (long long)lo, BENCH_MAX_REPS,
+                      (long long)v);
     return v;
 }
 
@@ -622,7 +631,7 @@ static int l_bench(lua_State *L) {
     const char *fn = "cuda.bench";
     static const char *const known[] = {"warmup", "reps", "stream", "timeout", NULL};
     if (lua_type(L, 1) != LUA_TFUNCTION)
-        luaL_error(L, "bad argument #1 to '%s' (function expected, got %s)", fn, gl_type_name(L, 1));
+        gl_typeerror(L, 1, fn, "function");
     gl_measure_opts o = {.fn = fn, .regime = GL_REGIME_HOT, .warmup = 3, .min_samples = 20,
                          .batch = 1, .max_noise = -1, .timeout = -1, .timeout_per_wait = true};
     lua_settop(L, 2);
@@ -632,8 +641,8 @@ static int l_bench(lua_State *L) {
         o.timeout = timeout_field(L, 2, fn);
         lua_getfield(L, 2, "stream"); /* 3: kept on the stack while fn runs */
         if (!lua_isnil(L, 3) && gl_test_stream(L, 3) == NULL)
-            luaL_error(L, "%s: option 'stream' must be a cuda.stream, got %s", fn, gl_type_name(L, 3));
-        if (!lua_isnil(L, 3)) check_stream(L, 3, fn);
+            gl_fieldtypeerror(L, 2, fn, "stream", 3, "cuda.stream");
+        gl_opt_stream_field(L, 2, 3, "stream", fn);
     }
     lua_settop(L, 3);
     o.max_samples = o.min_samples;

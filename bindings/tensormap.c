@@ -19,6 +19,7 @@
 #include "check.h"
 #include "context.h"
 #include "driver.h"
+#include "errors.h"
 #include "identity.h"
 #include "lifetime.h"
 #include "objects.h"
@@ -357,6 +358,8 @@ static bool parse_spec(lua_State *L, int t, tm_spec *s, tm_err *e) {
     }
     lua_pop(L, 1);
     if (raw_field(L, t, "strides") == LUA_TNIL) { /* packed: each dimension right after the last */
+        /* read_dtype returned true, so s->dtype is set */
+        // NOLINTNEXTLINE(clang-analyzer-core.NullDereference)
         unsigned __int128 step = (unsigned __int128)s->dims[0] * s->dtype->size;
         for (int i = 0; i < s->rank - 1; i++) {
             if (step >> 40)
@@ -417,9 +420,8 @@ gl_tensormap *gl_test_tensormap(lua_State *L, int idx) {
 
 static tm_obj *check_tm(lua_State *L, int idx, const char *fn) {
     tm_obj *o = test_obj(L, idx);
-    if (o == NULL)
-        luaL_error(L, "%s: argument #%d: expected cuda.tensormap, got %s", fn, idx, luaL_typename(L, idx));
-    if (!o->pub.valid) luaL_error(L, "%s: the cuda.tensormap was freed", fn);
+    if (o == NULL) gl_typeerror(L, idx, fn, "cuda.tensormap");
+    if (!o->pub.valid) gl_freederror(L, idx, fn, "the cuda.tensormap was freed");
     return o;
 }
 
@@ -481,12 +483,11 @@ static void encode(lua_State *L, const tm_spec *s, CUtensorMap *dst, const char 
 
 static int l_tensormap(lua_State *L) {
     const char *fn = "cuda.tensormap";
-    if (!lua_istable(L, 1))
-        return luaL_error(L, "bad argument #1 to '%s' (table expected, got %s)", fn, luaL_typename(L, 1));
+    if (!lua_istable(L, 1)) gl_typeerror(L, 1, fn, "table");
     lua_settop(L, 1);
     tm_spec s;
     tm_err e;
-    if (!parse_spec(L, 1, &s, &e)) return luaL_error(L, "%s: %s", fn, e.msg);
+    if (!parse_spec(L, 1, &s, &e)) gl_argerror(L, 1, fn, "%s", e.msg);
     gl_require_gpu(L, fn);
     raw_field(L, 1, "array");
     const gl_array *arr = gl_test_array(L, -1);
@@ -530,11 +531,11 @@ static int tm_replace_address(lua_State *L) {
     s.address = (uint64_t)a->ptr;
     s.array_bytes = a->nbytes;
     tm_err e;
-    if (!check_rules(&s, &e)) return luaL_error(L, "%s: %s", fn, e.msg);
+    if (!check_rules(&s, &e)) gl_argerror(L, 2, fn, "%s", e.msg);
     gl_require_gpu(L, fn);
     if (a->device != o->pub.device)
-        return luaL_error(L, "%s: argument #2: the cuda.array belongs to device %d, the tensor map "
-                             "to device %d", fn, a->device, o->pub.device);
+        gl_argerror(L, 2, fn, "the cuda.array belongs to device %d, the tensor map to device %d",
+                    a->device, o->pub.device);
     CUtensorMap aligned;
     memcpy(&aligned, &o->pub.map, sizeof aligned);
     GL_CHECK(L, gl_cu.cuTensorMapReplaceAddress(&aligned, (void *)(uintptr_t)s.address), fn,
@@ -679,8 +680,7 @@ static int tm_index(lua_State *L) {
 /* gl_new_class installs __index = methods; fields come first here, so the methods table is
  * kept under __methods and __index replaced by tm_index. */
 static int tm_free_method(lua_State *L) {
-    if (test_obj(L, 1) == NULL)
-        luaL_error(L, "tm:free: argument #1: expected cuda.tensormap, got %s", luaL_typename(L, 1));
+    if (test_obj(L, 1) == NULL) gl_typeerror(L, 1, "tm:free", "cuda.tensormap");
     return tm_free(L);
 }
 

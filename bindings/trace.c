@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "context.h"
 #include "driver.h"
+#include "errors.h"
 #include "identity.h"
 #include "observe.h"
 #include "register.h"
@@ -334,12 +335,12 @@ static int l_trace(lua_State *L) {
         return 1;
     }
     if (lua_type(L, 1) != LUA_TSTRING)
-        luaL_error(L, "bad argument #1 to '" FN "' (file name or false expected, got %s)",
-                   luaL_typename(L, 1));
+        gl_typeerror(L, 1, FN, "file name or false");
     size_t len;
     const char *path = lua_tolstring(L, 1, &len);
     if (len == 0 || len >= sizeof tr.path || strlen(path) != len)
-        luaL_error(L, FN ": argument #1 must be a file name of 1..%d bytes", (int)sizeof tr.path - 1);
+        gl_argerror(L, 1, FN, "file name of 1..%d bytes without a NUL byte expected",
+                    (int)sizeof tr.path - 1);
     if (tr.on) luaL_error(L, FN ": already tracing to %s (cuda.trace(false) ends it)", tr.path);
     FILE *probe = fopen(path, "w"); /* fail now, not when the script is over */
     if (probe == NULL) luaL_error(L, FN ": cannot write %s", path);

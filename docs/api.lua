@@ -10,7 +10,7 @@
 --               entries = { entry, ... } }            -- a section may be free text only
 --   entry = { "NAME", kind = …, summary = "one line (the table cell)", … }
 --     NAME and kind:
---       "cuda.compile"       function (default kind; "lab.new" for the harness module)
+--       "cuda.compile"       function (default kind; "harness.new" for the harness module)
 --       "cuda.array:fill"    method (kind inferred from ':'); the class must be described too
 --       "cuda.home"          kind = "field", type = "string"
 --       "cuda.array"         kind = "class": a userdata/table type; fields = {{name, type, text}, …}
@@ -29,9 +29,11 @@ return {
 title = "gpulab API reference",
 intro = [==[
 Everything is reached through `cuda` (a global in scripts and the REPL, also `require("cuda")`) and the
-pure-Lua lab harness `require("gpulab.lab")`. Errors are Lua errors whose text names the function and
-the argument (`bad argument #2 to 'cuda.array' (...)`, `k:launch: argument 3: kernel expects f32 (4 bytes),
-got cuda.array`) and, for driver failures, the CUDA error name and number (`CUDA_ERROR_OUT_OF_MEMORY (2)`).
+pure-Lua lab harness `require("gpulab.lab")` (called `harness` below; `lab` is a lab it made). A bad
+argument raises a string naming the function and the argument as Lua's own library does (`bad argument #2
+to 'cuda.array' (...)`, `bad argument #4 to 'k:launch' (kernel parameter 3: f32 (4 bytes) expected, got
+cuda.array)`); a CUDA or NVRTC failure raises a `cuda.error` object whose text has the CUDA error name and
+number (`CUDA_ERROR_OUT_OF_MEMORY (2)`). See [Errors](#errors) at the end.
 
 In the REPL, `help(x)` prints the entry of a function (`help(cuda.compile)`), an object
 (`help(arr)`: its type and methods) or a name (`help("compile")`, `help("cuda.array:view")`).]==],
@@ -243,14 +245,14 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
     { "cuda.kernel:prepare", sig = "k:prepare(cfg, ...)",
       params = { {"cfg", "table", "as k:launch"}, {"...", "any", "the kernel's arguments"} },
       returns = { {"cuda.prepared", "the prepared launch"} },
-      summary = "a prepared launch `L`: `L()` launches, `L:set(i, v)` repacks argument `i`" },
+      summary = "a prepared launch `prepared`: `prepared()` launches, `prepared:set(i, v)` repacks argument `i`" },
     { "cuda.prepared", kind = "class",
-      summary = "a launch packed once: calling it (`L()`, or `L:launch()`) launches it again" },
-    { "cuda.prepared:launch", sig = "L:launch()", summary = "launches it (the same as `L()`)" },
-    { "cuda.prepared:set", sig = "L:set(i, v)",
+      summary = "a launch packed once: calling it (`prepared()`, or `prepared:launch()`) launches it again" },
+    { "cuda.prepared:launch", sig = "prepared:launch()", summary = "launches it (the same as `prepared()`)" },
+    { "cuda.prepared:set", sig = "prepared:set(i, v)",
       params = { {"i", "integer", "1-based argument index"}, {"v", "any", "the new value"} },
       summary = "repacks argument `i` (checked as k:launch checks it)" },
-    { "cuda.prepared:free", sig = "L:free()", summary = "releases what it holds (also `<close>`)" },
+    { "cuda.prepared:free", sig = "prepared:free()", summary = "releases what it holds (also `<close>`)" },
   },
   after = [==[
 Arguments are checked against the kernel's parameter list before the driver is called: a Lua number is
@@ -593,149 +595,149 @@ required, or a kernel source or header it compiled changes.]==] },
 { title = "The lab harness: `require(\"gpulab.lab\")`", level = 2,
   text = [==[
 ```lua
-local lab = require("gpulab.lab")
-local L = lab.new{ name = "x", title = "…", claims = "seed §3",
+local harness = require("gpulab.lab")
+local lab = harness.new{ name = "x", title = "…", claims = "seed §3",
                    params = { {name = "rows", default = 8192, help = "…"} } }
 -- command line: --quick, --json FILE, --svg PREFIX, --rows=N / --rows N, --help
-L:section("Measurement"); L:note("…")
-L:table({ "box", "GB/s" }, rows)          -- aligned; also in the JSON results
-L:verdict(claim, measured_text, holds)    -- HOLDS / REFUTED / UNCLEAR (holds == nil)
-L:record(key, value)
-local ok, why = L:gpu()                   -- false without a device: compile only, exit 0
-L:progress(i, n, label)                   -- on stderr when it is a terminal
-L:svg_lines{…}; L:svg_bars{…}; L:svg_timeline{…}
-L:fail(msg)                               -- records a failure (stderr now, JSON later): L:finish() exits 1
-os.exit(L:finish())                       -- JSON, verdict summary, exit status
+lab:section("Measurement"); lab:note("…")
+lab:table({ "box", "GB/s" }, rows)          -- aligned; also in the JSON results
+lab:verdict(claim, measured_text, holds)    -- HOLDS / REFUTED / UNCLEAR (holds == nil)
+lab:record(key, value)
+local ok, why = lab:gpu()                   -- false without a device: compile only, exit 0
+lab:progress(i, n, label)                   -- on stderr when it is a terminal
+lab:svg_lines{…}; lab:svg_bars{…}; lab:svg_timeline{…}
+lab:fail(msg)                               -- records a failure (stderr now, JSON later): lab:finish() exits 1
+os.exit(lab:finish())                       -- JSON, verdict summary, exit status
 ```]==],
   entries = {
-    { "lab.new", sig = "lab.new(spec)", params = { {"spec", "table", "`{name=, title=, claims=, params=, budget_s=, quick_budget_s=, args=}`"} },
+    { "harness.new", sig = "harness.new(spec)", params = { {"spec", "table", "`{name=, title=, claims=, params=, budget_s=, quick_budget_s=, args=}`"} },
       returns = { {"Lab", "the lab"} },
       summary = "a lab: parses the command line (`--quick`, `--json FILE`, `--svg PREFIX`, `--NAME=V`, `--help`) and prints its heading" },
-    { "Lab", kind = "class", summary = "a lab made by `lab.new` (written `L` in the examples)",
+    { "Lab", kind = "class", summary = "a lab made by `harness.new` (written `lab` in the examples)",
       fields = { {"name", "string", "the lab's name"},
                  {"params", "table<string, any>", "each declared parameter's value"},
                  {"quick", "boolean", "`true` under `--quick`"} } },
-    { "Lab:section", sig = "L:section(title)", params = { {"title", "string", "the heading"} }, summary = "starts a section of the printed report" },
-    { "Lab:note", sig = "L:note(text)", params = { {"text", "string", "the note"} }, summary = "a line of text in the current section" },
-    { "Lab:current_section", sig = "L:current_section()", returns = { {"string?", "the title"} }, summary = "the title of the current section" },
-    { "Lab:table", sig = "L:table(header, rows[, opts])",
+    { "Lab:section", sig = "lab:section(title)", params = { {"title", "string", "the heading"} }, summary = "starts a section of the printed report" },
+    { "Lab:note", sig = "lab:note(text)", params = { {"text", "string", "the note"} }, summary = "a line of text in the current section" },
+    { "Lab:current_section", sig = "lab:current_section()", returns = { {"string?", "the title"} }, summary = "the title of the current section" },
+    { "Lab:table", sig = "lab:table(header, rows[, opts])",
       params = { {"header", "string[]", "column titles"}, {"rows", "table[]", "the rows"}, {"opts", "table?", "layout"} },
       summary = "prints an aligned table; also in the JSON results" },
-    { "Lab:verdict", sig = "L:verdict(claim, measured_text, holds[, evidence])",
+    { "Lab:verdict", sig = "lab:verdict(claim, measured_text, holds[, evidence])",
       params = { {"claim", "string", "a claim id or text"}, {"measured_text", "string", "what was measured"},
-                 {"holds", "boolean?", "true, false, or nil for unclear"}, {"evidence", "table?", "L:compare's detail"} },
+                 {"holds", "boolean?", "true, false, or nil for unclear"}, {"evidence", "table?", "lab:compare's detail"} },
       summary = "HOLDS / REFUTED / UNCLEAR (holds == nil)" },
-    { "Lab:record", sig = "L:record(key, value)", params = { {"key", "string", "the name"}, {"value", "any", "a JSON-able value"} },
+    { "Lab:record", sig = "lab:record(key, value)", params = { {"key", "string", "the name"}, {"value", "any", "a JSON-able value"} },
       summary = "a value in the JSON results" },
-    { "Lab:gpu", sig = "L:gpu()", returns = { {"boolean", "a device is usable"}, {"string?", "why not"} },
+    { "Lab:gpu", sig = "lab:gpu()", returns = { {"boolean", "a device is usable"}, {"string?", "why not"} },
       summary = "false without a device: compile only, exit 0" },
-    { "Lab:progress", sig = "L:progress(i, n, label)",
+    { "Lab:progress", sig = "lab:progress(i, n, label)",
       params = { {"i", "integer", "done"}, {"n", "integer", "total"}, {"label", "string?", "what"} },
       summary = "on stderr when it is a terminal" },
-    { "Lab:svg_lines", sig = "L:svg_lines{…}", params = { {"spec", "table", "series of points `{x, y, lo=, hi=}`"} },
+    { "Lab:svg_lines", sig = "lab:svg_lines{…}", params = { {"spec", "table", "series of points `{x, y, lo=, hi=}`"} },
       summary = "a line chart (points with `lo`/`hi` draw error bars, a series with `band = true` a shaded band)" },
-    { "Lab:svg_bars", sig = "L:svg_bars{…}", params = { {"spec", "table", "bars `{label=, value=, lo=, hi=}`"} },
+    { "Lab:svg_bars", sig = "lab:svg_bars{…}", params = { {"spec", "table", "bars `{label=, value=, lo=, hi=}`"} },
       summary = "a bar chart (bars with `lo`/`hi` draw error bars)" },
-    { "Lab:svg_timeline", sig = "L:svg_timeline{…}", params = { {"spec", "table", "lanes of spans"} },
+    { "Lab:svg_timeline", sig = "lab:svg_timeline{…}", params = { {"spec", "table", "lanes of spans"} },
       summary = "a timeline picture" },
-    { "Lab:picture_path", sig = "L:picture_path(file)", params = { {"file", "string", "the picture's file name"} },
+    { "Lab:picture_path", sig = "lab:picture_path(file)", params = { {"file", "string", "the picture's file name"} },
       returns = { {"string?", "the path, or nil without --svg"} }, summary = "where a picture goes under `--svg PREFIX`" },
-    { "Lab:fail", sig = "L:fail(msg)", params = { {"msg", "string", "what failed"} },
-      summary = "records a failure (stderr now, JSON later): L:finish() exits 1" },
-    { "Lab:results", sig = "L:results()", returns = { {"table", "the JSON results"} }, summary = "the results as the JSON file holds them" },
-    { "Lab:finish", sig = "L:finish()", returns = { {"integer", "the exit status"} },
-      summary = "JSON, verdict summary, exit status (`os.exit(L:finish())`)" },
+    { "Lab:fail", sig = "lab:fail(msg)", params = { {"msg", "string", "what failed"} },
+      summary = "records a failure (stderr now, JSON later): lab:finish() exits 1" },
+    { "Lab:results", sig = "lab:results()", returns = { {"table", "the JSON results"} }, summary = "the results as the JSON file holds them" },
+    { "Lab:finish", sig = "lab:finish()", returns = { {"integer", "the exit status"} },
+      summary = "JSON, verdict summary, exit status (`os.exit(lab:finish())`)" },
   } },
 
 { title = "Claims, measurements and verdicts from intervals", level = 3,
   text = [==[
 ```lua
-local L = lab.new{ name = "x", claims = "seed §3", budget_s = 240, quick_budget_s = 45,
+local lab = harness.new{ name = "x", claims = "seed §3", budget_s = 240, quick_budget_s = 45,
   params = { {name = "cols", default = 16384, quick = 4096, multiple_of = 256, help = "…"} } }
 -- quick= applies under --quick unless the option is given; multiple_of= refuses other values;
 -- the printed "params:" line shows the values really used
-L:claim{ id = "overlap", seed = "§3", text = "the seed sentence it tests" }  -- or own = true
-local r = lab.measure(fn, {regime = "cold", min_samples = 10, min_time = 0.2, max_noise = 0.005, timeout = 5})
+lab:claim{ id = "overlap", seed = "§3", text = "the seed sentence it tests" }  -- or own = true
+local r = harness.measure(fn, {regime = "cold", min_samples = 10, min_time = 0.2, max_noise = 0.005, timeout = 5})
   -- cuda.measure with only these options handed on; engine = "cuda.measure" in the result
-local d, ratio, ci, detail = L:compare(a, b, {margin = 0.01, against = 1, rounds = 3, remeasure = fn})
-L:verdict("overlap", measured_text, holds, detail)   -- prints both intervals and the ratio interval
+local d, ratio, ci, detail = lab:compare(a, b, {margin = 0.01, against = 1, rounds = 3, remeasure = fn})
+lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals and the ratio interval
 ```
 
-- `L:compare` decides on a's time against b's: `ratio = a.mean / b.mean`, its interval
+- `lab:compare` decides on a's time against b's: `ratio = a.mean / b.mean`, its interval
   `{a.ci95[1] / b.ci95[2], a.ci95[2] / b.ci95[1]}` (the extreme ratios the two 95% intervals allow:
   conservative, never narrower than a delta-method interval). "faster" when the whole interval is
   below `against·(1 − margin)`, "slower" above `against·(1 + margin)`, "same" inside the band.
   Undecided, it measures again — calling `a`/`b` when they are functions returning results, or
   `remeasure(round)` → a2, b2 — pools the samples and decides again, while `rounds` and the lab's
-  budget (`budget_s` / `quick_budget_s`, counted from `lab.new`) last; then "unclear" with
+  budget (`budget_s` / `quick_budget_s`, counted from `harness.new`) last; then "unclear" with
   `detail.reason`: "effect smaller than the noise" (the interval is wider than the band), "effect
   at the margin", and "budget spent" or "N re-measure rounds spent".
-- A declared claim never judged is reported at `L:finish()` as UNCLEAR "never judged" (with why,
+- A declared claim never judged is reported at `lab:finish()` as UNCLEAR "never judged" (with why,
   e.g. no GPU), in the printed summary and in the JSON (`never_judged = true`);
-  `L:judge_missing(why)` does it earlier. JSON verdicts carry `id`, `seed`, `own` and
+  `lab:judge_missing(why)` does it earlier. JSON verdicts carry `id`, `seed`, `own` and
   `evidence = {intervals = {…}, ratio, ratio_ci, against, margin, decision, reason}`;
   `declared_claims` lists the claims.
-- `lab.summarize(times_ms [, extra])` builds a result (mean, median, min, max, stdev, noise =
-  stdev/mean, ci95 = mean ± t·stdev/√n); `lab.pool(a, b)`; `lab.ratio(a, b)`; `lab.format_result(r)`.
-- Helpers: `L:compile(path_under_home, opts)` (compiles and notes arch, time, cache hit),
-  `L:child(script, {args=, env=, timeout=})` (cuda.run_isolated without a sanitizer's injection),
-  `lab.spawn(command, {timeout=}).wait()` → `{out=, exit=, timed_out=, seconds=}` (several at once;
-  exit 124/137 = the deadline), `lab.find_tool(name)`, `lab.shell_quote(s)`, `lab.gpulab_exe()`.
-- Pictures: a point `{x, y, lo=, hi=}` of `L:svg_lines` draws an error bar (a series with
-  `band = true` a shaded band); a bar `{label=, value=, lo=, hi=}` of `L:svg_bars` an error bar.]==],
+- `harness.summarize(times_ms [, extra])` builds a result (mean, median, min, max, stdev, noise =
+  stdev/mean, ci95 = mean ± t·stdev/√n); `harness.pool(a, b)`; `harness.ratio(a, b)`; `harness.format_result(r)`.
+- Helpers: `lab:compile(path_under_home, opts)` (compiles and notes arch, time, cache hit),
+  `lab:child(script, {args=, env=, timeout=})` (cuda.run_isolated without a sanitizer's injection),
+  `harness.spawn(command, {timeout=}).wait()` → `{out=, exit=, timed_out=, seconds=}` (several at once;
+  exit 124/137 = the deadline), `harness.find_tool(name)`, `harness.shell_quote(s)`, `harness.gpulab_exe()`.
+- Pictures: a point `{x, y, lo=, hi=}` of `lab:svg_lines` draws an error bar (a series with
+  `band = true` a shaded band); a bar `{label=, value=, lo=, hi=}` of `lab:svg_bars` an error bar.]==],
   entries = {
-    { "Lab:claim", sig = "L:claim{id=, seed=, text=, own=}", params = { {"spec", "table", "`{id=, seed=, text=}` or `own = true`"} },
+    { "Lab:claim", sig = "lab:claim{id=, seed=, text=, own=}", params = { {"spec", "table", "`{id=, seed=, text=}` or `own = true`"} },
       summary = "declares a claim the lab will judge" },
-    { "Lab:judge_missing", sig = "L:judge_missing(why)", params = { {"why", "string", "the reason"} },
+    { "Lab:judge_missing", sig = "lab:judge_missing(why)", params = { {"why", "string", "the reason"} },
       summary = "judges every declared claim not yet judged UNCLEAR \"never judged\"" },
-    { "Lab:compare", sig = "L:compare(a, b, {margin=0.01, against=1, rounds=3, remeasure=fn})",
+    { "Lab:compare", sig = "lab:compare(a, b, {margin=0.01, against=1, rounds=3, remeasure=fn})",
       params = { {"a", "table|function", "a result, or a function returning one"}, {"b", "table|function", "the same for b"},
                  {"opts", "table?", "the decision's band and re-measuring"} },
       options = { {"margin", "number", "0.01", "half-width of the \"same\" band"}, {"against", "number", "1", "the ratio compared with"},
                   {"rounds", "integer", "3", "re-measure rounds at most"}, {"remeasure", "function", nil, "`remeasure(round)` → a2, b2"} },
       returns = { {"string", "\"faster\"|\"slower\"|\"same\"|\"unclear\""}, {"number", "ratio"}, {"number[]", "ratio interval"}, {"table", "detail"} },
       summary = "decides on a's time against b's from their 95% intervals" },
-    { "lab.measure", sig = "lab.measure(fn, opts)", params = { {"fn", "function", "enqueues the work"}, {"opts", "table?", "cuda.measure's options"} },
+    { "harness.measure", sig = "harness.measure(fn, opts)", params = { {"fn", "function", "enqueues the work"}, {"opts", "table?", "cuda.measure's options"} },
       returns = { {"table", "cuda.measure's result, `engine = \"cuda.measure\"`"} },
       summary = "cuda.measure with only the options above handed on" },
-    { "lab.summarize", sig = "lab.summarize(times_ms [, extra])",
+    { "harness.summarize", sig = "harness.summarize(times_ms [, extra])",
       params = { {"times_ms", "number[]", "the samples"}, {"extra", "table?", "fields copied into the result"} },
       returns = { {"table", "mean, median, min, max, stdev, noise, ci95"} }, summary = "builds a result from a list of times" },
-    { "lab.pool", sig = "lab.pool(a, b)", params = { {"a", "table", "a result"}, {"b", "table", "another"} },
+    { "harness.pool", sig = "harness.pool(a, b)", params = { {"a", "table", "a result"}, {"b", "table", "another"} },
       returns = { {"table", "the pooled result"} }, summary = "one result from the samples of two" },
-    { "lab.ratio", sig = "lab.ratio(a, b)", params = { {"a", "table", "a result"}, {"b", "table", "another"} },
+    { "harness.ratio", sig = "harness.ratio(a, b)", params = { {"a", "table", "a result"}, {"b", "table", "another"} },
       returns = { {"number", "ratio"}, {"number[]", "its interval"} }, summary = "`a.mean / b.mean` and its conservative interval" },
-    { "lab.decide", sig = "lab.decide(ci, margin, against)",
+    { "harness.decide", sig = "harness.decide(ci, margin, against)",
       params = { {"ci", "number[]", "a ratio interval"}, {"margin", "number", "band half-width"}, {"against", "number", "the ratio compared with"} },
-      returns = { {"string", "\"faster\"|\"slower\"|\"same\"|\"unclear\""} }, summary = "the decision L:compare makes from one interval" },
-    { "lab.format_result", sig = "lab.format_result(r[, unit[, scale]])",
+      returns = { {"string", "\"faster\"|\"slower\"|\"same\"|\"unclear\""} }, summary = "the decision lab:compare makes from one interval" },
+    { "harness.format_result", sig = "harness.format_result(r[, unit[, scale]])",
       params = { {"r", "table", "a result"}, {"unit", "string?", "unit name"}, {"scale", "number?", "factor"} },
       returns = { {"string", "text"} }, summary = "a result as `mean ± half-width unit`" },
-    { "lab.format_number", sig = "lab.format_number(v)", params = { {"v", "number", "a value"} },
+    { "harness.format_number", sig = "harness.format_number(v)", params = { {"v", "number", "a value"} },
       returns = { {"string", "text"} }, summary = "a number as the lab's tables print it" },
-    { "Lab:compile", sig = "L:compile(path_under_home, opts)",
+    { "Lab:compile", sig = "lab:compile(path_under_home, opts)",
       params = { {"path_under_home", "string", "a kernel path under cuda.home"}, {"opts", "table?", "cuda.compile's options"} },
       returns = { {"cuda.program", "the program"} }, summary = "compiles and notes arch, time, cache hit" },
-    { "Lab:child", sig = "L:child(script, {args=, env=, timeout=})",
+    { "Lab:child", sig = "lab:child(script, {args=, env=, timeout=})",
       params = { {"script", "string", "the script"}, {"opts", "table?", "as cuda.run_isolated"} },
       returns = { {"table", "cuda.run_isolated's result"} }, summary = "cuda.run_isolated without a sanitizer's injection" },
-    { "lab.spawn", sig = "lab.spawn(command, {timeout=})",
+    { "harness.spawn", sig = "harness.spawn(command, {timeout=})",
       params = { {"command", "string", "a shell command"}, {"opts", "table?", "`{timeout=seconds}`"} },
       returns = { {"table", "a handle whose `wait()` returns `{out=, exit=, timed_out=, seconds=}`"} },
       summary = "starts a command (several at once); exit 124/137 = the deadline" },
-    { "lab.find_tool", sig = "lab.find_tool(name)", params = { {"name", "string", "e.g. \"ncu\""} },
+    { "harness.find_tool", sig = "harness.find_tool(name)", params = { {"name", "string", "e.g. \"ncu\""} },
       returns = { {"string?", "its path"} }, summary = "finds a program on PATH or in the CUDA folders" },
-    { "lab.shell_quote", sig = "lab.shell_quote(s)", params = { {"s", "string", "any text"} },
+    { "harness.shell_quote", sig = "harness.shell_quote(s)", params = { {"s", "string", "any text"} },
       returns = { {"string", "quoted"} }, summary = "`s` quoted for sh" },
-    { "lab.gpulab_exe", sig = "lab.gpulab_exe()", returns = { {"string", "path"} }, summary = "the running gpulab executable" },
+    { "harness.gpulab_exe", sig = "harness.gpulab_exe()", returns = { {"string", "path"} }, summary = "the running gpulab executable" },
   },
   after = [==[
 `tools/verdicts.sh [GPULAB] [OUTDIR]` runs every lab 3 times with `--quick` and once in full
 (`QUICK_LIMIT`, `FULL_LIMIT` seconds per run; `LABS=` to pick) and prints one row per claim with
 each run's verdict and a "stable" column; exit 0 only when every claim is stable and every run exited 0.
-`L.params` holds each declared parameter's value (its `default`, or what the command line gave:
+`lab.params` holds each declared parameter's value (its `default`, or what the command line gave:
 `--rows=N`, `--rows N`, `--flag` / `--no-flag` for booleans), converted to the default's type;
-`L.quick` is `true` under `--quick` (labs shrink their sweeps). Both are plain fields to read.]==] },
+`lab.quick` is `true` under `--quick` (labs shrink their sweeps). Both are plain fields to read.]==] },
 
 -- ---------------------------------------------------------------------------------------------
 { title = "Where gpulab finds its files: `cuda.home`, `GPULAB_HOME`", level = 2,
@@ -1004,7 +1006,7 @@ comm:broadcast(send, recv, {root=0, ...}); comm:all_gather(send, recv, {...}); c
 comm:sync{timeout=}; comm:free()          -- fields: nranks, rank, ranks, devices, aborted, freed
 cuda.nccl.available() --> true | false, why;  cuda.nccl.version() --> "2.28.9";  cuda.nccl.stats() --> {communicators=}
 cuda.run_isolated({ {script, opts}, ... }) --> { result, ... }   -- every child at once, each with its own deadline
-L:sweep(configs, function(config, i) ... return result end, {name=}) --> results, info   -- gpulab --gpus=all|0,2
+lab:sweep(configs, function(config, i) ... return result end, {name=}) --> results, info   -- gpulab --gpus=all|0,2
 ```
 
 - `cuda.sync{timeout=}` and `s:sync` wait for the current device's context (or that stream); with
@@ -1040,7 +1042,7 @@ L:sweep(configs, function(config, i) ... return result end, {name=}) --> results
   release: idle communicators are destroyed, busy ones aborted; never raising, idempotent.
 - `cuda.run_isolated` list form: up to 256 entries `{script, opts}` (opts as for one child); errors
   in an entry are "cuda.run_isolated: entry 2: ..." and nothing runs; results come back in order.
-- `L:sweep` and `--gpus`: without `--gpus` (or `GPULAB_GPUS`) the configurations run in this process;
+- `lab:sweep` and `--gpus`: without `--gpus` (or `GPULAB_GPUS`) the configurations run in this process;
   with it and more than one GPU, one child per GPU runs the same script with the same arguments, sees only
   its GPU (`CUDA_VISIBLE_DEVICES`: it is the child's device 0), runs its share of the sweep
   (configuration i on GPU (i-1) mod n) and ends; the parent merges the
@@ -1088,7 +1090,7 @@ L:sweep(configs, function(config, i) ... return result end, {name=}) --> results
       summary = "waits for the last collectives; past the deadline aborts the communicator and raises" },
     { "cuda.nccl.comm:free", sig = "comm:free()",
       summary = "destroys an idle communicator, aborts a busy one; idempotent, never raises (also `<close>`)" },
-    { "Lab:sweep", sig = "L:sweep(configs, fn [, {name=}])",
+    { "Lab:sweep", sig = "lab:sweep(configs, fn [, {name=}])",
       params = { {"configs", "table", "the configurations, in order"},
                  {"fn", "function", "fn(config, i) --> a JSON-able result"},
                  {"opts", "table?", "`{name=}`: the record's name"} },
@@ -1096,5 +1098,59 @@ L:sweep(configs, function(config, i) ... return result end, {name=}) --> results
       summary = "runs independent configurations, one child per GPU under `gpulab --gpus=`, and merges them in order" },
   },
 },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "Errors", level = 2,
+  text = [==[
+Two kinds, as in Lua's own libraries: a bad argument raises a **string**; a CUDA or NVRTC failure
+raises a **`cuda.error` object** whose text is that same kind of message.
+
+```lua
+-- bad arguments: lauxlib's format, the caller's "file:line:" first
+cuda.array("half", 4)         --> "x.lua:3: bad argument #1 to 'cuda.array' (unknown dtype 'half'; known: ...)"
+h:copy_from(42)               --> "bad argument #1 to 'h:copy_from' (cuda.array or cuda.host expected, got number)"
+h.copy_from(h, 42)            --> "bad argument #2 to 'h:copy_from' (...)"    -- self counted: not a method call
+d:copy_from(s, {count = "x"}) --> "bad argument #2 to 'd:copy_from' (field 'count': integer expected, got string)"
+d:copy_from(s, {cnt = 1})     --> "bad argument #2 to 'd:copy_from' (unknown field 'cnt' (known: stream, count, ...))"
+k:launch(cfg, 1.5)            --> "bad argument #2 to 'k:launch' (kernel parameter 1: u64 (8 bytes) expected, got 1.5)"
+impostor:fill(1)              --> "calling 'h:fill' on bad self (cuda.host expected, got table)"
+d:fill(1)   -- d freed        --> "d:fill: cuda.array was freed"         -- a freed self reads as liolib's closed file
+
+-- CUDA and NVRTC failures
+local ok, e = pcall(cuda.sync)
+cuda.is_error(e)     --> true            getmetatable(e) --> "cuda.error"
+e.code               --> 700             -- CUresult; nvrtcResult for NVRTC; 909 for a deadline
+e.name               --> "CUDA_ERROR_ILLEGAL_ADDRESS"   -- "NVRTC_ERROR_COMPILATION", "CUDA_ERROR_TIMEOUT"
+e.fn                 --> "cuda.sync"     -- the gpulab function, named as in this document
+e.call               --> "context sync"  -- the driver step ("cuMemAlloc", "nvrtcCompileProgram"), when there is one
+e.poisoned           --> true            -- the context is lost: every later GPU call raises (restart the process)
+e.launches           --> { {kernel="k", grid={4,1,1}, block={64,1,1}, stream="default"|"stream"}, ..., n=2 }
+                         -- the launches since the last good sync (the last 8; n counts all), as the message lists them
+e.message            --> the full text; tostring(e) == e.message
+e.timeout            --> 2               -- deadlines only: the seconds waited
+e.log                --> "..."           -- NVRTC only: the compiler's log (file:line: error ...)
+```
+
+- The text of a `cuda.error` is exactly the string gpulab raised before these objects existed, so
+  `tostring(e)`, `string.format("%s", e)`, `"x" .. e`, `e .. "x"` and the string methods (`e:find`,
+  `e:match`, ...: applied to the message) work as they did; scripts that matched the message still do.
+  `type(e)` is `"table"`; the fields are plain fields of that table.
+- Position: a `cuda.error` carries the caller's `file:line:` in its message where the string did
+  (the poisoned-context error raised by every later GPU call, NVRTC failures); driver failures of a
+  call had none and have none. `error(e, level)` passes the object on unchanged (Lua adds a position
+  to strings only); `error(tostring(e), level)` gives a string with one.
+- Reporting: `gpulab script.lua`, `gpulab -e`, the REPL and a `cuda.run_isolated` child print a
+  `cuda.error` as they print a string error, traceback included (other error objects with
+  `__tostring` as lua(1) does). The REPL's `:restart` hint appears for a poisoned context as before.
+- Which is which: argument checks (type, range, option fields, freed objects, another device's
+  objects) raise strings; anything a CUresult or nvrtcResult reports, a missing kernel or variable
+  (`CUDA_ERROR_NOT_FOUND`), a wait past its deadline and the poisoned context raise `cuda.error`s.
+  Driver missing (`cuda.available()` false) is a string.
+]==],
+  entries = {
+    { "cuda.is_error", sig = "cuda.is_error(v)", params = { {"v", "any", "an error value from pcall"} },
+      returns = { {"boolean", "true for a cuda.error object"} },
+      summary = "true when `v` is a `cuda.error` (a CUDA or NVRTC failure), false for strings and anything else" },
+  } },
 },
 }

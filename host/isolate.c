@@ -7,6 +7,7 @@
  * The child leads its own process group, so anything it started dies with it.
  */
 #define _GNU_SOURCE
+#include "errors.h"
 #include "host.h"
 #include "identity.h"
 
@@ -32,12 +33,6 @@ extern char **environ;
 #define DRAIN_AFTER_EXIT_S 2.0
 /* Captured output beyond this many bytes per stream is dropped (and said so). */
 #define CAPTURE_LIMIT ((size_t)256 << 20)
-
-static int bad_arg(lua_State *L, int arg, const char *fmt, const char *detail) {
-    char msg[256];
-    snprintf(msg, sizeof msg, fmt, detail);
-    return luaL_error(L, "bad argument #%d to '" FN "' (%s)", arg, msg);
-}
 
 static double now_s(void) {
     struct timespec ts;
@@ -66,8 +61,7 @@ static const char *plain_string(lua_State *L, int idx, size_t *len) {
 #define MAX_CHILD_ARGS 100000
 
 static void too_many_args(lua_State *L, lua_Integer n) {
-    luaL_error(L, "bad argument #2 to '" FN "' (option 'args' has %I entries; the limit is %d)", (LUAI_UACINT)n,
-               MAX_CHILD_ARGS);
+    gl_fielderror(L, 2, FN, "args", "%lld entries; the limit is %d", (long long)n, MAX_CHILD_ARGS);
 }
 
 /* Reads opts.args into req->argv (strings kept alive by the opts table / the stack). */
@@ -76,7 +70,7 @@ static void read_args(lua_State *L, int opts, request *req, const char *script) 
     int t = lua_gettop(L);
     lua_Integer n = 0;
     if (!lua_isnil(L, t)) {
-        if (!lua_istable(L, t)) bad_arg(L, 2, "option 'args' must be a table of strings, got %s", luaL_typename(L, t));
+        if (!lua_istable(L, t)) gl_fieldtypeerror(L, 2, FN, "args", t, "table of strings");
         n = (lua_Integer)lua_rawlen(L, t);
         if (n > MAX_CHILD_ARGS) too_many_args(L, n);
         /* a table with holes or extra keys is a mistake the child would hide */
@@ -84,7 +78,7 @@ static void read_args(lua_State *L, int opts, request *req, const char *script) 
         while (lua_next(L, t)) {
             lua_pop(L, 1);
             if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > n)
-                bad_arg(L, 2, "option 'args' must be a list (1..n) of strings%s", "");
+                gl_fielderror(L, 2, FN, "args", "must be a list (1..n) of strings");
         }
     }
     req->argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 4), 0);
@@ -100,12 +94,10 @@ static void read_args(lua_State *L, int opts, request *req, const char *script) 
         lua_rawgeti(L, t, i);
         size_t l;
         const char *s = plain_string(L, -1, &l);
-        if (s == NULL) {
-            char what[64];
-            snprintf(what, sizeof what, "args[%lld]", (long long)i);
-            luaL_error(L, "bad argument #2 to '" FN "' (%s must be a string, got %s)", what, luaL_typename(L, -1));
-        }
-        if (strlen(s) != l) bad_arg(L, 2, "option 'args' entries cannot contain a zero byte%s", "");
+        if (s == NULL)
+            gl_fielderror(L, 2, FN, "args",
+                          "item %lld: string expected, got %s", (long long)i, gl_typename(L, -1));
+        if (strlen(s) != l) gl_fielderror(L, 2, FN, "args", "entries cannot contain a zero byte");
         lua_rawseti(L, t, i); /* a number converted in place stays referenced by the table */
         lua_rawgeti(L, t, i);
         req->argv[3 + i - 1] = lua_tostring(L, -1);
@@ -125,20 +117,23 @@ static void read_env(lua_State *L, int opts, request *req) {
     while (environ[ours]) ours++;
     size_t extra = 0;
     if (!lua_isnil(L, t)) {
-        if (!lua_istable(L, t)) bad_arg(L, 2, "option 'env' must be a table {NAME=value}, got %s", luaL_typename(L, t));
+        if (!lua_istable(L, t)) gl_fieldtypeerror(L, 2, FN, "env", t, "table {NAME=value}");
         lua_pushnil(L);
         while (lua_next(L, t)) {
-            if (lua_type(L, -2) != LUA_TSTRING) bad_arg(L, 2, "option 'env' keys must be variable names, got a %s", luaL_typename(L, -2));
+            if (lua_type(L, -2) != LUA_TSTRING)
+                gl_fielderror(L, 2, FN, "env", "keys must be variable names, got a %s", gl_typename(L, -2));
             size_t kl;
             const char *k = lua_tolstring(L, -2, &kl);
-            if (kl == 0 || strlen(k) != kl || strchr(k, '=')) bad_arg(L, 2, "option 'env' has a bad variable name '%s'", k);
+            if (kl == 0 || strlen(k) != kl || strchr(k, '=')) gl_fielderror(L, 2, FN, "env",
+                                                                            "bad variable name '%s'", k);
             int vt = lua_type(L, -1);
             if (!(vt == LUA_TSTRING || vt == LUA_TNUMBER || (vt == LUA_TBOOLEAN && !lua_toboolean(L, -1))))
-                luaL_error(L, "bad argument #2 to '" FN "' (env.%s must be a string, a number or false, got %s)", k, luaL_typename(L, -1));
+                gl_fielderror(L, 2, FN, "env",
+                              "%s: string, number or false expected, got %s", k, gl_typename(L, -1));
             if (vt == LUA_TSTRING) {
                 size_t vl;
                 const char *v = lua_tolstring(L, -1, &vl);
-                if (strlen(v) != vl) bad_arg(L, 2, "env.%s cannot contain a zero byte", k);
+                if (strlen(v) != vl) gl_fielderror(L, 2, FN, "env", "%s cannot contain a zero byte", k);
             }
             extra++;
             lua_pop(L, 1);
@@ -185,16 +180,16 @@ static void check_exec_size(lua_State *L, const request *req) {
     size_t total = 0;
     for (const char **v = req->argv; *v; v++) {
         size_t n = strlen(*v) + 1;
-        if (n > MAX_ONE_ARG)
-            luaL_error(L, "bad argument #2 to '" FN "' (an argument of %d bytes is longer than the system allows, %d)",
-                       (int)n - 1, MAX_ONE_ARG - 1);
+        if (n > (size_t)MAX_ONE_ARG)
+            gl_fielderror(L, 2, FN, "args", "an argument of %d bytes is longer than the system allows, %d",
+                          (int)n - 1, MAX_ONE_ARG - 1);
         total += n + sizeof(char *);
     }
     for (const char **v = req->envp; *v; v++) total += strlen(*v) + 1 + sizeof(char *);
     long limit = sysconf(_SC_ARG_MAX);
     if (limit > 0 && total > (size_t)limit)
-        luaL_error(L, "bad argument #2 to '" FN "' (the arguments and the environment take %d bytes; the system allows %d)",
-                   (int)(total > INT_MAX ? INT_MAX : total), (int)(limit > INT_MAX ? INT_MAX : limit));
+        gl_argerror(L, 2, FN, "the arguments and the environment take %d bytes; the system allows %d",
+                    (int)(total > INT_MAX ? INT_MAX : total), (int)(limit > INT_MAX ? INT_MAX : limit));
 }
 
 static const char *const known_opts[] = {"args", "timeout", "env", NULL};
@@ -202,13 +197,13 @@ static const char *const known_opts[] = {"args", "timeout", "env", NULL};
 /* Copies the options into a private table (index returned) so anchors never touch the caller's. */
 static int read_request(lua_State *L, request *req) {
     size_t slen;
-    if (lua_type(L, 1) != LUA_TSTRING) bad_arg(L, 1, "script path expected, got %s", luaL_typename(L, 1));
+    if (lua_type(L, 1) != LUA_TSTRING) gl_typeerror(L, 1, FN, "script path");
     const char *script = lua_tolstring(L, 1, &slen);
-    if (slen == 0) bad_arg(L, 1, "script path is empty%s", "");
-    if (strlen(script) != slen) bad_arg(L, 1, "script path contains a zero byte%s", "");
+    if (slen == 0) gl_argerror(L, 1, FN, "script path is empty");
+    if (strlen(script) != slen) gl_argerror(L, 1, FN, "script path contains a zero byte");
     int top = lua_gettop(L);
     if (top >= 2 && !lua_isnil(L, 2) && !lua_istable(L, 2))
-        bad_arg(L, 2, "table expected, got %s", luaL_typename(L, 2));
+        gl_typeerror(L, 2, FN, "table");
     lua_newtable(L);
     int opts = lua_gettop(L);
     if (top >= 2 && lua_istable(L, 2)) {
@@ -218,8 +213,11 @@ static int read_request(lua_State *L, request *req) {
             if (lua_type(L, -2) == LUA_TSTRING)
                 for (int i = 0; known_opts[i]; i++) known |= strcmp(lua_tostring(L, -2), known_opts[i]) == 0;
             if (!known) {
-                const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2);
-                bad_arg(L, 2, "unknown option '%s' (known: args, timeout, env)", k);
+                if (lua_type(L, -2) == LUA_TSTRING)
+                    gl_argerror(L, 2, FN, "unknown field '%s' (known: args, timeout, env)",
+                                lua_tostring(L, -2));
+                gl_argerror(L, 2, FN, "unexpected %s key in the options table (known: args, timeout, env)",
+                            gl_typename(L, -2));
             }
             lua_pushvalue(L, -2);
             lua_insert(L, -2);
@@ -251,9 +249,9 @@ static int read_request(lua_State *L, request *req) {
     req->timeout = 0;
     lua_getfield(L, opts, "timeout");
     if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TNUMBER) bad_arg(L, 2, "option 'timeout' must be a number of seconds, got %s", luaL_typename(L, -1));
+        if (lua_type(L, -1) != LUA_TNUMBER) gl_fieldtypeerror(L, 2, FN, "timeout", -1, "number of seconds");
         double t = lua_tonumber(L, -1);
-        if (!(t > 0) || isnan(t)) bad_arg(L, 2, "option 'timeout' must be a positive number of seconds%s", "");
+        if (!(t > 0) || isnan(t)) gl_fielderror(L, 2, FN, "timeout", "must be a positive number of seconds");
         req->timeout = isinf(t) ? 0 : t;
     }
     lua_pop(L, 1);

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "host.h"
+#include "errors.h" /* cuda.error objects are reported as the strings they replace */
 
 #include <lauxlib.h>
 #include <limits.h>
@@ -321,6 +322,8 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
 }
 
 static void arm_stop_hook(lua_State *L) {
+    /* lua_sethook is the one Lua call meant for a signal handler (lua.c's laction does this) */
+    // NOLINTNEXTLINE(bugprone-signal-handler)
     if (L) lua_sethook(L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
 }
 
@@ -411,6 +414,9 @@ static void install_coroutine_tracking(lua_State *L) {
 /* Message handler that appends a traceback (lua.c's convention, in our words). */
 static int gl_msghandler(lua_State *L) {
     const char *msg = lua_tostring(L, 1);
+    /* a cuda.error stands for the string message it replaced: reported as that string was,
+     * traceback included (other objects with __tostring are reported as lua.c does) */
+    if (msg == NULL && gl_is_error(L, 1)) msg = gl_error_message(L, 1);
     if (msg == NULL) {
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
@@ -445,12 +451,14 @@ bool gl_report_progname = true;
 
 int gl_report(lua_State *L, int status) {
     if (status != LUA_OK) {
+        int top = lua_gettop(L);
         const char *msg = lua_tostring(L, -1);
+        if (msg == NULL && gl_is_error(L, -1)) msg = gl_error_message(L, -1);
         if (msg == NULL) msg = "(error object is not a string)";
         if (gl_report_progname) fprintf(stderr, "%s: ", gl_progname);
         fprintf(stderr, "%s\n", msg);
         fflush(stderr);
-        lua_pop(L, 1);
+        lua_settop(L, top - 1);
     }
     return status;
 }

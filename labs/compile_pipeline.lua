@@ -5,9 +5,9 @@
 -- 1024-element tile mapped to 1, 2, 4 or 8 warps computes the same sum with different
 -- elements per thread, registers and time, which does not make more warps faster; a register
 -- cap forces values out to local memory (spills), visible in the kernel's local bytes.
-local lab = require("gpulab.lab")
+local harness = require("gpulab.lab")
 
-local L = lab.new {
+local lab = harness.new {
   name = "compile_pipeline",
   title = "Compile pipeline: source, PTX, cubin, SASS; one tile, four layouts",
   claims = "seed §4",
@@ -18,15 +18,15 @@ local L = lab.new {
     { name = "reps", default = 20, quick = 10, min = 3, max = 1000, help = "samples per kernel, at least" },
   },
 }
-local P = L.params
-L:claim { id = "same_sum", seed = "§4", text = "one 1024-element logical tile mapped to different warp counts: " ..
+local P = lab.params
+lab:claim { id = "same_sum", seed = "§4", text = "one 1024-element logical tile mapped to different warp counts: " ..
   "the math is the same (the same tile sum under every layout)" }
-L:claim { id = "layout_changes", seed = "§4", text = "the layout changes elements per thread and registers" }
-L:claim { id = "data_exchange", seed = "§4", text = "reductions and data exchange change with the layout: in " ..
+lab:claim { id = "layout_changes", seed = "§4", text = "the layout changes elements per thread and registers" }
+lab:claim { id = "data_exchange", seed = "§4", text = "reductions and data exchange change with the layout: in " ..
   "machine code one warp needs no barrier or shared memory, more warps do" }
-L:claim { id = "more_warps", seed = "§4", text = "that does not prove that more warps is faster: more warps per " ..
+lab:claim { id = "more_warps", seed = "§4", text = "that does not prove that more warps is faster: more warps per " ..
   "tile is not automatically faster" }
-L:claim { id = "spills", own = true, text = "a register cap below what the kernel needs spills live values to " ..
+lab:claim { id = "spills", own = true, text = "a register cap below what the kernel needs spills live values to " ..
   "local memory" }
 
 local SRC = cuda.home .. "/kernels/tile_reduce.cu"
@@ -42,7 +42,7 @@ local function read_file(path)
   return s
 end
 
-local shell_quote, find_tool = lab.shell_quote, lab.find_tool
+local shell_quote, find_tool = harness.shell_quote, harness.find_tool
 
 -- Runs a tool on `data` written to a temporary file; returns its output or nil, why.
 local function run_on_temp(data, suffix, make_cmd)
@@ -74,7 +74,7 @@ local function ptx_virtual_registers(ptx, entry_name)
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Stage 1-3: source -> PTX -> cubin (NVRTC, compile cache off)")
+lab:section("Stage 1-3: source -> PTX -> cubin (NVRTC, compile cache off)")
 local src = read_file(SRC)
 local t = cuda.now()
 local virt = cuda.compile(src, { name = "tile_reduce.cu", arch = "compute_90a", std = "c++17", names = names,
@@ -85,7 +85,7 @@ local prog = cuda.compile(src, { name = "tile_reduce.cu", arch = "sm_90a", std =
   cache = false })
 local cubin_ms = (cuda.now() - t) * 1e3
 local ptx = prog.ptx
-L:table({ "stage", "artifact", "size", "time", "what it adds" }, {
+lab:table({ "stage", "artifact", "size", "time", "what it adds" }, {
   { "CUDA C++", "tile_reduce.cu", #src .. " B", "-", "one template, semantics only" },
   { "NVRTC front end", "PTX (compute_90a)", #virt.ptx .. " B", string.format("%.1f ms", ptx_ms),
     string.format("%d entries, mangled names, unlimited virtual registers", count(virt.ptx, "%.entry")) },
@@ -93,10 +93,10 @@ L:table({ "stage", "artifact", "size", "time", "what it adds" }, {
     "front end again, then real registers, spills, scheduling, ELF with launch metadata" },
 })
 for _, n in ipairs(names) do
-  L:note(string.format("%s lowers to %s (%s virtual registers in PTX)", n, prog.lowered[n],
+  lab:note(string.format("%s lowers to %s (%s virtual registers in PTX)", n, prog.lowered[n],
     tostring(ptx_virtual_registers(ptx, prog.lowered[n]))))
 end
-L:record("stages", { source_bytes = #src, ptx_bytes = #virt.ptx, cubin_bytes = #prog.cubin, ptx_ms = ptx_ms,
+lab:record("stages", { source_bytes = #src, ptx_bytes = #virt.ptx, cubin_bytes = #prog.cubin, ptx_ms = ptx_ms,
   cubin_ms = cubin_ms })
 
 -- ptxas -v reports real registers and spills without a GPU (when the toolkit is installed)
@@ -125,12 +125,12 @@ if ptxas_default then
     local r = ptxas_default[prog.lowered[n]] or {}
     rows[#rows + 1] = { n, r.regs or "?", r.stack or "?", r.spill_stores or "?" }
   end
-  L:table({ "kernel", "ptxas: registers", "stack frame (B)", "spill stores (B)" }, rows)
+  lab:table({ "kernel", "ptxas: registers", "stack frame (B)", "spill stores (B)" }, rows)
 else
-  L:note("ptxas not found: real register counts come from the loaded kernels below")
+  lab:note("ptxas not found: real register counts come from the loaded kernels below")
 end
 
-L:section("Stage 4: cubin -> SASS")
+lab:section("Stage 4: cubin -> SASS")
 local disasm = find_tool("cuobjdump") and { find_tool("cuobjdump"), "-sass" } or
     (find_tool("nvdisasm") and { find_tool("nvdisasm"), "" })
 local sass, sass_functions
@@ -139,7 +139,7 @@ if disasm then
     return shell_quote(disasm[1]) .. " " .. disasm[2] .. " " .. path
   end)
   sass = out
-  if not sass then L:note("disassembly failed: " .. tostring(why):sub(1, 200)) end
+  if not sass then lab:note("disassembly failed: " .. tostring(why):sub(1, 200)) end
 end
 if sass then
   -- cuobjdump heads each function with "Function : SYM", nvdisasm with ".text.SYM:"
@@ -160,17 +160,17 @@ if sass then
     per_kernel[i] = c
     rows[#rows + 1] = { n, c.total, c.ldg, c.shfl, c.bar, c.smem }
   end
-  L:table({ "kernel", "SASS instructions", "LDG", "SHFL", "BAR", "LDS+STS" }, rows)
-  L:record("sass", per_kernel)
+  lab:table({ "kernel", "SASS instructions", "LDG", "SHFL", "BAR", "LDS+STS" }, rows)
+  lab:record("sass", per_kernel)
   -- a taste of the machine code: the first instructions of the 4-warp layout
   local first = {}
   for ins in (sass_functions[prog.lowered[names[3]]] or ""):gmatch("/%*%x+%*/%s+([^;]+);") do
     if #first < 8 then first[#first + 1] = (ins:gsub("%s+", " "):gsub("%s$", "")) end
   end
-  L:note(names[3] .. " begins: " .. table.concat(first, " | "))
+  lab:note(names[3] .. " begins: " .. table.concat(first, " | "))
   local others_sync = true
   for i = 2, #per_kernel do if per_kernel[i].bar == 0 or per_kernel[i].smem == 0 then others_sync = false end end
-  L:verdict("data_exchange",
+  lab:verdict("data_exchange",
     string.format("BAR / LDS+STS: %s", (function()
       local parts = {}
       for i, c in ipairs(per_kernel) do parts[i] = string.format("%dw %d/%d", WARPS[i], c.bar, c.smem) end
@@ -178,49 +178,49 @@ if sass then
     end)()),
     per_kernel[1].total > 0 and per_kernel[1].bar == 0 and per_kernel[1].smem == 0 and others_sync)
 elseif not disasm then
-  L:note("neither cuobjdump nor nvdisasm found: SASS stage skipped (install the CUDA toolkit's binary utilities)")
-  L:verdict("data_exchange", "could not run: neither cuobjdump nor nvdisasm found", nil)
+  lab:note("neither cuobjdump nor nvdisasm found: SASS stage skipped (install the CUDA toolkit's binary utilities)")
+  lab:verdict("data_exchange", "could not run: neither cuobjdump nor nvdisasm found", nil)
 end
 
 -- ---------------------------------------------------------------------------------------------
 -- The register cap: the same file compiled with -maxrregcount
-L:section("A register cap, as the compiler reports it")
+lab:section("A register cap, as the compiler reports it")
 local capped = cuda.compile(src, { name = "tile_reduce_capped.cu", arch = "sm_90a", std = "c++17",
   options = { "-maxrregcount=" .. P.reg_cap } })
 local ptxas_capped = ptxas_report("--maxrregcount " .. P.reg_cap)
 if ptxas_default and ptxas_capped and ptxas_default.many_live_values and ptxas_capped.many_live_values then
   local a, b = ptxas_default.many_live_values, ptxas_capped.many_live_values
-  L:note(string.format("ptxas: many_live_values uses %s registers, %s B spilled; "
+  lab:note(string.format("ptxas: many_live_values uses %s registers, %s B spilled; "
     .. "capped at %d: %s registers, %s B spilled",
     tostring(a.regs), tostring(a.spill_stores), P.reg_cap, tostring(b.regs), tostring(b.spill_stores)))
 end
 
-if not L:gpu() then os.exit(L:finish()) end
+if not lab:gpu() then os.exit(lab:finish()) end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Stage 5: module load")
+lab:section("Stage 5: module load")
 t = cuda.now()
 local mod_jit = cuda.load(virt.ptx)
 local load_ptx_ms = (cuda.now() - t) * 1e3
 t = cuda.now()
 local mod = cuda.load(prog)
 local load_cubin_ms = (cuda.now() - t) * 1e3
-L:table({ "image", "load time" }, {
+lab:table({ "image", "load time" }, {
   { "PTX (driver JIT compiles it; its disk cache may answer)", string.format("%.2f ms", load_ptx_ms) },
   { "cubin (ready machine code)", string.format("%.2f ms", load_cubin_ms) },
 })
-L:record("load", { ptx_ms = load_ptx_ms, cubin_ms = load_cubin_ms })
+lab:record("load", { ptx_ms = load_ptx_ms, cubin_ms = load_cubin_ms })
 -- the driver's JIT runs the same ptxas: the registers it picks should match the cubin's
 local jit_regs, cubin_regs = {}, {}
 for i, nm in ipairs(names) do
   -- a module loaded from a plain PTX string knows only the lowered (mangled) names
   jit_regs[i], cubin_regs[i] = mod_jit:kernel(prog.lowered[nm]).regs, mod:kernel(nm).regs
 end
-L:note(string.format("registers per layout: JIT from PTX %s; cubin from NVRTC %s", table.concat(jit_regs, "/"),
+lab:note(string.format("registers per layout: JIT from PTX %s; cubin from NVRTC %s", table.concat(jit_regs, "/"),
   table.concat(cubin_regs, "/")))
 
 -- ---------------------------------------------------------------------------------------------
-L:section("One 1024-element tile, four execution layouts")
+lab:section("One 1024-element tile, four execution layouts")
 local n = P.tiles * TILE
 local x = cuda.array("f32", n)
 local seed = 0x9e37
@@ -246,7 +246,7 @@ for i, w in ipairs(WARPS) do
   sums:fill(1e30) -- poison: no tile sums to this, so an unwritten tile shows
   local cfg = { grid = P.tiles, block = 32 * w }
   local launch = function() k:launch(cfg, x, sums) end
-  local b = lab.measure(launch, { regime = "cold", min_samples = P.reps, min_time = 0.05, timeout = 0.5 })
+  local b = harness.measure(launch, { regime = "cold", min_samples = P.reps, min_time = 0.05, timeout = 0.5 })
   b.label = w .. " warps"
   local h = cuda.host("f32", P.tiles)
   h:copy_from(sums)
@@ -263,7 +263,7 @@ for i, w in ipairs(WARPS) do
   }
   -- kept for the comparison below, which may measure again (the output is checked already)
   timed[#timed + 1] = { result = b, again = function()
-    local r = lab.measure(launch, { regime = "cold", min_samples = P.reps, min_time = 0.05, timeout = 0.5 })
+    local r = harness.measure(launch, { regime = "cold", min_samples = P.reps, min_time = 0.05, timeout = 0.5 })
     r.label = b.label
     return r
   end, sums = sums }
@@ -274,7 +274,7 @@ for _, r in ipairs(results) do
     string.format("%.4f [%.4f, %.4f]", r.ms, r.ci[1], r.ci[2]), string.format("%.0f", r.gbs),
     string.format("%.2f%%", r.noise * 100), r.ref_bad, r.mismatches }
 end
-L:table({ "warps", "threads", "elements/thread", "registers", "local B", "blocks/SM", "mean ms [95%]", "GB/s",
+lab:table({ "warps", "threads", "elements/thread", "registers", "local B", "blocks/SM", "mean ms [95%]", "GB/s",
   "noise", "wrong vs CPU (sampled)", "differs from 1-warp" }, rows)
 local layouts_json = {}
 for i, r in ipairs(results) do
@@ -282,7 +282,7 @@ for i, r in ipairs(results) do
     blocks_per_sm = r.blocks_per_sm, ms = r.ms, ci95 = { r.ci[1], r.ci[2] }, noise = r.noise, gbs = r.gbs,
     ref_bad = r.ref_bad, mismatches = r.mismatches, unwritten = r.unwritten }
 end
-L:record("layouts", layouts_json)
+lab:record("layouts", layouts_json)
 
 local all_same = true
 for _, r in ipairs(results) do
@@ -292,18 +292,18 @@ local differ, wrong, unwritten = 0, 0, 0
 for _, r in ipairs(results) do
   differ, wrong, unwritten = differ + r.mismatches, wrong + r.ref_bad, unwritten + r.unwritten
 end
-L:verdict("same_sum",
+lab:verdict("same_sum",
   string.format("%d tiles x %d layouts: %d sums differ from the 1-warp layout's, %d differ from the CPU's "
     .. "(%d tiles sampled per layout), %d left unwritten", P.tiles, #results, differ, wrong, SAMPLE, unwritten),
   all_same)
-if not all_same then L:fail("the layouts disagree: a kernel bug, not a layout effect") end
+if not all_same then lab:fail("the layouts disagree: a kernel bug, not a layout effect") end
 
 local regs_differ, fastest = false, results[1]
 for _, r in ipairs(results) do
   if r.regs ~= results[1].regs then regs_differ = true end
   if r.ms < fastest.ms then fastest = r end
 end
-L:verdict("layout_changes",
+lab:verdict("layout_changes",
   (function()
     local parts = {}
     for _, r in ipairs(results) do
@@ -315,7 +315,7 @@ L:verdict("layout_changes",
 -- intervals: one doubling that is the same or slower proves the claim; all faster refutes it.
 local pair_words, not_faster, all_faster, evidence = {}, false, true, { results = {} }
 for i = 2, #timed do
-  local d, _, _, det = L:compare(timed[i].result, timed[i - 1].result, { margin = 0.03,
+  local d, _, _, det = lab:compare(timed[i].result, timed[i - 1].result, { margin = 0.03,
     remeasure = function() return timed[i].again(), timed[i - 1].again() end })
   pair_words[#pair_words + 1] = string.format("%dw vs %dw: %s (time ratio %.3f [%.3f, %.3f])", WARPS[i], WARPS[i - 1],
     d, det.ratio, det.ci[1], det.ci[2])
@@ -330,9 +330,9 @@ if not all_same then more_holds = nil
 elseif not_faster then more_holds = true
 elseif all_faster then more_holds = false end
 if more_holds ~= nil then evidence.reason = nil end
-L:verdict("more_warps", string.format("fastest: %d warps (%.4f ms); %s", fastest.warps, fastest.ms,
+lab:verdict("more_warps", string.format("fastest: %d warps (%.4f ms); %s", fastest.warps, fastest.ms,
   table.concat(pair_words, "; ")), more_holds, evidence)
-L:svg_bars { file = "compile_pipeline_layouts.svg",
+lab:svg_bars { file = "compile_pipeline_layouts.svg",
   title = string.format("%d tiles of 1024 floats: time per layout", P.tiles),
   y_label = "mean ms (95% interval)", bars = (function()
     local bars = {}
@@ -343,17 +343,17 @@ L:svg_bars { file = "compile_pipeline_layouts.svg",
   end)() }
 
 -- ---------------------------------------------------------------------------------------------
-L:section("A register cap forces spills")
+lab:section("A register cap forces spills")
 local free_k = mod:kernel("many_live_values")
 local capped_k = cuda.load(capped):kernel("many_live_values")
-local SPILL_BLOCK, SPILL_GRID, ROUNDS = 128, 2 * cuda.device(0).sm_count, L.quick and 64 or 256
+local SPILL_BLOCK, SPILL_GRID, ROUNDS = 128, 2 * cuda.device(0).sm_count, lab.quick and 64 or 256
 local xin = cuda.array("f32", SPILL_GRID * SPILL_BLOCK * 64)
 mod:kernel("fill_tiles"):launch({ grid = (xin.numel + 255) // 256, block = 256 }, xin, xin.numel, 7)
 local outs, spill_rows = {}, {}
 for _, v in ipairs { { "no cap", free_k }, { "-maxrregcount=" .. P.reg_cap, capped_k } } do
   local y = cuda.array("f32", SPILL_GRID * SPILL_BLOCK)
   local cfg = { grid = SPILL_GRID, block = SPILL_BLOCK }
-  local b = lab.measure(function() v[2]:launch(cfg, xin, y, ROUNDS) end,
+  local b = harness.measure(function() v[2]:launch(cfg, xin, y, ROUNDS) end,
     { regime = "hot", min_samples = P.reps, min_time = 0.05, timeout = 0.5 })
   local h = cuda.host("f32", y.numel)
   h:copy_from(y)
@@ -362,14 +362,14 @@ for _, v in ipairs { { "no cap", free_k }, { "-maxrregcount=" .. P.reg_cap, capp
     string.format("%.4f [%.4f, %.4f]", b.mean, b.ci95[1], b.ci95[2]) }
   y:free()
 end
-L:table({ "many_live_values", "registers", "local bytes/thread", "mean ms [95%]" }, spill_rows)
+lab:table({ "many_live_values", "registers", "local bytes/thread", "mean ms [95%]" }, spill_rows)
 local same = cuda.compare(outs[1], outs[2], { atol = 0, rtol = 0 })
-L:verdict("spills",
+lab:verdict("spills",
   string.format("cap %d; uncapped: %d registers, %d local B; capped: %d registers, %d local B; results %s",
     P.reg_cap, free_k.regs, free_k.local_bytes, capped_k.regs, capped_k.local_bytes,
     same.mismatches == 0 and "identical" or (same.mismatches .. " differ")),
   capped_k.regs <= P.reg_cap and capped_k.local_bytes > 0 and free_k.local_bytes == 0)
-if same.mismatches ~= 0 then L:fail("spilling changed the results of many_live_values") end
+if same.mismatches ~= 0 then lab:fail("spilling changed the results of many_live_values") end
 xin:free()
 x:free()
-os.exit(L:finish())
+os.exit(lab:finish())

@@ -9,9 +9,9 @@
 -- keeps a healthy context; the children live in labs/children/. The tool runs use children
 -- sized for the tool (a few blocks: racecheck instruments every shared-memory access), each with
 -- its own deadline; a run that hits it is reported as timed out, apart from a tool that could not run.
-local lab = require("gpulab.lab")
+local harness = require("gpulab.lab")
 
-local L = lab.new {
+local lab = harness.new {
   name = "illegal_access",
   title = "Illegal access: asynchronous errors, poisoned contexts and the sanitizers",
   claims = "seed §5",
@@ -22,30 +22,31 @@ local L = lab.new {
       help = "blocks of the race and stream children run under the tools" },
   },
 }
-local P = L.params
-L.child_timeout = P.timeout
+local P = lab.params
+lab.child_timeout = P.timeout
 local CHILDREN = cuda.home .. "/labs/children/"
 package.path = CHILDREN .. "?.lua;" .. package.path
 local C = require("faults_common")
-local shell_quote = lab.shell_quote
+local shell_quote = harness.shell_quote
 
-L:claim { id = "async_report", seed = "§5", text = "a faulting launch returns success; a later, unrelated call " ..
+lab:claim { id = "async_report", seed = "§5", text = "a faulting launch returns success; a later, unrelated call " ..
   "reports the error (an asynchronous error is reported at a later synchronisation point, by an API that is not " ..
   "where it went wrong)" }
-L:claim { id = "launch_blocking", own = true,
+lab:claim { id = "launch_blocking", own = true,
   text = "with CUDA_LAUNCH_BLOCKING=1 the error is reported by the launch itself" }
-L:claim { id = "poisoned", own = true,
+lab:claim { id = "poisoned", own = true,
   text = "after the fault the context is poisoned: the next call fails too, without touching the bug" }
-L:claim { id = "edge_silent", own = true, text = "a write just past the end is silent without a tool" }
-L:claim { id = "memcheck_names", seed = "§5", text = "memcheck names the kernel, the source line, the thread and " ..
+lab:claim { id = "edge_silent", own = true, text = "a write just past the end is silent without a tool" }
+lab:claim { id = "memcheck_names", seed = "§5", text = "memcheck names the kernel, the source line, the thread and " ..
   "the block (memcheck: access errors)" }
-L:claim { id = "memcheck_edge", seed = "§5", text = "memcheck finds the write just past the end that ran silently " ..
+lab:claim { id = "memcheck_edge", seed = "§5", text = "memcheck finds the write just past the end that ran silently " ..
   "natively" }
-L:claim { id = "racecheck", seed = "§5", text = "racecheck reports the shared-memory race and is clean on the fixed " ..
+lab:claim { id = "racecheck", seed = "§5", text =
+  "racecheck reports the shared-memory race and is clean on the fixed " ..
   "twin (racecheck: shared-memory hazards)" }
-L:claim { id = "synccheck", seed = "§5", text = "synccheck reports a barrier only part of the block reaches " ..
+lab:claim { id = "synccheck", seed = "§5", text = "synccheck reports a barrier only part of the block reaches " ..
   "(synccheck: synchronisation misuse)" }
-L:claim { id = "no_tool_proves", seed = "§5", text = "no tool proves a cross-stream protocol correct: a missing " ..
+lab:claim { id = "no_tool_proves", seed = "§5", text = "no tool proves a cross-stream protocol correct: a missing " ..
   "s2:wait(e) goes unreported" }
 
 -- The source line of the planted bug, to check what memcheck names.
@@ -64,19 +65,19 @@ local function short(text, max)
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Setup")
-local prog = L:compile("kernels/faults.cu", { arch = "sm_90a", std = "c++17", names = C.NAMES,
+lab:section("Setup")
+local prog = lab:compile("kernels/faults.cu", { arch = "sm_90a", std = "c++17", names = C.NAMES,
   what = "oob_write, neighbour_sum<false|true>, divergent_barrier, slow_producer, consumer" })
-L:note(#prog.cubin .. " B of cubin")
+lab:note(#prog.cubin .. " B of cubin")
 local LINE = bug_line()
-L:note(string.format("the planted bug: kernels/faults.cu:%d, thread 17 of block 3 of oob_write", LINE))
-if not L:gpu() then os.exit(L:finish()) end
+lab:note(string.format("the planted bug: kernels/faults.cu:%d, thread 17 of block 3 of oob_write", LINE))
+if not lab:gpu() then os.exit(lab:finish()) end
 
 -- Runs a child natively; returns {steps={name={ok=,text=}}, order={...}, raw=result}.
 -- Natively even when this lab itself runs under `gpulab --sanitize=TOOL`: the tool's injection
 -- (CUDA_INJECTION64_PATH) is not passed on, so the planted faults behave as they do without it.
 local function child(script, args, env)
-  local r = L:child(CHILDREN .. script, { args = args, env = env })
+  local r = lab:child(CHILDREN .. script, { args = args, env = env })
   local steps, order = {}, {}
   for name, text in (r.stdout or ""):gmatch("STEP (%w+): ([^\n]*)") do
     steps[name] = { ok = text:match("^ok") ~= nil, text = text }
@@ -98,7 +99,7 @@ local function step_cell(run, name)
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("An out-of-bounds write, natively")
+lab:section("An out-of-bounds write, natively")
 local async = child("oob_write.lua", { "far" })
 local blocking = child("oob_write.lua", { "far" }, { CUDA_LAUNCH_BLOCKING = "1" })
 local edge = child("oob_write.lua", { "edge" })
@@ -106,12 +107,13 @@ local rows = {}
 for _, name in ipairs { "launch", "alloc", "sync", "next" } do
   rows[#rows + 1] = { name, step_cell(async, name), step_cell(blocking, name), step_cell(edge, name) }
 end
-L:table({ "step", "16 GiB past the end", "same, CUDA_LAUNCH_BLOCKING=1", "1 element past the end" }, rows)
-L:note("steps: launch; 100 ms of host work with no CUDA call; an unrelated cuda.array; cuda.sync; one more cuda.array")
+lab:table({ "step", "16 GiB past the end", "same, CUDA_LAUNCH_BLOCKING=1", "1 element past the end" }, rows)
+lab:note(
+  "steps: launch; 100 ms of host work with no CUDA call; an unrelated cuda.array; cuda.sync; one more cuda.array")
 for label, run in pairs { async = async, blocking = blocking, edge = edge } do
-  L:record(label, { status = run.raw.status, code = run.raw.code, stdout = run.raw.stdout,
+  lab:record(label, { status = run.raw.status, code = run.raw.code, stdout = run.raw.stdout,
     stderr = short(run.raw.stderr, 2000) })
-  if #run.order == 0 then L:fail(label .. " child printed no steps: " .. short(run.raw.stderr, 400)) end
+  if #run.order == 0 then lab:fail(label .. " child printed no steps: " .. short(run.raw.stderr, 400)) end
 end
 
 -- Picture: each child's steps on one time line; the step that reported the error is marked.
@@ -129,58 +131,58 @@ local function step_spans(run)
   end
   return spans
 end
-L:svg_timeline { file = "illegal_access_steps.svg", title = "Where the out-of-bounds write was reported",
+lab:svg_timeline { file = "illegal_access_steps.svg", title = "Where the out-of-bounds write was reported",
   x_label = "ms since the launch call", rows = {
     { label = "async", spans = step_spans(async) },
     { label = "blocking", spans = step_spans(blocking) },
     { label = "edge", spans = step_spans(edge) },
   } }
-L:note("picture rows: async = 16 GiB past the end; blocking = the same with CUDA_LAUNCH_BLOCKING=1; "
+lab:note("picture rows: async = 16 GiB past the end; blocking = the same with CUDA_LAUNCH_BLOCKING=1; "
   .. "edge = one element past the end")
 
 local where, text = first_error(async)
-L:verdict("async_report",
+lab:verdict("async_report",
   string.format("launch %s; first error at '%s': %s", async.steps.launch and async.steps.launch.text or "?",
     tostring(where), short(text, 120)),
   async.steps.launch ~= nil and async.steps.launch.ok and where ~= nil and where ~= "launch")
 local bwhere = first_error(blocking)
-L:verdict("launch_blocking",
+lab:verdict("launch_blocking",
   string.format("first error at '%s' (%s)", tostring(bwhere), short(bwhere and blocking.steps[bwhere].text, 100)),
   (function()
     if bwhere == nil then return nil end -- nothing failed: no evidence either way
     return bwhere == "launch"
   end)())
 local next_text = async.steps.next and async.steps.next.text or ""
-L:verdict("poisoned",
+lab:verdict("poisoned",
   short(next_text, 160), async.steps.next ~= nil and not async.steps.next.ok and next_text:find("poison") ~= nil)
 local edge_err = first_error(edge)
-L:verdict("edge_silent",
+lab:verdict("edge_silent",
   edge_err and ("error at " .. edge_err) or "every step succeeded", edge_err == nil and #edge.order == 4)
 
 -- ---------------------------------------------------------------------------------------------
-L:section("A cross-stream protocol, natively")
+lab:section("A cross-stream protocol, natively")
 local missing = child("stream_protocol.lua", { "missing" })
 local waited = child("stream_protocol.lua", { "waited" })
 local stale_missing = tonumber((missing.result or ""):match("stale=(%d+)"))
 local stale_waited = tonumber((waited.result or ""):match("stale=(%d+)"))
-L:table({ "consumer stream", "result" }, {
+lab:table({ "consumer stream", "result" }, {
   { "no s2:wait(e)", missing.result or short(missing.raw.stderr, 100) },
   { "s2:wait(e) on the producer's event", waited.result or short(waited.raw.stderr, 100) },
 })
-if stale_waited ~= 0 then L:fail("the waited protocol read stale data: " .. tostring(waited.result)) end
+if stale_waited ~= 0 then lab:fail("the waited protocol read stale data: " .. tostring(waited.result)) end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("compute-sanitizer")
+lab:section("compute-sanitizer")
 if not P.sanitizers then
-  L:note("--no-sanitizers: skipped")
-  L:judge_missing("--no-sanitizers")
-  os.exit(L:finish())
+  lab:note("--no-sanitizers: skipped")
+  lab:judge_missing("--no-sanitizers")
+  os.exit(lab:finish())
 end
-local SANITIZER = lab.find_tool("compute-sanitizer")
+local SANITIZER = harness.find_tool("compute-sanitizer")
 if not SANITIZER then
-  L:note("compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the tool verdicts are skipped")
-  L:judge_missing("compute-sanitizer not found")
-  os.exit(L:finish())
+  lab:note("compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the tool verdicts are skipped")
+  lab:judge_missing("compute-sanitizer not found")
+  os.exit(lab:finish())
 end
 
 -- All tool runs start at once (each is its own process) and are read in turn, each under its own
@@ -197,9 +199,9 @@ local runs = {
   { key = "synccheck_streams", tool = "synccheck", script = "stream_protocol.lua", args = "missing " .. G },
 }
 for _, r in ipairs(runs) do
-  local cmd = string.format("%s --sanitize=%s %s %s", shell_quote(lab.gpulab_exe()), r.tool,
+  local cmd = string.format("%s --sanitize=%s %s %s", shell_quote(harness.gpulab_exe()), r.tool,
     shell_quote(CHILDREN .. r.script), r.args)
-  r.handle = lab.spawn(cmd, { timeout = P.timeout })
+  r.handle = harness.spawn(cmd, { timeout = P.timeout })
 end
 
 -- What one tool run came to: "finished" (the tool's banner and its summary, exit 0 or 99),
@@ -222,7 +224,7 @@ end
 
 local by_key = {}
 for i, r in ipairs(runs) do
-  L:progress(i, #runs, "sanitizer runs")
+  lab:progress(i, #runs, "sanitizer runs")
   local res = r.handle.wait()
   r.out, r.exit, r.timed_out, r.seconds = res.out, res.exit, res.timed_out, res.seconds
   r.errors = tonumber(r.out:match("ERROR SUMMARY: (%d+) error")) or
@@ -230,7 +232,7 @@ for i, r in ipairs(runs) do
   r.hazards = tonumber(r.out:match("RACECHECK SUMMARY: (%d+) hazard"))
   r.outcome = outcome(r)
   by_key[r.key] = r
-  L:record(r.key, { exit = r.exit, errors = r.errors, outcome = r.outcome, seconds = r.seconds,
+  lab:record(r.key, { exit = r.exit, errors = r.errors, outcome = r.outcome, seconds = r.seconds,
     reports = r.reports, output = r.out:sub(1, 4000) })
 end
 
@@ -241,8 +243,8 @@ for _, r in ipairs(runs) do
   srows[#srows + 1] = { r.tool, r.script .. " " .. r.args, tostring(r.exit), tostring(r.errors or "?"),
     r.outcome, r.seconds and string.format("%.1f", r.seconds) or "?", short(first, 70) }
 end
-L:table({ "tool", "child", "exit", "errors", "outcome", "seconds", "first report" }, srows)
-L:note(string.format("exit 99: the tool reported errors; 0: it reported none; 124: the run hit its %d s deadline",
+lab:table({ "tool", "child", "exit", "errors", "outcome", "seconds", "first report" }, srows)
+lab:note(string.format("exit 99: the tool reported errors; 0: it reported none; 124: the run hit its %d s deadline",
   P.timeout))
 
 -- A claim is judged only from runs whose tool finished. A run that timed out is said to have
@@ -266,9 +268,9 @@ end
 local function tool_verdict(id, measured, list, holds)
   local problem = tool_problem(list)
   if problem then
-    L:verdict(id, problem, nil)
+    lab:verdict(id, problem, nil)
   else
-    L:verdict(id, measured, holds)
+    lab:verdict(id, measured, holds)
   end
 end
 
@@ -317,6 +319,7 @@ elseif not clean then holds = false end -- a tool flagged it: the claim would be
 tool_verdict("no_tool_proves",
   string.format("natively the consumer read %s stale elements (%s with the wait); %s", tostring(stale_missing),
     tostring(stale_waited), table.concat(parts, ", ")), stream_runs, holds)
-L:note("re-verify in normal asynchronous execution afterwards: the tools serialise work, which can hide a race in time")
+lab:note(
+  "re-verify in normal asynchronous execution afterwards: the tools serialise work, which can hide a race in time")
 
-os.exit(L:finish())
+os.exit(lab:finish())

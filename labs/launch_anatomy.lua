@@ -7,9 +7,9 @@
 -- (%globaltimer, ns) and how many warps it had, so the lab can see placement and overlap.
 -- The order claim is tested where it can show: a launch whose block 0 has ten times the work
 -- of the others, so a block that starts first is seen to finish last, every run.
-local lab = require("gpulab.lab")
+local harness = require("gpulab.lab")
 
-local L = lab.new {
+local lab = harness.new {
   name = "launch_anatomy",
   title = "Launch anatomy: blocks, warps, residency and asynchrony",
   claims = "seed §1",
@@ -24,39 +24,40 @@ local L = lab.new {
     { name = "async_reps", default = 5, quick = 3, min = 1, max = 100, help = "repetitions of the asynchrony test" },
   },
 }
-local P = L.params
-L:claim { id = "threads", seed = "§1", text = "grid=100, block=256 gives 25,600 threads and 8 warps per block" }
-L:claim { id = "residency", seed = "§1", text = "how many blocks are resident depends on threads, registers, shared " ..
+local P = lab.params
+lab:claim { id = "threads", seed = "§1", text = "grid=100, block=256 gives 25,600 threads and 8 warps per block" }
+lab:claim { id = "residency", seed = "§1", text =
+  "how many blocks are resident depends on threads, registers, shared " ..
   "memory and architecture limits; query them for the target architecture and the compiled resources" }
-L:claim { id = "smem_limit", seed = "§1", text = "shared memory per block is one of the residency limits" }
-L:claim { id = "logical_work", seed = "§1", text = "blocks of a grid are logical work, not that many concurrently " ..
+lab:claim { id = "smem_limit", seed = "§1", text = "shared memory per block is one of the residency limits" }
+lab:claim { id = "logical_work", seed = "§1", text = "blocks of a grid are logical work, not that many concurrently " ..
   "running blocks" }
-L:claim { id = "block0_order", seed = "§1", text = "block order must not be assumed from blockIdx: blockIdx.x=0 " ..
+lab:claim { id = "block0_order", seed = "§1", text = "block order must not be assumed from blockIdx: blockIdx.x=0 " ..
   "is not guaranteed to finish first" }
-L:claim { id = "async", seed = "§1",
+lab:claim { id = "async", seed = "§1",
   text = "a launch is asynchronous: the CPU returning does not mean the GPU finished" }
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Setup")
-local prog = L:compile("kernels/launch_anatomy.cu",
+lab:section("Setup")
+local prog = lab:compile("kernels/launch_anatomy.cu",
   { arch = "sm_90a", std = "c++17", what = "record_blocks, busy_wait" })
 
 local threads = P.grid * P.block
 local warps_per_block = P.block // 32
-L:note(string.format("the seed's example: grid=%d x block=%d = %d threads, %d warps per block, %d warps in all",
+lab:note(string.format("the seed's example: grid=%d x block=%d = %d threads, %d warps per block, %d warps in all",
   P.grid, P.block, threads, warps_per_block, P.grid * warps_per_block))
 
-local gpu_ok = L:gpu()
-if not gpu_ok then os.exit(L:finish()) end
+local gpu_ok = lab:gpu()
+if not gpu_ok then os.exit(lab:finish()) end
 
 local dev = cuda.device(0)
 local mod = cuda.load(prog)
 local record = mod:kernel("record_blocks")
 local busy = mod:kernel("busy_wait")
 local per_sm, limiter = record:occupancy(P.block, 0)
-L:note(string.format("%s: %d SMs; record_blocks uses %d registers/thread, %d B static smem",
+lab:note(string.format("%s: %d SMs; record_blocks uses %d registers/thread, %d B static smem",
   dev.name, dev.sm_count, record.regs, record.smem))
-L:note(string.format("occupancy API: %d blocks of %d threads per SM (limited by %s) -> %d blocks per wave",
+lab:note(string.format("occupancy API: %d blocks of %d threads per SM (limited by %s) -> %d blocks per wave",
   per_sm, P.block, tostring(limiter), per_sm * dev.sm_count))
 
 -- ---------------------------------------------------------------------------------------------
@@ -144,7 +145,7 @@ local function analyse(label, grid, smem, predicted, slow_ns)
   -- every later claim reads these records: they must account for every thread and block
   local valid = seen == grid * P.block and bad_warps == 0 and bad_times == 0
   if not valid then
-    L:fail(string.format("%s: the records are wrong (%d threads counted of %d, %d bad warp counts, %d bad times)",
+    lab:fail(string.format("%s: the records are wrong (%d threads counted of %d, %d bad warp counts, %d bad times)",
       label, seen, grid * P.block, bad_warps, bad_times))
   end
   local peak, sms, gpu_peak = residency(blocks)
@@ -163,7 +164,7 @@ local function analyse(label, grid, smem, predicted, slow_ns)
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Measurement: where and when blocks ran")
+lab:section("Measurement: where and when blocks ran")
 local wave = per_sm * dev.sm_count
 -- Shared memory is a residency limit too: the same kernel asking for 64 KiB of dynamic shared
 -- memory per block (it touches none of it) should fit fewer blocks per SM.
@@ -180,40 +181,40 @@ local runs = {
   analyse(string.format("block 0 does %dx the work", P.slow_factor), one_wave, 0, nil,
     P.busy_us * 1000 * P.slow_factor),
 }
-L:note(string.format("with %d B of dynamic shared memory per block the occupancy API predicts %d blocks/SM (%s)",
+lab:note(string.format("with %d B of dynamic shared memory per block the occupancy API predicts %d blocks/SM (%s)",
   SMEM, smem_per_sm, tostring(smem_limiter)))
 local rows = {}
 for _, r in ipairs(runs) do
   rows[#rows + 1] = { r.label, r.grid, r.grid * P.block, r.threads_seen, r.sms, r.predicted, r.peak, r.gpu_peak,
     r.before0, r.started_before0, r.overtook0, string.format("%.1f", r.span_us) }
 end
-L:table({ "launch", "blocks", "threads (computed)", "threads (counted)", "SMs used", "predicted/SM",
+lab:table({ "launch", "blocks", "threads (computed)", "threads (counted)", "SMs used", "predicted/SM",
   "observed peak/SM", "peak on GPU", "finished before block 0", "started before block 0",
   "started with block 0, finished before it", "span (µs)" }, rows)
 
 for _, r in ipairs(runs) do
-  L:record(r.label, { grid = r.grid, threads_seen = r.threads_seen, sms_used = r.sms, predicted_per_sm = per_sm,
+  lab:record(r.label, { grid = r.grid, threads_seen = r.threads_seen, sms_used = r.sms, predicted_per_sm = per_sm,
     observed_peak_per_sm = r.peak, observed_peak_gpu = r.gpu_peak, finished_before_block0 = r.before0,
     span_us = r.span_us })
 end
 
 local ex, multi = runs[1], runs[2]
 local valid = ex.valid and multi.valid
-L:verdict("threads", string.format("grid=%d, block=%d: %d threads counted by the kernel (%d computed), %d blocks " ..
+lab:verdict("threads", string.format("grid=%d, block=%d: %d threads counted by the kernel (%d computed), %d blocks " ..
   "reported a warp count other than %d", P.grid, P.block, ex.threads_seen, threads, ex.bad_warps, warps_per_block),
   ex.threads_seen == threads and ex.bad_warps == 0)
 local smem_run = runs[3]
-L:verdict("residency",
+lab:verdict("residency",
   string.format("predicted %d blocks/SM (%s); observed peak %d/SM in the %d-wave launch, %d/SM in the seed example",
     per_sm, tostring(limiter), multi.peak, P.waves, ex.peak),
   valid and multi.peak == per_sm and ex.peak <= per_sm)
-L:verdict("smem_limit",
+lab:verdict("smem_limit",
   string.format("64 KiB dynamic smem: predicted %d blocks/SM, observed peak %d/SM (without it: %d)", smem_per_sm,
     smem_run.peak, multi.peak),
   smem_run.valid and smem_run.peak == smem_per_sm and smem_per_sm < per_sm)
 -- The seed's point: a grid is logical work; how much of it runs at once is the GPU's capacity.
 local capacity = per_sm * dev.sm_count
-L:verdict("logical_work",
+lab:verdict("logical_work",
   string.format("capacity %d blocks (%d/SM x %d SMs); seed example: %d of %d at once over %d SMs; "
     .. "%d-wave: %d of %d at once",
     capacity, per_sm, dev.sm_count, ex.gpu_peak, P.grid, ex.sms, P.waves, multi.gpu_peak, multi.grid),
@@ -223,7 +224,7 @@ L:verdict("logical_work",
 -- work, so it finishes first whatever the dispatch order; if none did, completion would follow
 -- blockIdx and the claim is refuted. Equal-work launches only show what the dispatcher happened to do.
 local uneq = runs[4]
-L:verdict("block0_order",
+lab:verdict("block0_order",
   string.format("block 0 with %dx the work: %d of %d blocks started with it (within %.0f µs) and finished " ..
     "before it; " ..
     "equal work: %d finished before block 0 in the seed example, %d in the %d-wave launch",
@@ -234,7 +235,7 @@ L:verdict("block0_order",
   end)())
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Measurement: the CPU returns before the GPU finishes")
+lab:section("Measurement: the CPU returns before the GPU finishes")
 local stream = cuda.stream { nonblocking = true }
 local ran = cuda.array("u64", 1)
 local e0, e1 = cuda.event(), cuda.event()
@@ -261,13 +262,13 @@ for i = 1, P.async_reps do
   least_gpu_ms = math.min(least_gpu_ms, gpu_ms)
   any_done = any_done or done_early
   if math.abs(ran_h[1] / 1e6 - P.long_ms) > P.long_ms * 0.1 + 0.1 then
-    L:fail(string.format("busy_wait ran %.3f ms, asked for %d ms", ran_h[1] / 1e6, P.long_ms))
+    lab:fail(string.format("busy_wait ran %.3f ms, asked for %d ms", ran_h[1] / 1e6, P.long_ms))
   end
 end
-L:table({ "rep", "k:launch returned after", "stream:query() right after", "stream:sync returned after",
+lab:table({ "rep", "k:launch returned after", "stream:query() right after", "stream:sync returned after",
   "GPU: events around the kernel", "GPU: kernel's own %globaltimer" }, reps)
-L:record("async", { worst_launch_us = worst_launch_us, least_gpu_ms = least_gpu_ms, reps = P.async_reps })
-L:verdict("async",
+lab:record("async", { worst_launch_us = worst_launch_us, least_gpu_ms = least_gpu_ms, reps = P.async_reps })
+lab:verdict("async",
   string.format("over %d launches: slowest launch call %.1f µs vs shortest GPU time %.2f ms (%.0fx); query right " ..
     "after the launch: %s", P.async_reps, worst_launch_us, least_gpu_ms,
     least_gpu_ms * 1e3 / math.max(worst_launch_us, 1e-3), any_done and "complete at least once" or "always running"),
@@ -276,7 +277,7 @@ ran:free()
 stream:free()
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Picture: one row per SM")
+lab:section("Picture: one row per SM")
 local function timeline(run, file)
   local by_sm = {}
   for b, rec in ipairs(run.blocks) do
@@ -289,13 +290,13 @@ local function timeline(run, file)
   table.sort(ids)
   local rows_ = {}
   for _, sm in ipairs(ids) do rows_[#rows_ + 1] = { label = "SM " .. sm, spans = by_sm[sm] } end
-  L:svg_timeline { file = file, title = string.format("%s: %d blocks of %d threads", run.label, run.grid, P.block),
+  lab:svg_timeline { file = file, title = string.format("%s: %d blocks of %d threads", run.label, run.grid, P.block),
     x_label = "µs since the first block started", rows = rows_ }
 end
 timeline(ex, "launch_anatomy_example.svg")
 timeline(multi, "launch_anatomy_waves.svg")
 timeline(runs[3], "launch_anatomy_waves_smem.svg")
 timeline(uneq, "launch_anatomy_unequal.svg")
-L:note("each bar is one block (labelled with blockIdx.x); bars stacked in a row overlapped on that SM")
+lab:note("each bar is one block (labelled with blockIdx.x); bars stacked in a row overlapped on that SM")
 
-os.exit(L:finish())
+os.exit(lab:finish())

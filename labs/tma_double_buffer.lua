@@ -16,9 +16,9 @@
 -- kernels/include/gpulab/tma.cuh. The 4 GiB form: --rows=32768 --cols=65536.
 --
 --   gpulab labs/tma_double_buffer.lua [--quick] [--json FILE] [--svg PREFIX] [--rows=N --cols=N]
-local lab = require("gpulab.lab")
+local harness = require("gpulab.lab")
 
-local L = lab.new {
+local lab = harness.new {
   name = "tma_double_buffer",
   title = "TMA double buffering: the completion protocol and the bandwidth it reaches",
   claims = "seed §3",
@@ -34,32 +34,32 @@ local L = lab.new {
   },
 }
 
-local P = L.params
-L:claim { id = "correct", own = true,
+local P = lab.params
+lab:claim { id = "correct", own = true,
   text = "every kernel computes out = scale x in on fresh random data, every element written" }
-L:claim { id = "two_directions", seed = "§3", text = "double buffering has two dependency directions: 'tile is " ..
+lab:claim { id = "two_directions", seed = "§3", text = "double buffering has two dependency directions: 'tile is " ..
   "full' and 'buffer may be overwritten' (every buffer refilled many times, the output exact)" }
-L:claim { id = "overlap", seed = "§3", text = "TMA pays off with overlap: at 1 CTA/SM, 2 stages, whose loads " ..
+lab:claim { id = "overlap", seed = "§3", text = "TMA pays off with overlap: at 1 CTA/SM, 2 stages, whose loads " ..
   "overlap the previous tile's work and store, reach at least 1.6x the bandwidth of 1 stage" }
-L:claim { id = "store_holds", seed = "§3", text = "Shared->Global stores have a different completion protocol: " ..
+lab:claim { id = "store_holds", seed = "§3", text = "Shared->Global stores have a different completion protocol: " ..
   "a buffer the bulk store still reads may not be reused, so 2 stages scaled in place (the store holds the " ..
   "stage) are slower than 2 stages with separate store buffers (by more than 5%)" }
-L:claim { id = "expect_tx_large", seed = "§3", text = "too many transaction bytes: the wait never completes" }
-L:claim { id = "expect_tx_small", seed = "§3", text = "too few transaction bytes: the phase completes early" }
-L:claim { id = "vs_dtod", own = true,
+lab:claim { id = "expect_tx_large", seed = "§3", text = "too many transaction bytes: the wait never completes" }
+lab:claim { id = "expect_tx_small", seed = "§3", text = "too few transaction bytes: the phase completes early" }
+lab:claim { id = "vs_dtod", own = true,
   text = "the persistent TMA pipeline reaches cuMemcpyDtoD's bandwidth (within 1%)" }
-L:claim { id = "plain_copy", own = true, text = "for a streaming scale TMA is no faster than a plain 16-byte " ..
+lab:claim { id = "plain_copy", own = true, text = "for a streaming scale TMA is no faster than a plain 16-byte " ..
   "copy kernel (not faster by more than 2%)" }
-L:claim { id = "box64", own = true,
+lab:claim { id = "box64", own = true,
   text = "the seed's 64x64 box is as fast as the best other 8 KB box shape (within 2%)" }
-L:claim { id = "prefetch", seed = "§3", text = "descriptor prefetch is an optimisation, not a requirement: " ..
+lab:claim { id = "prefetch", seed = "§3", text = "descriptor prefetch is an optimisation, not a requirement: " ..
   "without prefetch.tensormap every output is exact, and the pipeline is as fast (within 1%)" }
-L:claim { id = "box_crossover", seed = "§3", text = "TMA pays off for tile-shaped access with amortised setup: " ..
+lab:claim { id = "box_crossover", seed = "§3", text = "TMA pays off for tile-shaped access with amortised setup: " ..
   "the smallest boxes are slower than plain 16-byte loads in both regimes; from DRAM (cold) TMA overtakes them " ..
   "at some box size, from L2 (hot) at a larger one or not at all" }
-L:claim { id = "store_protocol", seed = "§3", text = "Shared->Global stores complete by bulk groups: a buffer " ..
+lab:claim { id = "store_protocol", seed = "§3", text = "Shared->Global stores complete by bulk groups: a buffer " ..
   "rewritten before cp.async.bulk.wait_group.read gives torn output, with the wait every tile is exact" }
-L:claim { id = "swizzle_align", seed = "§3", text = "alignment must be checked per instruction: a 128B-swizzled " ..
+lab:claim { id = "swizzle_align", seed = "§3", text = "alignment must be checked per instruction: a 128B-swizzled " ..
   "box into a buffer off its 1,024-byte repeat is loaded in another layout or faults, and gpulab's " ..
   "gl_tma_dst_aligned with map.smem_align refuses it before the copy is issued" }
 
@@ -89,7 +89,7 @@ local POISON = 1000.0                                     -- never a result: inp
 
 -- Under compute-sanitizer every access is instrumented: a bandwidth-sized matrix would take
 -- hours, so the default shrinks there (the tools check the protocol, not the speed).
-if os.getenv("GPULAB_SANITIZER") and not L.params_given.rows and not L.params_given.cols then
+if os.getenv("GPULAB_SANITIZER") and not lab.params_given.rows and not lab.params_given.cols then
   P.rows, P.cols = 256, 2048
   print("params: under compute-sanitizer: rows=256 cols=2048 (the tool checks the protocol, not the speed)")
 end
@@ -99,8 +99,8 @@ local function shape_bytes(s) return s[1] * s[2] * 2 end
 local function fmt(v, d) return string.format("%." .. (d or 0) .. "f", v) end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Kernels and tensor maps")
-local prog = L:compile("kernels/tma_double_buffer.cu",
+lab:section("Kernels and tensor maps")
+local prog = lab:compile("kernels/tma_double_buffer.cu",
   { arch = "sm_90a", defines = { CONSUMER_WARPS = CONSUMER_WARPS }, what = "tma_pipeline, tma_one_tile, " ..
     "copy_int4_scale, tma_expect_tx_demo, count_diff_vec16" })
 
@@ -115,16 +115,16 @@ local check_rows = {}
 for _, shape in ipairs(SHAPES) do
   for _, l2 in ipairs(L2S) do
     local ok, msg = cuda.tensormap_check(map_spec(shape, P.rows, P.cols, 0x10000000, l2))
-    if not ok then L:fail("tensor map " .. shape_name(shape) .. ": " .. msg) end
+    if not ok then lab:fail("tensor map " .. shape_name(shape) .. ": " .. msg) end
     check_rows[#check_rows + 1] = { shape_name(shape), shape[1] * 2, l2, ok and "valid" or msg }
   end
 end
-L:table({ "box", "row bytes", "L2 promotion", "tensormap_check" }, check_rows)
+lab:table({ "box", "row bytes", "L2 promotion", "tensormap_check" }, check_rows)
 
-local ok_gpu = L:gpu()
+local ok_gpu = lab:gpu()
 if not ok_gpu then
-  L:note("there is no device: the kernels were compiled and the tensor maps validated; nothing measured")
-  os.exit(L:finish())
+  lab:note("there is no device: the kernels were compiled and the tensor maps validated; nothing measured")
+  os.exit(lab:finish())
 end
 
 -- ---------------------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ local function pipe_smem(stages, out_bufs, box_bytes)
   return (stages + out_bufs) * ((box_bytes + 127) // 128 * 128) + 1024
 end
 k_pipe:set_max_dynamic_smem(pipe_smem(4, OUT_BUFS, 32768))
-L:note(string.format("device: %s (%s), %d SMs, L2 %d MB", dev.name, dev.arch, dev.sm_count, dev.l2_bytes >> 20))
+lab:note(string.format("device: %s (%s), %d SMs, L2 %d MB", dev.name, dev.arch, dev.sm_count, dev.l2_bytes >> 20))
 
 local d_status = cuda.array("i32", 4)
 local d_sched = cuda.array("i32", 2) -- the pipeline's tile counter (PIPE_DYNAMIC), zero between launches
@@ -147,7 +147,7 @@ local function status_clear() d_status:fill(0) end
 local function status_check(what)
   h_status:copy_from(d_status)
   if h_status[1] ~= 0 then
-    L:fail(string.format("%s: an mbarrier wait timed out (code 0x%x, block %d, thread %d)", what,
+    lab:fail(string.format("%s: an mbarrier wait timed out (code 0x%x, block %d, thread %d)", what,
       h_status[1], h_status[2], h_status[3]))
     d_sched:fill(0) -- a pipeline that gave up left its tile counter where it stopped
     return false
@@ -185,7 +185,7 @@ local function copy_run(din, dout, n)
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Correctness against the host (fresh random data, poisoned output)")
+lab:section("Correctness against the host (fresh random data, poisoned output)")
 local all_correct, protocol_ok = true, true
 do
   local rows, cols = 256, 1024
@@ -213,7 +213,7 @@ do
     if not good then
       all_correct = false
       if pipelined then protocol_ok = false end
-      L:fail(string.format("%s: %d mismatches (first at %s)", label, r.mismatches, tostring(r.first_bad)))
+      lab:fail(string.format("%s: %d mismatches (first at %s)", label, r.mismatches, tostring(r.first_bad)))
     end
     results[#results + 1] = { label, seed, r.mismatches, good and "ok" or "WRONG" }
   end
@@ -244,26 +244,26 @@ do
       pipeline_run(shape, 2, 1, ti, to, rows, cols, { grid_cap = 2, flags = 0 })()
     end, true)
   end
-  L:table({ "kernel", "seed", "mismatches", "result" }, results)
-  L:record("correct", all_correct)
-  L:verdict("correct", string.format("%d configurations, %d x %d f16, exact comparison in C", #results, rows, cols),
+  lab:table({ "kernel", "seed", "mismatches", "result" }, results)
+  lab:record("correct", all_correct)
+  lab:verdict("correct", string.format("%d configurations, %d x %d f16, exact comparison in C", #results, rows, cols),
     all_correct)
-  L:verdict("two_directions", string.format("full and empty mbarrier per stage; persistent runs with 1 to 4 (and " ..
+  lab:verdict("two_directions", string.format("full and empty mbarrier per stage; persistent runs with 1 to 4 (and " ..
     "8) stages on 2 CTAs (each buffer refilled up to %d times), in place and with store buffers: %s",
     (rows // 32) * (cols // 128) // 2, protocol_ok and "every output exact, no wait timed out" or "WRONG output"),
     protocol_ok)
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Bandwidth sweep (read + write bytes, L2 flushed before each sample)")
+lab:section("Bandwidth sweep (read + write bytes, L2 flushed before each sample)")
 local rows, cols = P.rows, P.cols
 local n = rows * cols
 local bytes = 2 * n * 2 -- read once + written once
-L:note(string.format("%d x %d f16: %d MB read + %d MB written per run = %.1fx the %d MB L2%s", rows, cols,
+lab:note(string.format("%d x %d f16: %d MB read + %d MB written per run = %.1fx the %d MB L2%s", rows, cols,
   n * 2 >> 20, n * 2 >> 20, bytes / dev.l2_bytes, dev.l2_bytes >> 20,
   bytes < 1 << 30 and " (below 1 GiB moved: bandwidth closer to L2 size reads high or low; see --rows/--cols)" or ""))
-if L.quick or REDUCED then
-  L:note(string.format("%s: the same matrix, configurations stages %s x CTAs/SM %s, %.2f s each",
+if lab.quick or REDUCED then
+  lab:note(string.format("%s: the same matrix, configurations stages %s x CTAs/SM %s, %.2f s each",
     REDUCED and "under compute-sanitizer" or "--quick", table.concat(STAGES, ","), table.concat(CTAS, ","), P.sweep_s))
 end
 local d_in, d_out, d_ref = cuda.array("f16", n), cuda.array("f16", n), cuda.array("f16", n)
@@ -285,12 +285,12 @@ end
 
 local engine_noted = false
 local function measure(fn, label, timeout)
-  local r = lab.measure(fn, { regime = "cold", min_samples = P.reps, min_time = 0.05, max_noise = 0.005,
+  local r = harness.measure(fn, { regime = "cold", min_samples = P.reps, min_time = 0.05, max_noise = 0.005,
     timeout = timeout or P.sweep_s })
   r.label = label
   if not engine_noted then
     engine_noted = true
-    L:note(string.format("times from %s, regime %s, %d+ samples per configuration, %.2f s limit in the sweep",
+    lab:note(string.format("times from %s, regime %s, %d+ samples per configuration, %.2f s limit in the sweep",
       tostring(r.engine or "cuda.measure"), tostring(r.regime), P.reps, P.sweep_s))
   end
   return r
@@ -298,7 +298,7 @@ end
 
 local dtod_fn = function() d_out:copy_from(d_in) end
 local dtod = measure(dtod_fn, "cuMemcpyDtoD", 2 * P.sweep_s)
-L:note("cuMemcpyDtoD: " .. bw_text(dtod))
+lab:note("cuMemcpyDtoD: " .. bw_text(dtod))
 
 -- The reference output: the plain kernel, checked on a sample against the host.
 d_ref:fill(POISON)
@@ -313,7 +313,7 @@ do
     rounded[1] = h_in[i] * scale16 -- rounded to f16 as the kernel's product
     if h_ref[i] ~= rounded[1] then bad = bad + 1 end
   end
-  if bad > 0 then L:fail(string.format("int4 copy: %d of 100000 sampled elements wrong", bad)) end
+  if bad > 0 then lab:fail(string.format("int4 copy: %d of 100000 sampled elements wrong", bad)) end
   ref_ok = bad == 0
 end
 
@@ -338,7 +338,7 @@ local function verified(label, fn, timeout)
   local bad = device_mismatches()
   if bad ~= 0 then
     ok = false
-    L:fail(string.format("%s: %d of %d 16-byte vectors differ from the reference", label, bad, n * 2 // 16))
+    lab:fail(string.format("%s: %d of %d 16-byte vectors differ from the reference", label, bad, n * 2 // 16))
   end
   return r, ok
 end
@@ -371,7 +371,7 @@ for _, shape in ipairs(SHAPES) do
   if shape_bytes(shape) == TILE_BYTES then
     local m = maps_of(shape, "256B")
     step = step + 1
-    L:progress(step, total, name)
+    lab:progress(step, total, name)
     local r, ok = verified("one tile/CTA " .. name, one_tile_run(shape, m[1], m[2], rows, cols))
     one_tile[name] = r
     rows_out[#rows_out + 1] = { "one tile/CTA", name, "256B", "1", "-", "8", bw_text(r),
@@ -381,7 +381,7 @@ for _, shape in ipairs(SHAPES) do
     for _, stages in ipairs(STAGES) do
       for _, ctas in ipairs(CTAS) do
         step = step + 1
-        L:progress(step, total, name)
+        lab:progress(step, total, name)
         local smem = pipe_smem(stages, OUT_BUFS, shape_bytes(shape))
         local fit = k_pipe:occupancy(PIPE_THREADS, smem)
         if ctas <= fit then
@@ -402,9 +402,9 @@ for _, shape in ipairs(SHAPES) do
     end
   end
 end
-L:table({ "kernel", "box", "L2 prom.", "stages", "CTAs/SM", "KB in flight/SM", "GB/s [95% interval]", "% DtoD",
+lab:table({ "kernel", "box", "L2 prom.", "stages", "CTAs/SM", "KB in flight/SM", "GB/s [95% interval]", "% DtoD",
   "output" }, rows_out)
-L:note(string.format("references: cuMemcpyDtoD %s; plain int4 copy+scale %s", bw_text(dtod), bw_text(copy)))
+lab:note(string.format("references: cuMemcpyDtoD %s; plain int4 copy+scale %s", bw_text(dtod), bw_text(copy)))
 
 if best then -- the fastest persistent run, re-checked against the reference in C
   d_out:fill(POISON)
@@ -414,8 +414,8 @@ if best then -- the fastest persistent run, re-checked against the reference in 
   h_out:copy_from(d_out)
   local r = cuda.compare(h_out, h_ref, { atol = 0, rtol = 0 })
   best.host_checked = r.mismatches == 0 and status_check("best persistent") and ref_ok
-  if not best.host_checked then L:fail(string.format("best persistent: %d mismatches in C", r.mismatches)) end
-  L:note(string.format("best persistent run (%s, L2 promotion %s, %d stages, %d CTAs/SM) re-checked in C against " ..
+  if not best.host_checked then lab:fail(string.format("best persistent: %d mismatches in C", r.mismatches)) end
+  lab:note(string.format("best persistent run (%s, L2 promotion %s, %d stages, %d CTAs/SM) re-checked in C against " ..
     "the reference: %d mismatches of %d", best.shape, best.l2, best.stages, best.ctas_per_sm, r.mismatches, n))
 end
 local sweep_json = {}
@@ -424,13 +424,13 @@ for i, e in ipairs(sweep) do
     pct = e.pct,
     ok = e.ok, ci95_ms = { e.result.ci95[1], e.result.ci95[2] }, mean_ms = e.result.mean, noise = e.result.noise }
 end
-L:record("dtod_gbps", gbps(dtod.mean))
-L:record("int4_copy_gbps", gbps(copy.mean))
-L:record("sweep", sweep_json)
-L:record("bytes_moved", bytes)
+lab:record("dtod_gbps", gbps(dtod.mean))
+lab:record("int4_copy_gbps", gbps(copy.mean))
+lab:record("sweep", sweep_json)
+lab:record("bytes_moved", bytes)
 local one_tile_json = {}
 for name, r in pairs(one_tile) do one_tile_json[name] = { gbps = gbps(r.mean), ci95_ms = { r.ci95[1], r.ci95[2] } } end
-L:record("one_tile", one_tile_json)
+lab:record("one_tile", one_tile_json)
 
 -- bandwidth vs stages: best over CTAs per SM, one line per box shape, 95% intervals as error bars
 local series = {}
@@ -453,12 +453,12 @@ for _, ref in ipairs({ { "cuMemcpyDtoD", dtod }, { "int4 copy", copy } }) do
   series[#series + 1] = { name = ref[1], band = true, points = { { STAGES[1], m, lo = lo, hi = hi },
     { STAGES[#STAGES], m, lo = lo, hi = hi } } }
 end
-L:svg_lines { file = "bandwidth_vs_stages.svg",
+lab:svg_lines { file = "bandwidth_vs_stages.svg",
   title = "TMA persistent pipeline: bandwidth vs stages (best CTAs/SM, 95% intervals)",
   x_label = "stages (one box per load buffer)", y_label = "GB/s (read + write)", series = series }
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Double buffering: does the second stage overlap? (1 CTA/SM, 128x32 boxes)")
+lab:section("Double buffering: does the second stage overlap? (1 CTA/SM, 128x32 boxes)")
 -- One CTA per SM leaves the overlap inside the CTA as the only way to keep bytes in flight.
 local DB_SHAPE = "128x32"
 local db_fns, db_res, db_rows = {}, {}, {}
@@ -470,8 +470,8 @@ for _, v in ipairs({ { "1 stage, store buffers", 1, OUT_BUFS }, { "2 stages, sto
   db_res[v[1]] = r
   db_rows[#db_rows + 1] = { v[1], bw_text(r), fmt(100 * r.noise, 2) .. "%", r.samples, ok and "ok" or "WRONG" }
 end
-L:table({ "pipeline", "GB/s [95% interval]", "noise", "samples", "output" }, db_rows)
-L:note("in place, the consumers scale the stage buffer and the bulk store reads it from there: the producer may " ..
+lab:table({ "pipeline", "GB/s [95% interval]", "noise", "samples", "output" }, db_rows)
+lab:note("in place, the consumers scale the stage buffer and the bulk store reads it from there: the producer may " ..
   "refill it only after cp.async.bulk.wait_group.read says the store has read it, so the next load waits for " ..
   "this tile's store. With store buffers the stage is released as soon as the consumers have read it")
 local bars = {}
@@ -479,7 +479,7 @@ for _, row in ipairs(db_rows) do
   local m, lo, hi = bw(db_res[row[1]])
   bars[#bars + 1] = { label = row[1], value = m, lo = lo, hi = hi }
 end
-L:svg_bars { file = "double_buffering.svg", title = "1 CTA/SM, 128x32 boxes: GB/s with 95% intervals",
+lab:svg_bars { file = "double_buffering.svg", title = "1 CTA/SM, 128x32 boxes: GB/s with 95% intervals",
   y_label = "GB/s (read + write)", bars = bars }
 
 -- A speed claim is judged only on kernels whose output was right.
@@ -490,17 +490,17 @@ local function decided(d, yes, no)
 end
 
 -- at least 1.6x the bandwidth: the time ratio 2 stages / 1 stage at most 1/1.6
-local d_over, r_over, _, ev_over = L:compare(db_fns["2 stages, store buffers"], db_fns["1 stage, store buffers"],
+local d_over, r_over, _, ev_over = lab:compare(db_fns["2 stages, store buffers"], db_fns["1 stage, store buffers"],
   { against = 1 / 1.6, margin = 0 })
-L:verdict("overlap", string.format("2 stages %s vs 1 stage %s: %.2fx", bw_text(ev_over.a), bw_text(ev_over.b),
+lab:verdict("overlap", string.format("2 stages %s vs 1 stage %s: %.2fx", bw_text(ev_over.a), bw_text(ev_over.b),
   1 / r_over), decided(d_over, { "faster" }, { "slower" }), ev_over)
-local d_hold, _, _, ev_hold = L:compare(db_fns["2 stages, store buffers"], db_fns["2 stages, in place"],
+local d_hold, _, _, ev_hold = lab:compare(db_fns["2 stages, store buffers"], db_fns["2 stages, in place"],
   { margin = 0.05 })
-L:verdict("store_holds", string.format("2 stages with store buffers %s vs in place %s", bw_text(ev_hold.a),
+lab:verdict("store_holds", string.format("2 stages with store buffers %s vs in place %s", bw_text(ev_hold.a),
   bw_text(ev_hold.b)), decided(d_hold, { "faster" }, { "same", "slower" }), ev_hold)
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Why bytes in flight decide it (Little's law)")
+lab:section("Why bytes in flight decide it (Little's law)")
 -- Latency of one tile round trip: one CTA, one stage, in place, so nothing overlaps.
 local lat_us
 do
@@ -508,15 +508,15 @@ do
   local tiles_run = math.min((cols // 128) * (rows // 32), 4096)
   local fn = pipeline_run(m.shape, 1, 1, m[1], m[2], rows, cols, { grid_cap = 1, ntiles = tiles_run, out_bufs = 0 })
   status_clear()
-  local r = lab.measure(fn, { regime = "hot", min_samples = 5, min_time = 0.05, timeout = 1 })
+  local r = harness.measure(fn, { regime = "hot", min_samples = 5, min_time = 0.05, timeout = 1 })
   status_check("latency probe")
   lat_us = r.mean * 1000 / tiles_run
 end
 local read_bw = gbps(dtod.mean) / 2 -- GB/s of reads at the copy engine's pace
 local need_kb = read_bw * 1e9 * lat_us * 1e-6 / dev.sm_count / 1024
-L:note(string.format("one CTA with one stage needs %.2f µs per 8 KB tile (load, scale, store read): the " ..
+lab:note(string.format("one CTA with one stage needs %.2f µs per 8 KB tile (load, scale, store read): the " ..
   "serial latency of the pipeline", lat_us))
-L:note(string.format("Little's law: to read at %s GB/s with %.2f µs per tile, %s KB must be in flight, " ..
+lab:note(string.format("Little's law: to read at %s GB/s with %.2f µs per tile, %s KB must be in flight, " ..
   "%s KB per SM over %d SMs", fmt(read_bw), lat_us, fmt(read_bw * lat_us), fmt(need_kb, 1), dev.sm_count))
 local little_rows = {}
 for _, e in ipairs(sweep) do
@@ -525,12 +525,12 @@ for _, e in ipairs(sweep) do
     little_rows[#little_rows + 1] = { e.shape, e.stages, fmt(e.inflight_kb), fmt(predicted), bw_text(e.result) }
   end
 end
-L:table({ "box", "stages", "KB in flight/SM", "Little bound GB/s", "measured GB/s [95%]" }, little_rows)
-L:record("tile_latency_us", lat_us)
-L:record("little_needed_kb_per_sm", need_kb)
+lab:table({ "box", "stages", "KB in flight/SM", "Little bound GB/s", "measured GB/s [95%]" }, little_rows)
+lab:record("tile_latency_us", lat_us)
+lab:record("little_needed_kb_per_sm", need_kb)
 
 -- ---------------------------------------------------------------------------------------------
-L:section("What held the pipeline back: each knob, against the best run")
+lab:section("What held the pipeline back: each knob, against the best run")
 -- On the H200 at 4 GiB the first pipeline (fixed stride, 8 KB boxes, 256B promotion) reached
 -- 94% of cuMemcpyDtoD and its stages made no difference: the rows below undo one change each.
 local knobs = {}
@@ -556,33 +556,33 @@ if best then
     row(string.format("best 8 KB box: %s, %s, %d stages, %d CTAs/SM", b8.shape, b8.l2, b8.stages, b8.ctas_per_sm),
       config_fn(b8.shape, b8.stages, b8.ctas_per_sm, OUT_BUFS, b8.l2))
   end
-  L:table({ "pipeline", "GB/s [95% interval]", "% DtoD", "output" }, knobs)
-  L:note("a fixed stride lets CTAs drift apart: the tiles in flight spread over the matrix and the last CTAs " ..
+  lab:table({ "pipeline", "GB/s [95% interval]", "% DtoD", "output" }, knobs)
+  lab:note("a fixed stride lets CTAs drift apart: the tiles in flight spread over the matrix and the last CTAs " ..
     "finish alone; the counter keeps both tight. Each box costs the consumers a wait and two barriers, so " ..
     "larger boxes amortise them")
 end
-L:record("knobs", knobs)
+lab:record("knobs", knobs)
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Descriptor prefetch (prefetch.tensormap): optimisation or requirement?")
+lab:section("Descriptor prefetch (prefetch.tensormap): optimisation or requirement?")
 local prefetch_ok
 if best then
   local with_fn = config_fn(best.shape, best.stages, best.ctas_per_sm, OUT_BUFS, best.l2)
   local without_fn = config_fn(best.shape, best.stages, best.ctas_per_sm, OUT_BUFS, best.l2, DYNAMIC | NO_PREFETCH)
   local _, exact = verified("best pipeline without prefetch.tensormap", without_fn, 2 * P.sweep_s)
-  local dp, rp, _, evp = L:compare(function() return measure(without_fn, "without prefetch", 2 * P.sweep_s) end,
+  local dp, rp, _, evp = lab:compare(function() return measure(without_fn, "without prefetch", 2 * P.sweep_s) end,
     function() return measure(with_fn, "with prefetch", 2 * P.sweep_s) end, { margin = 0.01 })
-  L:note(string.format("without prefetch %s, with %s: time ratio %.4f; output without prefetch %s",
+  lab:note(string.format("without prefetch %s, with %s: time ratio %.4f; output without prefetch %s",
     bw_text(evp.a), bw_text(evp.b), rp, exact and "exact" or "WRONG"))
   local speed = decided(dp, { "same", "faster" }, { "slower" })
   prefetch_ok = exact and speed
   if not exact then prefetch_ok = false end
-  L:verdict("prefetch", string.format("without prefetch.tensormap: output %s, %s%% of the bandwidth with it",
+  lab:verdict("prefetch", string.format("without prefetch.tensormap: output %s, %s%% of the bandwidth with it",
     exact and "exact" or "WRONG", fmt(100 / rp, 1)), prefetch_ok, evp)
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("The store's completion protocol: reusing a buffer the bulk store still reads")
+lab:section("The store's completion protocol: reusing a buffer the bulk store still reads")
 do
   local k_reuse, k_store = mod:kernel("tma_store_reuse_demo"), mod:kernel("tma_store_only")
   k_reuse:set_max_dynamic_smem(32768 + 1024)
@@ -618,12 +618,12 @@ do
     end
     tm:free()
   end
-  L:table({ "box", "wait before reuse", "16-byte vectors not 2.0 (3 runs)", "torn share (run 1)" }, torn_rows)
-  L:record("store_reuse", torn_rows)
+  lab:table({ "box", "wait before reuse", "16-byte vectors not 2.0 (3 runs)", "torn share (run 1)" }, torn_rows)
+  lab:record("store_reuse", torn_rows)
   local protocol_holds = without_torn -- undecided (nil) where the broken form was not run
   if REDUCED then protocol_holds = nil end
   if not with_ok then protocol_holds = false end
-  L:verdict("store_protocol", string.format("with wait_group.read: %s; without: %s", with_ok and "every run exact" or
+  lab:verdict("store_protocol", string.format("with wait_group.read: %s; without: %s", with_ok and "every run exact" or
     "WRONG output", REDUCED and "not run under compute-sanitizer" or
     (without_torn and "torn output in every run" or "some run came out exact")), protocol_holds)
 
@@ -646,14 +646,14 @@ do
     store_rows[#store_rows + 1] = { "TMA stores 256x32, 2 CTAs/SM, after each: " .. w[2],
       fmt(written / (r.mean * 1e-3) / 1e9), bad == 0 and "exact" or (bad .. " vectors wrong") }
   end
-  L:table({ "writer", "GB/s (written)", "output" }, store_rows)
-  L:record("store_only", store_rows)
+  lab:table({ "writer", "GB/s (written)", "output" }, store_rows)
+  lab:record("store_only", store_rows)
   tm:free()
   d_val:free()
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Box size: where TMA overtakes plain 16-byte loads (cold: from DRAM, hot: from L2)")
+lab:section("Box size: where TMA overtakes plain 16-byte loads (cold: from DRAM, hot: from L2)")
 local BOXES = { { 8, 1 }, { 32, 1 }, { 128, 1 }, { 256, 1 }, { 256, 2 }, { 256, 4 }, { 256, 8 }, { 256, 16 },
                 { 256, 32 }, { 256, 64 } }
 local crossover, smallest_slower = {}, {}
@@ -673,7 +673,7 @@ if not REDUCED then
     end
     local copy_fn_b = copy_run(a_in, a_out, bn)
     local function timed(fn, label)
-      local r = lab.measure(fn, { regime = regime, min_samples = P.reps, min_time = 0.05, max_noise = 0.01,
+      local r = harness.measure(fn, { regime = regime, min_samples = P.reps, min_time = 0.05, max_noise = 0.01,
                                   timeout = 4 * P.sweep_s })
       r.label = label
       return r
@@ -699,8 +699,8 @@ if not REDUCED then
       tin:free()
       tout:free()
       if bestr then
-        local ratio, ci = lab.ratio(bestr, copy_r)
-        local d = lab.decide(ci, 0.02)
+        local ratio, ci = harness.ratio(bestr, copy_r)
+        local d = harness.decide(ci, 0.02)
         if i == 1 then smallest_slower[regime] = d == "slower" end
         if d == "faster" and not crossover[regime] then crossover[regime] = shape_bytes(shape) end
         box_rows[#box_rows + 1] = { regime, shape_name(shape), shape_bytes(shape), bestc[1] .. "/" .. bestc[2],
@@ -711,22 +711,23 @@ if not REDUCED then
     a_in:free()
     a_out:free()
   end
-  L:table({ "regime", "box", "bytes", "stages/CTAs", "TMA GB/s", "int4 GB/s", "TMA/int4 [95%]", "TMA is" }, box_rows)
-  L:record("box_sweep", box_rows)
-  L:note(string.format("crossover (smallest box at least 2%% faster than the int4 copy): cold %s, hot %s",
+  lab:table({ "regime", "box", "bytes", "stages/CTAs", "TMA GB/s", "int4 GB/s", "TMA/int4 [95%]", "TMA is" }, box_rows)
+  lab:record("box_sweep", box_rows)
+  lab:note(string.format("crossover (smallest box at least 2%% faster than the int4 copy): cold %s, hot %s",
     crossover.cold and (crossover.cold .. " B") or "none up to 32 KB",
     crossover.hot and (crossover.hot .. " B") or "none up to 32 KB"))
   local holds = smallest_slower.cold and smallest_slower.hot and crossover.cold ~= nil and
     (crossover.hot == nil or crossover.hot > crossover.cold)
-  L:verdict("box_crossover", string.format("16-byte boxes slower than the copy: cold %s, hot %s; crossover cold %s, " ..
+  lab:verdict("box_crossover", string.format("16-byte boxes slower than the copy: cold %s, hot %s; " ..
+    "crossover cold %s, " ..
     "hot %s", tostring(smallest_slower.cold), tostring(smallest_slower.hot), tostring(crossover.cold or "none"),
     tostring(crossover.hot or "none")), all_correct and holds)
 else
-  L:note("under compute-sanitizer the box-size sweep is skipped (it times, the tools do not)")
+  lab:note("under compute-sanitizer the box-size sweep is skipped (it times, the tools do not)")
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("A swizzled box into a misaligned buffer, in child processes")
+lab:section("A swizzled box into a misaligned buffer, in child processes")
 do
   local probe = cuda.home .. "/tests/lua/tma_swizzle_child.lua"
   local results, rows_sw = {}, {}
@@ -736,7 +737,7 @@ do
     modes = { modes[1], modes[2], modes[5], modes[6] }
   end
   for _, mode in ipairs(modes) do
-    local r = L:child(probe, { args = { mode[1], tostring(mode[2]), tostring(mode[3]) }, timeout = 60 })
+    local r = lab:child(probe, { args = { mode[1], tostring(mode[2]), tostring(mode[3]) }, timeout = 60 })
     local line = r.stdout:match("swizzle_probe [^\n]*") or ""
     local function num(key) return tonumber(line:match(" " .. key .. "=(%-?%w+)")) end
     local e = { swizzle = mode[1], offset = mode[2], check = mode[3], line = line,
@@ -756,8 +757,8 @@ do
     end
     rows_sw[#rows_sw + 1] = { mode[1], mode[2], mode[3] == 1 and "yes" or "no", outcome }
   end
-  L:table({ "swizzle", "offset from 1024", "gl_tma_dst_aligned", "what happened" }, rows_sw)
-  L:record("swizzle_probes", results)
+  lab:table({ "swizzle", "offset from 1024", "gl_tma_dst_aligned", "what happened" }, rows_sw)
+  lab:record("swizzle_probes", results)
   local function find(sw, off, chk)
     for _, e in ipairs(results) do if e.swizzle == sw and e.offset == off and e.check == chk then return e end end
   end
@@ -770,17 +771,18 @@ do
     off128.error == "" and (off128.expected or 0) < (off128.chunks or 0) and refused(c128) and refused(c16)
   if holds and off16 then holds = off16.error ~= "" or (off16.expected or 0) < (off16.chunks or 0)
   elseif holds then holds = nil end -- under compute-sanitizer the faulting probe is not run: undecided
-  L:verdict("swizzle_align", string.format("aligned: %s; 128 B off: %s; 16 B off: %s; with the check both refused: %s",
+  lab:verdict("swizzle_align", string.format(
+    "aligned: %s; 128 B off: %s; 16 B off: %s; with the check both refused: %s",
     aligned.expected == aligned.chunks and "exact" or "WRONG", rows_sw[2][4], off16 and rows_sw[3][4] or "not run",
     tostring(refused(c128) and refused(c16))), holds)
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("The transaction count (expect_tx) protocol, in child processes")
+lab:section("The transaction count (expect_tx) protocol, in child processes")
 local child = cuda.home .. "/tests/lua/tma_expect_tx_child.lua"
 local modes = {}
 for _, mode in ipairs({ "large", "small" }) do
-  local r = L:child(child, { args = { mode }, timeout = 60 })
+  local r = lab:child(child, { args = { mode }, timeout = 60 })
   local line = r.stdout:match("expect_tx mode=" .. mode .. "[^\n]*") or ""
   local function num(key) return tonumber(line:match(key .. "=(%-?%w+)")) end
   modes[mode] = {
@@ -789,36 +791,36 @@ for _, mode in ipairs({ "large", "small" }) do
     poison = num("poison"), wrong = num("wrong"),
     healthy = r.stdout:find("context healthy:", 1, true) ~= nil,
   }
-  L:note(string.format("%s: %s", mode, line ~= "" and line or ("child " .. r.status .. ": " .. r.stderr:sub(1, 300))))
+  lab:note(string.format("%s: %s", mode, line ~= "" and line or ("child " .. r.status .. ": " .. r.stderr:sub(1, 300))))
 end
 local large, small = modes.large, modes.small
-L:record("expect_tx", modes)
+lab:record("expect_tx", modes)
 local stuck = large.stuck
-L:verdict("expect_tx_large",
+lab:verdict("expect_tx_large",
   string.format("status 0x%x = barrier kind %d, stage %d, phase %d; context %s afterwards", stuck,
     (stuck >> 24) & 0x3f, (stuck >> 16) & 0xff, stuck & 0xffff, large.healthy and "healthy" or "NOT healthy"),
   large.status == "ok" and stuck ~= 0 and large.healthy)
-L:verdict("expect_tx_small",
+lab:verdict("expect_tx_small",
   string.format("%s poisoned elements read after the wait returned, %s wrong values, context %s",
     tostring(small.poison), tostring(small.wrong), small.healthy and "healthy" or "NOT healthy"),
   (small.status == "ok" and small.healthy and small.stuck == 0) and ((small.poison or 0) > 0 or nil) or false)
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Bandwidth claims, decided from intervals")
+lab:section("Bandwidth claims, decided from intervals")
 if best then
   local best_fn = config_fn(best.shape, best.stages, best.ctas_per_sm, OUT_BUFS, best.l2)
   local function again(fn, label) return function() return measure(fn, label, 2 * P.sweep_s) end end
   local best_label = string.format("TMA %s %s s=%d c=%d", best.shape, best.l2, best.stages, best.ctas_per_sm)
   -- DtoD's bandwidth within 1%: the time ratio best/DtoD below 1.01 (or the same within 1%)
-  local d1, _, ci1, ev1 = L:compare(again(best_fn, best_label), again(dtod_fn, "cuMemcpyDtoD"), { margin = 0.01 })
+  local d1, _, ci1, ev1 = lab:compare(again(best_fn, best_label), again(dtod_fn, "cuMemcpyDtoD"), { margin = 0.01 })
   local reaches = decided(d1, { "faster", "same" }, { "slower" })
   if not best.host_checked then reaches = false end
-  L:verdict("vs_dtod", string.format("%s: %s%% of cuMemcpyDtoD [%s, %s]", best_label,
+  lab:verdict("vs_dtod", string.format("%s: %s%% of cuMemcpyDtoD [%s, %s]", best_label,
     fmt(100 * ev1.b.mean / ev1.a.mean, 1), fmt(100 / ci1[2], 1), fmt(100 / ci1[1], 1)), reaches, ev1)
 
   local copy_check = copy_run(d_in, d_out, n)
-  local d2, _, _, ev2 = L:compare(again(best_fn, best_label), again(copy_check, "int4 copy"), { margin = 0.02 })
-  L:verdict("plain_copy", string.format("best TMA %s vs int4 copy %s", bw_text(ev2.a), bw_text(ev2.b)),
+  local d2, _, _, ev2 = lab:compare(again(best_fn, best_label), again(copy_check, "int4 copy"), { margin = 0.02 })
+  lab:verdict("plain_copy", string.format("best TMA %s vs int4 copy %s", bw_text(ev2.a), bw_text(ev2.b)),
     decided(d2, { "same", "slower" }, { "faster" }), ev2)
 
   -- the seed's 64x64 against the best other shape, each at its own best configuration
@@ -832,9 +834,9 @@ if best then
   if b64 and bother then
     local l64 = string.format("64x64 s=%d c=%d", b64.stages, b64.ctas_per_sm)
     local lo = string.format("%s s=%d c=%d", bother.shape, bother.stages, bother.ctas_per_sm)
-    local d3, _, _, ev3 = L:compare(again(config_fn("64x64", b64.stages, b64.ctas_per_sm, OUT_BUFS, b64.l2), l64),
+    local d3, _, _, ev3 = lab:compare(again(config_fn("64x64", b64.stages, b64.ctas_per_sm, OUT_BUFS, b64.l2), l64),
       again(config_fn(bother.shape, bother.stages, bother.ctas_per_sm, OUT_BUFS, bother.l2), lo), { margin = 0.02 })
-    L:verdict("box64", string.format("%s %s vs %s %s", l64, bw_text(ev3.a), lo, bw_text(ev3.b)),
+    lab:verdict("box64", string.format("%s %s vs %s %s", l64, bw_text(ev3.a), lo, bw_text(ev3.b)),
       decided(d3, { "same" }, { "slower", "faster" }), ev3)
   end
 end
@@ -857,13 +859,13 @@ end
 if best and cuda.profile and not os.getenv("GPULAB_SANITIZER") and cuda.profile_available() then
   local seen, why = counted_dram(config_fn(best.shape, best.stages, best.ctas_per_sm, OUT_BUFS, best.l2))
   if seen then
-    L:note(string.format("counters (CUPTI) on the best run: DRAM %.1f MB read + %.1f MB written (this lab counts "
+    lab:note(string.format("counters (CUPTI) on the best run: DRAM %.1f MB read + %.1f MB written (this lab counts "
       .. "%.1f + %.1f MB), %.0f GB/s over the kernel's own %.3f ms", seen.read / 1e6, seen.written / 1e6,
       n * 2 / 1e6, n * 2 / 1e6, (seen.read + seen.written) / seen.ns, seen.ns / 1e6))
   else
-    L:note("counters: cuda.profile of the best run gave nothing: " .. why)
+    lab:note("counters: cuda.profile of the best run gave nothing: " .. why)
   end
 end
 for _, m in pairs(maps) do m[1]:free(); m[2]:free() end
 
-os.exit(L:finish())
+os.exit(lab:finish())

@@ -8,9 +8,9 @@
 -- thread. Active, eligible and issued warps per scheduler per cycle come from the GPU's counters
 -- read in-process (cuda.profile, CUPTI's range profiler: one profiled launch per configuration);
 -- --ncu re-runs each configuration in a child under Nsight Compute as a cross-check.
-local lab = require("gpulab.lab")
+local harness = require("gpulab.lab")
 
-local L = lab.new {
+local lab = harness.new {
   name = "warp_states",
   title = "Warp states: occupancy, eligible warps and issue slots",
   claims = "seed §2",
@@ -22,7 +22,7 @@ local L = lab.new {
     { name = "reps", default = 15, min = 1, max = 1000, help = "timed repetitions per configuration" },
   },
 }
-local P = L.params
+local P = lab.params
 if P.block % 32 ~= 0 then
   io.stderr:write("warp_states: --block must be a multiple of 32\n")
   os.exit(2)
@@ -30,25 +30,25 @@ end
 
 local KINDS = { "fma", "load" }
 local ILPS = { 1, 4 }
-local BLOCKS_PER_SM = L.quick and { 1, 4, 16 } or { 1, 2, 4, 8, 16 }
+local BLOCKS_PER_SM = lab.quick and { 1, 4, 16 } or { 1, 2, 4, 8, 16 }
 -- links per thread: long enough that one launch is >= ~0.1 ms even when fully hidden
-local STEPS = { fma = L.quick and 65536 or 262144, load = L.quick and 1024 or 4096 }
+local STEPS = { fma = lab.quick and 65536 or 262144, load = lab.quick and 1024 or 4096 }
 local CHAIN_ENTRIES = 1 << 20 -- 4 MiB permutation: stays in L2, so a link costs an L2 hit
 
 local function kernel_name(kind, ilp) return string.format("%s_chain<%d>", kind, ilp) end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Setup")
+lab:section("Setup")
 local names = {}
 for _, kind in ipairs(KINDS) do for _, ilp in ipairs(ILPS) do names[#names + 1] = kernel_name(kind, ilp) end end
 local t = cuda.now()
 local prog = cuda.compile_file(cuda.home .. "/kernels/warp_states.cu",
   { arch = "sm_90a", std = "c++17", names = names })
-L:note(string.format("kernels/warp_states.cu compiled for sm_90a in %.1f ms: %s", (cuda.now() - t) * 1e3,
+lab:note(string.format("kernels/warp_states.cu compiled for sm_90a in %.1f ms: %s", (cuda.now() - t) * 1e3,
   table.concat(names, ", ")))
-L:note(string.format("each thread does %d FMA links or %d load links in all, split over ILP independent chains",
+lab:note(string.format("each thread does %d FMA links or %d load links in all, split over ILP independent chains",
   STEPS.fma, STEPS.load))
-if not L:gpu() then os.exit(L:finish()) end
+if not lab:gpu() then os.exit(lab:finish()) end
 
 local dev = cuda.device(0)
 local mod = cuda.load(prog)
@@ -125,7 +125,7 @@ local function check_output(kind, ilp, c)
     local want, got = expected(kind, ilp, tid, tid % P.block), h[tid + 1]
     local ok = kind == "fma" and math.abs(got - want) <= 1e-4 * math.abs(want) or got == want
     if not ok then
-      L:fail(string.format("%s ILP %d: thread %d computed %s, the CPU says %s", kind, ilp, tid, got, want))
+      lab:fail(string.format("%s ILP %d: thread %d computed %s, the CPU says %s", kind, ilp, tid, got, want))
     end
   end
 end
@@ -173,24 +173,24 @@ if P.config ~= "" then
   end
   c.run()
   cuda.sync { timeout = 60 }
-  L:note(string.format("ran %s once: grid=%d block=%d smem=%d", P.config, c.grid, P.block, c.smem))
-  os.exit(L:finish())
+  lab:note(string.format("ran %s once: grid=%d block=%d smem=%d", P.config, c.grid, P.block, c.smem))
+  os.exit(lab:finish())
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Measurement: throughput of dependent chains against occupancy")
+lab:section("Measurement: throughput of dependent chains against occupancy")
 local results, rows = {}, {}
 local total, done = #KINDS * #ILPS * #BLOCKS_PER_SM, 0
 for _, kind in ipairs(KINDS) do
   for _, ilp in ipairs(ILPS) do
     for _, per_sm in ipairs(BLOCKS_PER_SM) do
       done = done + 1
-      L:progress(done, total, "configurations")
+      lab:progress(done, total, "configurations")
       local c, why = setup(kind, ilp, per_sm)
       if not c then
-        L:note(string.format("%s ILP=%d at %d blocks/SM skipped: %s", kind, ilp, per_sm, why))
+        lab:note(string.format("%s ILP=%d at %d blocks/SM skipped: %s", kind, ilp, per_sm, why))
       else
-        local b = cuda.bench(c.run, { warmup = 2, reps = L.quick and math.min(P.reps, 5) or P.reps })
+        local b = cuda.bench(c.run, { warmup = 2, reps = lab.quick and math.min(P.reps, 5) or P.reps })
         local r = {
           kind = kind, ilp = ilp, per_sm = per_sm, warps = c.warps_per_sm, smem = c.smem, ms = b.median,
           spread = (b.max - b.min) / b.median, glinks = c.links / (b.median * 1e6),
@@ -227,7 +227,7 @@ local function counters_in_process()
   if not ok then return nil, why end
   local outer = true -- an outer range around the launch, unless this CUPTI makes it a row
   for i, r in ipairs(results) do
-    L:progress(i, #results, "CUPTI")
+    lab:progress(i, #results, "CUPTI")
     local c = assert(setup(r.kind, r.ilp, r.per_sm))
     local fine, prof = pcall(cuda.profile, c.run, { metrics = METRIC_LIST, outer_range = outer })
     if fine and #prof ~= 1 and outer then
@@ -248,17 +248,17 @@ local cupti_why
 if P.cupti and os.getenv("GPULAB_SANITIZER") then
   -- a sanitizer instruments the process through the same tools interface: no counters under it
   cupti_why = "not read under compute-sanitizer (" .. os.getenv("GPULAB_SANITIZER") .. ")"
-  L:note("in-process counters: " .. cupti_why)
+  lab:note("in-process counters: " .. cupti_why)
 elseif P.cupti then
-  L:section("Measurement: scheduler counters in-process (cuda.profile, CUPTI range profiler)")
+  lab:section("Measurement: scheduler counters in-process (cuda.profile, CUPTI range profiler)")
   local ok, why = counters_in_process()
   if ok then
-    L:note(string.format("one profiled launch per configuration; %d replay pass(es) each; clocks as they run "
+    lab:note(string.format("one profiled launch per configuration; %d replay pass(es) each; clocks as they run "
       .. "(no clock control)", results[1] and results[1].passes or 0))
   else
     cupti_why = why
     for _, r in ipairs(results) do r.active, r.eligible, r.issued, r.source = nil, nil, nil, nil end
-    L:note("in-process counters unavailable: " .. tostring(why))
+    lab:note("in-process counters unavailable: " .. tostring(why))
   end
 end
 
@@ -281,7 +281,7 @@ local function profile(ncu, r)
   local cmd = table.concat({
     "timeout 300", ncu, "--clock-control none", "--csv", "--kernel-name regex:chain",
     "--metrics", METRICS.active .. "," .. METRICS.eligible .. "," .. METRICS.issued,
-    shell_quote(gpulab_exe()), shell_quote(arg[0]), "--config=" .. r.config, L.quick and "--quick" or "", "2>&1",
+    shell_quote(gpulab_exe()), shell_quote(arg[0]), "--config=" .. r.config, lab.quick and "--quick" or "", "2>&1",
   }, " ")
   local p = io.popen(cmd)
   local text = p:read("a")
@@ -302,17 +302,17 @@ local function profile(ncu, r)
 end
 
 local ncu_path = P.ncu and find_ncu()
-if P.ncu and not ncu_path then L:note("--ncu: ncu not found on PATH or in /usr/local/cuda/bin; counters skipped") end
+if P.ncu and not ncu_path then lab:note("--ncu: ncu not found on PATH or in /usr/local/cuda/bin; counters skipped") end
 if ncu_path then
-  L:section("Measurement: scheduler counters under ncu --clock-control none")
+  lab:section("Measurement: scheduler counters under ncu --clock-control none")
   for i, r in ipairs(results) do
-    L:progress(i, #results, "ncu")
+    lab:progress(i, #results, "ncu")
     local got, why = profile(ncu_path, r)
     if got then
       r.ncu = got
       if not r.source then r.active, r.eligible, r.issued, r.source = got.active, got.eligible, got.issued, "ncu" end
     else
-      L:note("ncu " .. r.config .. ": " .. tostring(why))
+      lab:note("ncu " .. r.config .. ": " .. tostring(why))
     end
   end
 end
@@ -334,16 +334,16 @@ end
 local header = { "chain", "ILP", "blocks/SM", "warps/SM", "dyn smem (B)", "median ms", "G links/s", "spread",
   "active/sched", "eligible/sched", "issued/sched", "issue slots used", "counters" }
 if cross then header[#header + 1] = "ncu active / eligible / issued" end
-L:table(header, rows)
-L:record("configurations", results)
+lab:table(header, rows)
+lab:record("configurations", results)
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Verdicts")
+lab:section("Verdicts")
 local max_warps = 0
 for _, r in ipairs(results) do max_warps = math.max(max_warps, r.warps) end
 local fma_lo, fma_hi = find("fma", 1, P.block // 32), find("fma", 1, max_warps)
 if fma_lo and fma_hi then
-  L:verdict("more resident warps hide a dependent chain's latency (up to the issue limit)",
+  lab:verdict("more resident warps hide a dependent chain's latency (up to the issue limit)",
     string.format("FMA chain, ILP 1: %.1f G links/s at %d warps/SM, %.1f at %d warps/SM", fma_lo.glinks,
       fma_lo.warps, fma_hi.glinks, fma_hi.warps),
     fma_hi.glinks > 2 * fma_lo.glinks)
@@ -371,11 +371,11 @@ if ld1_hi and ld4_hi then
       .. (P.ncu and (ncu_path and "; ncu gave none" or "; ncu not found") or "; ncu not asked for (--ncu)")
   end
   local claim = "high occupancy does not guarantee enough eligible warps"
-  if L.claim then
-    L:claim { id = "eligible", seed = "§2", text = claim }
+  if lab.claim then
+    lab:claim { id = "eligible", seed = "§2", text = claim }
     claim = "eligible"
   end
-  L:verdict(claim,
+  lab:verdict(claim,
     string.format("load chain at %d warps/SM (full): ILP 1 %.1f G links/s, ILP 4 %.1f G links/s (%.1fx)%s",
       max_warps, ld1_hi.glinks, ld4_hi.glinks, ld4_hi.glinks / ld1_hi.glinks, counters),
     holds)
@@ -384,7 +384,7 @@ end
 for _, kind in ipairs(KINDS) do
   local full, quarter = find(kind, 1, max_warps), find(kind, 4, max_warps // 4)
   if full and quarter then
-    L:verdict(string.format("%s chain: ILP at lower occupancy can match high occupancy", kind),
+    lab:verdict(string.format("%s chain: ILP at lower occupancy can match high occupancy", kind),
       string.format("ILP 4 at %d warps/SM: %.1f G links/s; ILP 1 at %d warps/SM: %.1f G links/s", quarter.warps,
         quarter.glinks, full.warps, full.glinks),
       quarter.glinks >= 0.9 * full.glinks)
@@ -395,7 +395,7 @@ for _, r in ipairs(results) do
   if r.eligible then
     counted = true
     if r.issued > r.eligible + 0.05 or r.eligible > r.active + 0.05 then
-      L:fail(string.format("%s: issued %.2f > eligible %.2f or eligible > active %.2f", r.config, r.issued,
+      lab:fail(string.format("%s: issued %.2f > eligible %.2f or eligible > active %.2f", r.config, r.issued,
         r.eligible, r.active))
     end
   end
@@ -406,19 +406,19 @@ if counted then
     if r.eligible and r.warps == max_warps and (not worst or r.eligible < worst.eligible) then worst = r end
   end
   if worst then
-    L:verdict("active warps are not eligible warps",
+    lab:verdict("active warps are not eligible warps",
       string.format("%s at full occupancy: %.2f active, %.2f eligible, %.2f issued per scheduler per cycle",
         worst.config, worst.active, worst.eligible, worst.issued),
       worst.eligible < 0.5 * worst.active)
   end
 else
-  L:note("no active/eligible/issued counts: neither CUPTI (" .. tostring(cupti_why or "turned off with --cupti=false")
+  lab:note("no active/eligible/issued counts: neither CUPTI (" .. tostring(cupti_why or "turned off with --cupti=false")
     .. ") nor ncu (" .. (P.ncu and "not found or failed" or "not asked for; --ncu") .. ") gave them; "
     .. "the throughput verdicts above stand without them")
 end
 
 -- ---------------------------------------------------------------------------------------------
-L:section("Picture")
+lab:section("Picture")
 local series = {}
 for _, kind in ipairs(KINDS) do
   for _, ilp in ipairs(ILPS) do
@@ -427,7 +427,7 @@ for _, kind in ipairs(KINDS) do
     if #pts > 0 then series[#series + 1] = { name = string.format("%s ILP %d", kind, ilp), points = pts } end
   end
 end
-L:svg_lines { file = "warp_states.svg", title = "Dependent chains: throughput against resident warps",
+lab:svg_lines { file = "warp_states.svg", title = "Dependent chains: throughput against resident warps",
   x_label = "warps per SM", y_label = "G links/s", series = series }
 local eligible_series, issued_series = {}, {}
 for _, kind in ipairs(KINDS) do
@@ -447,11 +447,11 @@ for _, kind in ipairs(KINDS) do
   end
 end
 if #eligible_series > 0 then
-  L:svg_lines { file = "warp_states_eligible.svg", title = "Eligible warps per scheduler against resident warps",
+  lab:svg_lines { file = "warp_states_eligible.svg", title = "Eligible warps per scheduler against resident warps",
     x_label = "warps per SM", y_label = "eligible warps per scheduler per cycle", series = eligible_series }
-  L:svg_lines { file = "warp_states_issue.svg", title = "Issue-slot utilisation against resident warps",
+  lab:svg_lines { file = "warp_states_issue.svg", title = "Issue-slot utilisation against resident warps",
     x_label = "warps per SM", y_label = "issue slots used (%)", series = issued_series }
 end
 
 chain:free()
-os.exit(L:finish())
+os.exit(lab:finish())

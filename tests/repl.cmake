@@ -56,6 +56,7 @@ gl_add_repl_test(history_unwritable ENV XDG_STATE_HOME=/proc/self/no-such-dir)
 if(TARGET fakecuda)
   gl_add_repl_test(fake_restart FAKE ENV GPULAB_FAKE_FAIL=cuCtxSynchronize:700)
   gl_add_repl_test(device_prompt FAKE ENV GPULAB_FAKE_DEVICES=2) # the prompt names the current device
+  gl_add_repl_test(cuda_error FAKE ENV GPULAB_FAKE_FAIL=cuCtxSynchronize:700)
 endif()
 # On a GPU: a kernel faults, the REPL offers :restart, and the replayed session has its
 # variables and device data back.

@@ -104,7 +104,7 @@ end
 -- The lab harness.
 local lab = require("gpulab.lab")
 for _, k in ipairs(sorted_keys(lab)) do
-  if type(lab[k]) == "function" then actual["lab." .. k] = "function" end
+  if type(lab[k]) == "function" then actual["harness." .. k] = "function" end
 end
 local print_heading = _G.print
 _G.print = function() end -- lab.new prints the lab's heading

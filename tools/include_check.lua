@@ -3,7 +3,7 @@
 -- one line per violation on stderr and exit 1.
 --
 --   layers     bindings/ never includes a host/ header; host/ sees the bindings only through
---              gpulab.h (and identity.h, for the userdata it makes); lua/ holds no C.
+--              gpulab.h (and identity.h, for the userdata it makes, and errors.h); lua/ holds no C.
 --   pure       dtype.h, cache.h and ptx.h reach neither Lua nor CUDA headers, directly or through
 --              the headers they include.
 --   identity   a file that creates or checks userdata (lua_newuserdatauv, luaL_checkudata, ...)
@@ -126,9 +126,11 @@ for _, f in ipairs(files) do
 end
 
 -- layers -------------------------------------------------------------------------------------
--- identity.h is the one other header a host may use: a userdata the host makes must carry the
--- same tag, or a forged metatable could pass another object off as it (host/isolate.c).
-local host_may_include = {["gpulab.h"] = true, ["identity.h"] = true}
+-- Two other headers a host may use: identity.h, because a userdata the host makes must carry the
+-- same tag, or a forged metatable could pass another object off as it (host/isolate.c); and
+-- errors.h, because the host's own argument errors take the one format and its message
+-- handler prints a cuda.error as the string it replaces (host/isolate.c, host/state.c).
+local host_may_include = {["gpulab.h"] = true, ["identity.h"] = true, ["errors.h"] = true}
 for _, f in ipairs(files) do
   for _, inc in ipairs(f.quoted) do
     local target = by_base[basename(inc)]
@@ -137,7 +139,7 @@ for _, f in ipairs(files) do
     elseif layer(f.path) == "bindings" and layer(target.path) == "host" then
       problem("layers: %s includes host header %s (bindings/ must not know the host)", f.path, target.path)
     elseif layer(f.path) == "host" and layer(target.path) == "bindings" and not host_may_include[target.base] then
-      problem("layers: %s includes %s; the host sees the bindings only through gpulab.h (and identity.h)",
+      problem("layers: %s includes %s; the host sees the bindings only through gpulab.h (and identity.h, errors.h)",
               f.path, target.path)
     end
   end

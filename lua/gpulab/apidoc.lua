@@ -4,7 +4,7 @@
 -- apidoc.load(path) returns the description with every entry normalised:
 --   entry.name   "cuda.compile", "cuda.array:fill", "cuda.home", "cuda.device", "Lab:verdict"
 --   entry.kind   "function" | "method" | "field" | "class"
---   entry.owner  the module ("cuda", "lab") or, for methods, the class ("cuda.array")
+--   entry.owner  the module ("cuda", "harness": gpulab.lab) or, for methods, the class ("cuda.array")
 --   entry.short  the name within its owner ("compile", "fill")
 -- and desc.index[name] -> function/method/field entry, desc.classes[name] -> class entry (a class
 -- may share its name with the function that makes it), desc.methods[class] -> its methods.

@@ -88,7 +88,7 @@ local function function_names()
     if e.kind == "function" and e.owner == "cuda" and type(cuda) == "table" then
       local f = rawget(cuda, e.short)
       if type(f) == "function" then by_function[f] = e end
-    elseif e.kind == "function" and e.owner == "lab" then
+    elseif e.kind == "function" and e.owner == "harness" then
       local ok, lab = pcall(require, "gpulab.lab")
       if ok and type(lab[e.short]) == "function" then by_function[lab[e.short]] = e end
     end

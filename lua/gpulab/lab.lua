@@ -1,21 +1,32 @@
 -- gpulab.lab — the harness every lab is written against. A lab reads like a notebook:
 --
---   local lab = require("gpulab.lab")
---   local L = lab.new{ name="launch_anatomy", title="...", claims="seed §1",
+--   local harness = require("gpulab.lab")
+--   local lab = harness.new{ name="launch_anatomy", title="...", claims="seed §1",
 --                      params = { {name="rows", default=8192, help="rows per block"} } }
---   L:section("Setup"); L:note("...")
---   L:table({"blocks", "time (ms)"}, rows)
---   L:verdict("a launch returns before the kernel ends", "host 4 µs vs GPU 20 ms", true)
---   L:svg_lines{file="sweep.svg", series={...}}
---   os.exit(L:finish())
+--   lab:section("Setup"); lab:note("...")
+--   lab:table({"blocks", "time (ms)"}, rows)
+--   lab:verdict("a launch returns before the kernel ends", "host 4 µs vs GPU 20 ms", true)
+--   lab:svg_lines{file="sweep.svg", series={...}}
+--   os.exit(lab:finish())
 --
 -- Options come from the script's `arg`: --quick, --json FILE, --svg PREFIX, --help and one
 -- --name=value (or --name value) per declared parameter, typed from its default.
 local json = require("gpulab.json")
 local svg = require("gpulab.svg")
 
-local lab = {}
+local harness = {}
 local Lab = {}
+
+-- Argument errors in the format the C bindings use (bindings/errors.h): "bad argument #n to
+-- 'fn' (...)", n counted after self for methods, an options table's fields as "field 'x': ...".
+-- level: as error()'s, seen from the function that checks its arguments.
+local function arg_error(fn, n, msg, level)
+  error(string.format("bad argument #%d to '%s' (%s)", n, fn, msg), (level or 2) + 1)
+end
+
+local function field_error(fn, n, field, msg, level)
+  arg_error(fn, n, string.format("field '%s': %s", field, msg), (level or 2) + 1)
+end
 Lab.__index = Lab
 Lab.__name = "gpulab.lab"
 
@@ -39,51 +50,51 @@ end
 -- (a wrong option is not a bug in the lab), and tostring(err) gives the message to callers.
 local UsageError = { __tostring = function(e) return e.message end }
 
-local function fail_usage(L, msg)
-  error(setmetatable({ message = string.format("%s: %s (see --help)", L.name, msg) }, UsageError), 0)
+local function fail_usage(lab, msg)
+  error(setmetatable({ message = string.format("%s: %s (see --help)", lab.name, msg) }, UsageError), 0)
 end
 
 local function option_name(p) return (p.name:gsub("_", "-")) end
 
-local function known_options(L)
+local function known_options(lab)
   local list = { "--quick", "--json FILE", "--svg PREFIX", "--help" }
-  for _, p in ipairs(L.param_specs) do
+  for _, p in ipairs(lab.param_specs) do
     list[#list + 1] = "--" .. option_name(p) .. (type(p.default) == "boolean" and "" or "=VALUE")
   end
   return table.concat(list, ", ")
 end
 
 -- Converts the text of an option to the type of the parameter's default.
-local function convert(L, p, text)
+local function convert(lab, p, text)
   local opt = "--" .. option_name(p)
   local d = p.default
   if type(d) == "number" then
     local v = tonumber(text)
     if v == nil or v ~= v or v == math.huge or v == -math.huge then
-      fail_usage(L, string.format("option %s expects a number, got '%s'", opt, text))
+      fail_usage(lab, string.format("option %s expects a number, got '%s'", opt, text))
     end
     if math.type(d) == "integer" then
       local i = math.tointeger(v)
-      if i == nil then fail_usage(L, string.format("option %s expects an integer, got '%s'", opt, text)) end
+      if i == nil then fail_usage(lab, string.format("option %s expects an integer, got '%s'", opt, text)) end
       v = i
     end
-    if p.min and v < p.min then fail_usage(L, string.format("option %s must be >= %s, got %s", opt, p.min, text)) end
-    if p.max and v > p.max then fail_usage(L, string.format("option %s must be <= %s, got %s", opt, p.max, text)) end
+    if p.min and v < p.min then fail_usage(lab, string.format("option %s must be >= %s, got %s", opt, p.min, text)) end
+    if p.max and v > p.max then fail_usage(lab, string.format("option %s must be <= %s, got %s", opt, p.max, text)) end
     if p.multiple_of and v % p.multiple_of ~= 0 then
-      fail_usage(L, string.format("option %s must be a multiple of %s, got %s", opt, p.multiple_of, text))
+      fail_usage(lab, string.format("option %s must be a multiple of %s, got %s", opt, p.multiple_of, text))
     end
     return v
   elseif type(d) == "boolean" then
     local t = text:lower()
     if t == "true" or t == "1" or t == "yes" or t == "on" then return true end
     if t == "false" or t == "0" or t == "no" or t == "off" then return false end
-    fail_usage(L, string.format("option %s expects true or false, got '%s'", opt, text))
+    fail_usage(lab, string.format("option %s expects true or false, got '%s'", opt, text))
   end
   return text
 end
 
-local function find_param(L, name)
-  for _, p in ipairs(L.param_specs) do
+local function find_param(lab, name)
+  for _, p in ipairs(lab.param_specs) do
     if p.name == name or option_name(p) == name then return p end
   end
 end
@@ -95,12 +106,12 @@ local function host_json_option()
   return nil
 end
 
-local function parse_args(L, args)
+local function parse_args(lab, args)
   local i, n = 1, #args
   local function value_of(opt, inline)
     if inline then return inline end
     i = i + 1
-    if i > n then fail_usage(L, string.format("option %s needs a value", opt)) end
+    if i > n then fail_usage(lab, string.format("option %s needs a value", opt)) end
     return args[i]
   end
   while i <= n do
@@ -108,38 +119,38 @@ local function parse_args(L, args)
     local name, inline = a:match("^%-%-([^=]+)=(.*)$")
     if not name then name = a:match("^%-%-(.+)$") end
     if a == "--help" or a == "-h" then
-      L.help_requested = true
+      lab.help_requested = true
     elseif name == "quick" then
-      if inline then L.quick = convert(L, { name = "quick", default = true }, inline) else L.quick = true end
+      if inline then lab.quick = convert(lab, { name = "quick", default = true }, inline) else lab.quick = true end
     elseif name == "json" then
-      L.json_path = value_of("--json", inline)
-      if L.json_path == "" then fail_usage(L, "option --json needs a file name") end
+      lab.json_path = value_of("--json", inline)
+      if lab.json_path == "" then fail_usage(lab, "option --json needs a file name") end
     elseif name == "svg" then
-      L.svg_prefix = value_of("--svg", inline)
-      if L.svg_prefix == "" then fail_usage(L, "option --svg needs a file prefix or folder") end
-    elseif name and find_param(L, name) then
-      local p = find_param(L, name)
-      L.params_given[p.name] = true
+      lab.svg_prefix = value_of("--svg", inline)
+      if lab.svg_prefix == "" then fail_usage(lab, "option --svg needs a file prefix or folder") end
+    elseif name and find_param(lab, name) then
+      local p = find_param(lab, name)
+      lab.params_given[p.name] = true
       if type(p.default) == "boolean" and not inline then
-        L.params[p.name] = true
+        lab.params[p.name] = true
       else
-        L.params[p.name] = convert(L, p, value_of("--" .. name, inline))
+        lab.params[p.name] = convert(lab, p, value_of("--" .. name, inline))
       end
-    elseif name and name:match("^no%-") and find_param(L, name:sub(4)) and
-        type(find_param(L, name:sub(4)).default) == "boolean" and not inline then
-      L.params[find_param(L, name:sub(4)).name] = false
-      L.params_given[find_param(L, name:sub(4)).name] = true
+    elseif name and name:match("^no%-") and find_param(lab, name:sub(4)) and
+        type(find_param(lab, name:sub(4)).default) == "boolean" and not inline then
+      lab.params[find_param(lab, name:sub(4)).name] = false
+      lab.params_given[find_param(lab, name:sub(4)).name] = true
     else
-      fail_usage(L, string.format("unknown option '%s' (known: %s)", a, known_options(L)))
+      fail_usage(lab, string.format("unknown option '%s' (known: %s)", a, known_options(lab)))
     end
     i = i + 1
   end
 end
 
-local function print_help(L)
+local function print_help(lab)
   local out = {}
-  out[#out + 1] = string.format("%s%s", L.name, L.title and (": " .. L.title) or "")
-  if L.claims then out[#out + 1] = "claims: " .. L.claims end
+  out[#out + 1] = string.format("%s%s", lab.name, lab.title and (": " .. lab.title) or "")
+  if lab.claims then out[#out + 1] = "claims: " .. lab.claims end
   out[#out + 1] = "options:"
   local rows = {
     { "--quick", "short run (a few seconds) with smaller sweeps" },
@@ -147,7 +158,7 @@ local function print_help(L)
     { "--svg PREFIX", "write pictures as PREFIX-<name>.svg (or into PREFIX/ when it is a folder)" },
     { "--help", "show this help" },
   }
-  for _, p in ipairs(L.param_specs) do
+  for _, p in ipairs(lab.param_specs) do
     local form = "--" .. option_name(p) .. (type(p.default) == "boolean" and "" or "=" .. type(p.default):upper())
     local rules = {}
     if p.multiple_of then rules[#rules + 1] = "a multiple of " .. p.multiple_of end
@@ -162,44 +173,45 @@ local function print_help(L)
 end
 
 local function check_spec(spec)
-  if type(spec) ~= "table" then error("lab.new: expected a table {name=, title=, params=}", 3) end
+  if type(spec) ~= "table" then error("harness.new: expected a table {name=, title=, params=}", 3) end
   if type(spec.name) ~= "string" or spec.name == "" then
-    error("lab.new: field 'name' must be a non-empty string", 3)
+    error("harness.new: field 'name' must be a non-empty string", 3)
   end
   local params = spec.params or {}
-  if type(params) ~= "table" then error("lab.new: field 'params' must be a list", 3) end
+  if type(params) ~= "table" then error("harness.new: field 'params' must be a list", 3) end
   local seen = {}
   for i, p in ipairs(params) do
     if type(p) ~= "table" or type(p.name) ~= "string" or not p.name:match("^[%a_][%w_]*$") then
-      error(string.format("lab.new: params[%d] needs a name made of letters, digits and _", i), 3)
+      error(string.format("harness.new: params[%d] needs a name made of letters, digits and _", i), 3)
     end
     local t = type(p.default)
     if t ~= "number" and t ~= "boolean" and t ~= "string" then
-      error(string.format("lab.new: param '%s' needs a number, boolean or string default", p.name), 3)
+      error(string.format("harness.new: param '%s' needs a number, boolean or string default", p.name), 3)
     end
     if seen[p.name] or ({ quick = 1, json = 1, svg = 1, help = 1 })[p.name] then
-      error(string.format("lab.new: param '%s' is declared twice or shadows a harness option", p.name), 3)
+      error(string.format("harness.new: param '%s' is declared twice or shadows a harness option", p.name), 3)
     end
     if p.multiple_of ~= nil and (math.type(p.multiple_of) ~= "integer" or p.multiple_of < 1) then
-      error(string.format("lab.new: param '%s': multiple_of must be a positive integer", p.name), 3)
+      error(string.format("harness.new: param '%s': multiple_of must be a positive integer", p.name), 3)
     end
     for _, v in ipairs { p.default, p.quick } do
       if p.multiple_of and type(v) == "number" and v % p.multiple_of ~= 0 then
-        error(string.format("lab.new: param '%s': %s is not a multiple of %d", p.name, tostring(v), p.multiple_of), 3)
+        error(string.format(
+          "harness.new: param '%s': %s is not a multiple of %d", p.name, tostring(v), p.multiple_of), 3)
       end
     end
     if p.quick ~= nil and type(p.quick) ~= t then
-      error(string.format("lab.new: param '%s': its quick value must have the default's type", p.name), 3)
+      error(string.format("harness.new: param '%s': its quick value must have the default's type", p.name), 3)
     end
     seen[p.name] = true
   end
   return params
 end
 
--- lab.new{name=, title=, claims=, params={...}, args=?}: args defaults to the global `arg`.
-function lab.new(spec)
+-- harness.new{name=, title=, claims=, params={...}, args=?}: args defaults to the global `arg`.
+function harness.new(spec)
   local params = check_spec(spec)
-  local L = setmetatable({
+  local lab = setmetatable({
     name = spec.name, title = spec.title, claims = spec.claims,
     quick = false, params = {}, param_specs = params,
     tables = {}, verdicts = {}, records = {}, pictures = {}, notes = {}, failures = {},
@@ -207,43 +219,43 @@ function lab.new(spec)
     claim_list = {}, claim_index = {},
     started_clock = (type(cuda) == "table" and cuda.now) and cuda.now() or wall_s(),
   }, Lab)
-  for _, p in ipairs(params) do L.params[p.name] = p.default end
+  for _, p in ipairs(params) do lab.params[p.name] = p.default end
   local args = spec.args or _G.arg or {}
-  parse_args(L, args)
-  if L.help_requested then
-    print_help(L)
+  parse_args(lab, args)
+  if lab.help_requested then
+    print_help(lab)
     os.exit(0)
   end
   -- quick values apply to what the command line left alone, so the printed params are the sizes used
-  if L.quick then
+  if lab.quick then
     for _, p in ipairs(params) do
-      if p.quick ~= nil and not L.params_given[p.name] then L.params[p.name] = p.quick end
+      if p.quick ~= nil and not lab.params_given[p.name] then lab.params[p.name] = p.quick end
     end
   end
   for _, f in ipairs { "budget_s", "quick_budget_s" } do
     if spec[f] ~= nil and (type(spec[f]) ~= "number" or spec[f] <= 0 or spec[f] ~= spec[f]) then
-      error("lab.new: field '" .. f .. "' must be a positive number of seconds", 2)
+      error("harness.new: field '" .. f .. "' must be a positive number of seconds", 2)
     end
   end
-  -- the time the lab may spend measuring again to settle a comparison (see L:compare)
-  L.budget_s = L.quick and (spec.quick_budget_s or 30) or (spec.budget_s or 180)
-  L.json_path = L.json_path or host_json_option() or os.getenv("GPULAB_JSON")
-  if L.json_path == "" then L.json_path = nil end
-  local head = L.name .. (L.title and (" — " .. L.title) or "")
+  -- the time the lab may spend measuring again to settle a comparison (see lab:compare)
+  lab.budget_s = lab.quick and (spec.quick_budget_s or 30) or (spec.budget_s or 180)
+  lab.json_path = lab.json_path or host_json_option() or os.getenv("GPULAB_JSON")
+  if lab.json_path == "" then lab.json_path = nil end
+  local head = lab.name .. (lab.title and (" — " .. lab.title) or "")
   print(head)
   print(string.rep("=", utf8.len(head) or #head))
-  if L.claims then print("claims: " .. L.claims) end
+  if lab.claims then print("claims: " .. lab.claims) end
   local shown = {}
-  for _, p in ipairs(params) do shown[#shown + 1] = string.format("%s=%s", p.name, tostring(L.params[p.name])) end
-  if L.quick then table.insert(shown, 1, "quick") end
+  for _, p in ipairs(params) do shown[#shown + 1] = string.format("%s=%s", p.name, tostring(lab.params[p.name])) end
+  if lab.quick then table.insert(shown, 1, "quick") end
   if #shown > 0 then print("params: " .. table.concat(shown, " ")) end
-  return L
+  return lab
 end
 
 -- ---- notebook output ---------------------------------------------------------------------
 
-local function close_section(L)
-  local s = L.sections[#L.sections]
+local function close_section(lab)
+  local s = lab.sections[#lab.sections]
   if s and not s.seconds then s.seconds = wall_s() - s.started end
 end
 
@@ -268,7 +280,7 @@ end
 
 -- Numbers for people: integers in full, others with 4 significant digits, tiny and huge ones
 -- in exponent form.
-function lab.format_number(v)
+function harness.format_number(v)
   if v ~= v then return "nan" end
   if v == math.huge then return "inf" end
   if v == -math.huge then return "-inf" end
@@ -283,20 +295,20 @@ end
 
 local function cell_text(v)
   if v == nil then return "-" end
-  if type(v) == "number" then return lab.format_number(v) end
+  if type(v) == "number" then return harness.format_number(v) end
   return tostring(v)
 end
 
--- L:table(header, rows [, {title=}]): prints aligned columns (numbers right-aligned) and keeps
+-- lab:table(header, rows [, {title=}]): prints aligned columns (numbers right-aligned) and keeps
 -- the raw values for the JSON results.
 function Lab:table(header, rows, opts)
-  if type(header) ~= "table" then error("L:table: argument 1 must be a list of column names", 2) end
-  if type(rows) ~= "table" then error("L:table: argument 2 must be a list of rows", 2) end
+  if type(header) ~= "table" then arg_error("lab:table", 1, "list of column names expected") end
+  if type(rows) ~= "table" then arg_error("lab:table", 2, "list of rows expected") end
   local ncol = #header
   local text, numeric, width = {}, {}, {}
   for c = 1, ncol do width[c] = utf8.len(tostring(header[c])) or #tostring(header[c]) end
   for r, row in ipairs(rows) do
-    if type(row) ~= "table" then error(string.format("L:table: row %d must be a list", r), 2) end
+    if type(row) ~= "table" then error(string.format("lab:table: row %d must be a list", r), 2) end
     text[r] = {}
     for c = 1, math.max(ncol, #row) do
       local s = cell_text(row[c])
@@ -342,23 +354,23 @@ local verdict_words = { [true] = "HOLDS", [false] = "REFUTED" }
 
 -- ---- claims --------------------------------------------------------------------------------
 
--- L:claim{id=, seed="§1", text=, own=}: declared at the top of a lab. `seed` names the section
+-- lab:claim{id=, seed="§1", text=, own=}: declared at the top of a lab. `seed` names the section
 -- of the seed notes whose sentence `text` quotes; `own=true` marks a question the seed does not
--- ask. L:verdict(id, ...) judges it; a claim never judged is reported UNCLEAR at the end.
+-- ask. lab:verdict(id, ...) judges it; a claim never judged is reported UNCLEAR at the end.
 function Lab:claim(spec)
-  if type(spec) ~= "table" then error("L:claim: expected a table {id=, seed=|own=, text=}", 2) end
+  if type(spec) ~= "table" then error("lab:claim: expected a table {id=, seed=|own=, text=}", 2) end
   if type(spec.id) ~= "string" or not spec.id:match("^[%w_%.%-]+$") then
-    error("L:claim: field 'id' must be a short name of letters, digits, '_', '.', '-'", 2)
+    error("lab:claim: field 'id' must be a short name of letters, digits, '_', '.', '-'", 2)
   end
-  if type(spec.text) ~= "string" or spec.text == "" then error("L:claim: field 'text' must be a sentence", 2) end
+  if type(spec.text) ~= "string" or spec.text == "" then error("lab:claim: field 'text' must be a sentence", 2) end
   local own = spec.own == true
   if own == (spec.seed ~= nil) then
-    error("L:claim: '" .. spec.id .. "' needs exactly one of seed=\"§N\" (the seed sentence it tests) or own=true", 2)
+    error("lab:claim: '" .. spec.id .. "' needs exactly one of seed=\"§N\" (the seed sentence it tests) or own=true", 2)
   end
   if spec.seed ~= nil and (type(spec.seed) ~= "string" or not spec.seed:match("^§%d+$")) then
-    error("L:claim: field 'seed' must name a seed section like \"§3\"", 2)
+    error("lab:claim: field 'seed' must name a seed section like \"§3\"", 2)
   end
-  if self.claim_index[spec.id] then error("L:claim: '" .. spec.id .. "' is declared twice", 2) end
+  if self.claim_index[spec.id] then error("lab:claim: '" .. spec.id .. "' is declared twice", 2) end
   local c = { id = spec.id, seed = spec.seed, own = own, text = spec.text }
   self.claim_list[#self.claim_list + 1] = c
   self.claim_index[c.id] = c
@@ -374,15 +386,17 @@ local T975 = { 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2
 
 local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
 
--- lab.summarize(times_ms [, extra]) --> a result shaped like cuda.measure's: mean, median, min,
+-- harness.summarize(times_ms [, extra]) --> a result shaped like cuda.measure's: mean, median, min,
 -- max, stdev, noise (stdev / mean), ci95 = mean ± t·stdev/√n, samples, times; `extra` adds
 -- fields (regime, rejected, sm_clock_mhz). Used to pool the samples of two measurements.
-function lab.summarize(times, extra)
-  if type(times) ~= "table" or #times == 0 then error("lab.summarize: argument 1 must be a non-empty list of ms", 2) end
+function harness.summarize(times, extra)
+  if type(times) ~= "table" or #times == 0 then
+    arg_error("harness.summarize", 1, "non-empty list of times in ms expected")
+  end
   local v, sum = {}, 0
   for i, t in ipairs(times) do
     if not finite(t) or t < 0 then
-      error(string.format("lab.summarize: sample %d is %s; times must be finite and >= 0", i, tostring(t)), 2)
+      error(string.format("harness.summarize: sample %d is %s; times must be finite and >= 0", i, tostring(t)), 2)
     end
     v[i] = t
     sum = sum + t
@@ -406,18 +420,18 @@ function lab.summarize(times, extra)
 end
 
 -- The pool of two results of the same measurement: samples concatenated, summarised again.
-function lab.pool(a, b)
+function harness.pool(a, b)
   local times = {}
   for _, t in ipairs(a.times) do times[#times + 1] = t end
   for _, t in ipairs(b.times) do times[#times + 1] = t end
-  return lab.summarize(times, { regime = a.regime, rejected = (a.rejected or 0) + (b.rejected or 0),
+  return harness.summarize(times, { regime = a.regime, rejected = (a.rejected or 0) + (b.rejected or 0),
     sm_clock_mhz = a.sm_clock_mhz, engine = a.engine, label = a.label })
 end
 
--- lab.measure(fn, opts) --> cuda.measure(fn, opts) with only the contract's options handed on
+-- harness.measure(fn, opts) --> cuda.measure(fn, opts) with only the contract's options handed on
 -- (regime, min_samples, min_time, max_noise, timeout, stream, throttle), engine = "cuda.measure".
 local MEASURE_OPTS = { "regime", "min_samples", "min_time", "max_noise", "timeout", "stream", "throttle" }
-function lab.measure(fn, opts)
+function harness.measure(fn, opts)
   opts = opts or {}
   local o = {}
   for _, k in ipairs(MEASURE_OPTS) do o[k] = opts[k] end
@@ -429,28 +443,26 @@ end
 local function check_result(r, fn, argn)
   if type(r) ~= "table" or not finite(r.mean) or type(r.ci95) ~= "table" or not finite(r.ci95[1])
       or not finite(r.ci95[2]) or r.ci95[1] > r.ci95[2] then
-    error(string.format("%s: argument %d must be a measure result {mean=, ci95={lo, hi}, ...} or a function " ..
-      "returning one", fn, argn), 3)
+    arg_error(fn, argn, "measure result {mean=, ci95={lo, hi}, ...} or a function returning one expected", 3)
   end
   if r.mean <= 0 then
-    error(string.format("%s: argument %d has a mean time of %s: no ratio can be formed", fn, argn,
-      tostring(r.mean)), 3)
+    arg_error(fn, argn, string.format("a mean time of %s: no ratio can be formed", tostring(r.mean)), 3)
   end
 end
 
--- lab.ratio(a, b) --> a.mean / b.mean and its interval {lo, hi} from the bounds of the two 95%
+-- harness.ratio(a, b) --> a.mean / b.mean and its interval {lo, hi} from the bounds of the two 95%
 -- intervals (a.lo / b.hi, a.hi / b.lo): each bound is the most extreme ratio the two intervals
 -- allow, so the pair covers the true ratio whenever both intervals cover their means (>= 90%
 -- for independent runs; wider, never narrower, than a delta-method interval). An interval of b
 -- that reaches 0 leaves the upper bound infinite: nothing can be decided from it.
-function lab.ratio(a, b)
-  check_result(a, "lab.ratio", 1)
-  check_result(b, "lab.ratio", 2)
+function harness.ratio(a, b)
+  check_result(a, "harness.ratio", 1)
+  check_result(b, "harness.ratio", 2)
   return a.mean / b.mean, { a.ci95[1] / b.ci95[2], b.ci95[1] > 0 and a.ci95[2] / b.ci95[1] or math.huge }
 end
 
 -- The decision for a time ratio interval against `against` (default 1) ± margin.
-function lab.decide(ci, margin, against)
+function harness.decide(ci, margin, against)
   local t = against or 1
   if ci[2] < t * (1 - margin) then return "faster" end
   if ci[1] > t * (1 + margin) then return "slower" end
@@ -481,40 +493,40 @@ local function unclear_reason(ci, margin, spent, against)
   return why
 end
 
--- L:compare(a, b, {margin=0.01, against=1, rounds=3, remeasure=fn}) --> decision, ratio, {lo, hi}, detail
+-- lab:compare(a, b, {margin=0.01, against=1, rounds=3, remeasure=fn}) --> decision, ratio, {lo, hi}, detail
 -- a and b are times (measure results, or functions that return one). The decision is about a's
 -- time against b's: "faster" (the whole ratio interval below 1 - margin), "slower" (above
 -- 1 + margin), "same" (inside 1 ± margin), else undecided. `against` moves the reference from
 -- 1 to another ratio (a threshold: a at least 95% of b's speed is a/b <= 1/0.95). Undecided, the harness measures
 -- again and pools the samples — calling a and b when they are functions, or remeasure(round)
--- --> a2, b2 — while rounds and the lab's budget last (L.budget_s since the lab started); only
+-- --> a2, b2 — while rounds and the lab's budget last (lab.budget_s since the lab started); only
 -- then "unclear", with the reason in detail.reason. detail also holds both pooled results.
 function Lab:compare(a, b, opts)
   opts = opts or {}
-  if type(opts) ~= "table" then error("L:compare: argument 3 must be a table {margin=, rounds=, remeasure=}", 2) end
+  if type(opts) ~= "table" then arg_error("lab:compare", 3, "options table {margin=, rounds=, remeasure=} expected") end
   local margin = opts.margin or 0.01
   if not finite(margin) or margin < 0 or margin >= 1 then
-    error("L:compare: option 'margin' must be a number in [0, 1), got " .. tostring(opts.margin), 2)
+    field_error("lab:compare", 3, "margin", "must be a number in [0, 1), got " .. tostring(opts.margin))
   end
   local rounds = opts.rounds or 3
   if math.type(rounds) ~= "integer" or rounds < 0 then
-    error("L:compare: option 'rounds' must be an integer >= 0", 2)
+    field_error("lab:compare", 3, "rounds", "must be an integer >= 0")
   end
   local against = opts.against or 1
   if not finite(against) or against <= 0 then
-    error("L:compare: option 'against' must be a positive ratio, got " .. tostring(opts.against), 2)
+    field_error("lab:compare", 3, "against", "must be a positive ratio, got " .. tostring(opts.against))
   end
   local remeasure = opts.remeasure
   if remeasure ~= nil and type(remeasure) ~= "function" then
-    error("L:compare: option 'remeasure' must be a function(round) --> a, b", 2)
+    field_error("lab:compare", 3, "remeasure", "must be a function(round) --> a, b")
   end
   local fa, fb = type(a) == "function" and a or nil, type(b) == "function" and b or nil
   if fa then a = fa() end
   if fb then b = fb() end
-  check_result(a, "L:compare", 1)
-  check_result(b, "L:compare", 2)
-  local ratio, ci = lab.ratio(a, b)
-  local decision = lab.decide(ci, margin, against)
+  check_result(a, "lab:compare", 1)
+  check_result(b, "lab:compare", 2)
+  local ratio, ci = harness.ratio(a, b)
+  local decision = harness.decide(ci, margin, against)
   local done, spent = 0, nil
   while not decision and done < rounds do
     if not (fa or fb or remeasure) then break end
@@ -527,15 +539,15 @@ function Lab:compare(a, b, opts)
     local a2, b2
     if remeasure then a2, b2 = remeasure(done) else a2, b2 = fa and fa(), fb and fb() end
     if a2 then
-      check_result(a2, "L:compare (re-measure)", 1)
-      a = lab.pool(a, a2)
+      check_result(a2, "lab:compare (re-measure)", 1)
+      a = harness.pool(a, a2)
     end
     if b2 then
-      check_result(b2, "L:compare (re-measure)", 2)
-      b = lab.pool(b, b2)
+      check_result(b2, "lab:compare (re-measure)", 2)
+      b = harness.pool(b, b2)
     end
-    ratio, ci = lab.ratio(a, b)
-    decision = lab.decide(ci, margin, against)
+    ratio, ci = harness.ratio(a, b)
+    decision = harness.decide(ci, margin, against)
   end
   if not decision and not spent and (fa or fb or remeasure) and rounds > 0 then
     spent = string.format("%d re-measure round%s spent", done, done == 1 and "" or "s")
@@ -550,9 +562,9 @@ function Lab:compare(a, b, opts)
 end
 
 -- "1.234 ms [1.230, 1.238] n=40 ±0.3% hot" for people.
-function lab.format_result(r, unit, scale)
+function harness.format_result(r, unit, scale)
   unit, scale = unit or "ms", scale or 1
-  local f = lab.format_number
+  local f = harness.format_number
   return string.format("%s %s [%s, %s] n=%d noise %s %s", f(r.mean * scale), unit, f(r.ci95[1] * scale),
     f(r.ci95[2] * scale), r.samples or #(r.times or {}), pct(r.noise or 0), tostring(r.regime or "?"))
 end
@@ -570,13 +582,13 @@ end
 -- or {results={...}} with labels.
 local function evidence_of(ev)
   if ev == nil then return nil, {} end
-  if type(ev) ~= "table" then error("L:verdict: argument 4 must be a table (a compare detail or results)", 3) end
+  if type(ev) ~= "table" then arg_error("lab:verdict", 4, "table (a compare detail or results) expected", 3) end
   local lines, out = {}, { intervals = json.array({}) }
   local list = ev.results or { ev.a, ev.b }
   for i, r in ipairs(list) do
     if type(r) == "table" and r.ci95 then
       local label = r.label or (i == 1 and "a" or i == 2 and "b" or ("#" .. i))
-      lines[#lines + 1] = string.format("%s: %s", label, lab.format_result(r, ev.unit, ev.scale))
+      lines[#lines + 1] = string.format("%s: %s", label, harness.format_result(r, ev.unit, ev.scale))
       local sum = result_summary(r)
       sum.label = label
       out.intervals[#out.intervals + 1] = sum
@@ -596,12 +608,12 @@ local function evidence_of(ev)
   return out, lines
 end
 
--- L:verdict(id_or_claim, measured, holds [, evidence]): holds is true, false or nil (unclear).
+-- lab:verdict(id_or_claim, measured, holds [, evidence]): holds is true, false or nil (unclear).
 -- A declared claim is named by its id; any other text is an undeclared claim (kept for old labs).
 -- evidence (a compare detail or {results={...}}) prints the intervals under the verdict.
 function Lab:verdict(claim, measured, holds, evidence)
   if holds ~= nil and type(holds) ~= "boolean" then
-    error("L:verdict: argument 3 must be true, false or nil (unclear)", 2)
+    arg_error("lab:verdict", 3, "true, false or nil (unclear) expected")
   end
   local word = verdict_words[holds] or "UNCLEAR"
   claim, measured = tostring(claim), measured ~= nil and tostring(measured) or ""
@@ -631,9 +643,9 @@ function Lab:judge_missing(why)
 end
 
 function Lab:record(key, value)
-  if type(key) ~= "string" then error("L:record: argument 1 must be a string key", 2) end
+  if type(key) ~= "string" then arg_error("lab:record", 1, "string key expected") end
   local ok, err = pcall(json.encode, value)
-  if not ok then error("L:record: value for '" .. key .. "' cannot be written as JSON: " .. err, 2) end
+  if not ok then error("lab:record: value for '" .. key .. "' cannot be written as JSON: " .. err, 2) end
   self.records[key] = value
 end
 
@@ -643,7 +655,7 @@ function Lab:fail(msg)
   io.stderr:write(string.format("%s: FAIL: %s\n", self.name, msg))
 end
 
--- L:gpu() --> ok, why. Without a device the lab prints it once and should stop measuring.
+-- lab:gpu() --> ok, why. Without a device the lab prints it once and should stop measuring.
 function Lab:gpu()
   if self.gpu_state == nil then
     local ok, why = false, "the cuda module is not loaded"
@@ -658,10 +670,10 @@ end
 -- ---- helpers the labs share ---------------------------------------------------------------
 
 -- A word for /bin/sh: single-quoted, embedded quotes closed and escaped.
-function lab.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+function harness.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- The gpulab executable running this script (arg[-k], the interpreter slot of lua(1)'s `arg`).
-function lab.gpulab_exe()
+function harness.gpulab_exe()
   local a = _G.arg or {}
   local i = 0
   while a[i - 1] do i = i - 1 end
@@ -669,19 +681,19 @@ function lab.gpulab_exe()
 end
 
 -- A CUDA tool on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin; nil when there is none.
-function lab.find_tool(name)
-  if os.execute("command -v " .. lab.shell_quote(name) .. " >/dev/null 2>&1") then return name end
+function harness.find_tool(name)
+  if os.execute("command -v " .. harness.shell_quote(name) .. " >/dev/null 2>&1") then return name end
   for _, dir in ipairs { os.getenv("CUDA_HOME"), "/usr/local/cuda" } do
-    if dir and dir ~= "" and os.execute("test -x " .. lab.shell_quote(dir .. "/bin/" .. name)) then
+    if dir and dir ~= "" and os.execute("test -x " .. harness.shell_quote(dir .. "/bin/" .. name)) then
       return dir .. "/bin/" .. name
     end
   end
 end
 
--- L:compile(relative_path, opts) --> prog: cuda.compile_file on cuda.home/relative_path, with a
+-- lab:compile(relative_path, opts) --> prog: cuda.compile_file on cuda.home/relative_path, with a
 -- note of what was compiled, for which architecture, how long it took and whether the cache hit.
 function Lab:compile(rel, opts)
-  if type(rel) ~= "string" then error("L:compile: argument 1 must be a path under the gpulab home", 2) end
+  if type(rel) ~= "string" then arg_error("lab:compile", 1, "path under the gpulab home expected") end
   local o, what = {}, nil
   for k, v in pairs(opts or {}) do if k == "what" then what = v else o[k] = v end end
   local t0 = clock_s()
@@ -691,7 +703,7 @@ function Lab:compile(rel, opts)
   return prog
 end
 
--- L:child(script, {args=, env=, timeout=}) --> cuda.run_isolated's result: a child gpulab
+-- lab:child(script, {args=, env=, timeout=}) --> cuda.run_isolated's result: a child gpulab
 -- process; the lab's timeout applies unless given. Native: a sanitizer's injection is not passed on.
 function Lab:child(script, opts)
   opts = opts or {}
@@ -700,15 +712,15 @@ function Lab:child(script, opts)
   return cuda.run_isolated(script, { args = opts.args, env = env, timeout = opts.timeout or self.child_timeout or 60 })
 end
 
--- lab.spawn(command, {timeout=, kill_after=}) --> a handle; handle:wait() --> {out=, exit=,
+-- harness.spawn(command, {timeout=, kill_after=}) --> a handle; handle:wait() --> {out=, exit=,
 -- timed_out=, seconds=}. The command runs under timeout(1) in the background with stdout and
 -- stderr together, so several can run at once; exit 124 or 137 means the deadline hit it.
-function lab.spawn(command, opts)
+function harness.spawn(command, opts)
   opts = opts or {}
   local limit = opts.timeout or 60
   local cmd = string.format("t0=$(date +%%s%%N); timeout -k %d %d sh -c %s 2>&1; rc=$?; " ..
     "echo; echo \"GPULAB_EXIT $rc $(( ($(date +%%s%%N) - t0) / 1000000 ))\"",
-    opts.kill_after or 5, math.max(1, math.ceil(limit)), lab.shell_quote(command))
+    opts.kill_after or 5, math.max(1, math.ceil(limit)), harness.shell_quote(command))
   local pipe = assert(io.popen(cmd, "r"))
   local h = {}
   function h.wait()
@@ -898,21 +910,21 @@ end
 
 -- ---- progress ------------------------------------------------------------------------------
 
-local function progress_enabled(L)
-  if L.progress_on == nil then
+local function progress_enabled(lab)
+  if lab.progress_on == nil then
     local env = os.getenv("GPULAB_PROGRESS")
-    if env == "1" then L.progress_on = true
-    elseif env == "0" then L.progress_on = false
+    if env == "1" then lab.progress_on = true
+    elseif env == "0" then lab.progress_on = false
     else
       -- pure Lua cannot ask isatty(); the shell can, and inherits our stderr
       local ok = os.execute("test -t 2")
-      L.progress_on = ok == true
+      lab.progress_on = ok == true
     end
   end
-  return L.progress_on
+  return lab.progress_on
 end
 
--- L:progress(i, n, label): a bar on stderr while a sweep runs (terminal only).
+-- lab:progress(i, n, label): a bar on stderr while a sweep runs (terminal only).
 function Lab:progress(i, n, label)
   if not progress_enabled(self) then return end
   if type(i) ~= "number" or type(n) ~= "number" or n <= 0 then return end
@@ -943,20 +955,20 @@ function Lab:picture_path(file)
   return (p:gsub("%.[sS][vV][gG]$", "")) .. "-" .. file
 end
 
-local function picture(L, kind, spec, render)
-  if type(spec) ~= "table" then error("L:svg_" .. kind .. ": expected a table", 3) end
+local function picture(lab, kind, spec, render)
+  if type(spec) ~= "table" then error("lab:svg_" .. kind .. ": expected a table", 3) end
   local file = spec.file
   if type(file) ~= "string" or file == "" or file:find("/") then
-    error("L:svg_" .. kind .. ": field 'file' must be a plain file name like 'sweep.svg'", 3)
+    error("lab:svg_" .. kind .. ": field 'file' must be a plain file name like 'sweep.svg'", 3)
   end
   if not file:match("%.svg$") then file = file .. ".svg" end
   local text = render(spec) -- rendered even when not written, so bad data shows up in CI
-  local path = L:picture_path(file)
+  local path = lab:picture_path(file)
   if path then
     svg.write(path, text)
     print("  picture: " .. path)
   end
-  L.pictures[#L.pictures + 1] = { kind = kind, file = file, path = path, title = spec.title }
+  lab.pictures[#lab.pictures + 1] = { kind = kind, file = file, path = path, title = spec.title }
   return path, text
 end
 
@@ -1014,4 +1026,4 @@ end
 
 Lab.__tostring = function(self) return string.format("gpulab.lab(%s)", self.name) end
 
-return lab
+return harness

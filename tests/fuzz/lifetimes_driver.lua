@@ -125,7 +125,7 @@ ops = {
     if kernels() and tm then ktm:launch(launch_cfg(), 1, tm, 0) end
   end,
   function() if kernels() then remember(k:prepare(launch_cfg(), of_type("cuda.array") or 0)) end end,
-  function() local L = of_type("cuda.prepared"); if L then L() end end,
+  function() local prepared = of_type("cuda.prepared"); if prepared then prepared() end end,
   function() local o = pick(); if o then o:free() end end,
   function() -- a finalizer that frees, uses or revives other objects
     local victim, user = pick(), pick()

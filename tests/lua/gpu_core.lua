@@ -167,7 +167,7 @@ T.test("grid and block in three dimensions", function()
   out:free()
 end)
 
-T.test("prepared launch and L:set give the same results", function()
+T.test("prepared launch and prepared:set give the same results", function()
   local n = 4099
   local a, b = cuda.host("f32", n), cuda.host("f32", n)
   a:random { seed = SEED + 7, lo = 0, hi = 1 }
@@ -176,11 +176,11 @@ T.test("prepared launch and L:set give the same results", function()
   da:copy_from(a); db:copy_from(b)
   c1:fill(0 / 0); c2:fill(0 / 0)
   local s = cuda.stream()
-  local L = mod:kernel("vadd_f32"):prepare({ grid = blocks_for(n, 128), block = 128, stream = s }, da, db, c1, n)
-  L()
-  L:set(3, c2)
-  L:set(4, n - 1) -- the last element of c2 stays poisoned
-  L()
+  local prepared = mod:kernel("vadd_f32"):prepare({ grid = blocks_for(n, 128), block = 128, stream = s }, da, db, c1, n)
+  prepared()
+  prepared:set(3, c2)
+  prepared:set(4, n - 1) -- the last element of c2 stays poisoned
+  prepared()
   s:sync { timeout = 10 }
   local h1, h2 = cuda.host("f32", n), cuda.host("f32", n)
   h1:copy_from(c1); h2:copy_from(c2)
@@ -191,7 +191,7 @@ T.test("prepared launch and L:set give the same results", function()
   T.eq(r.mismatches, 1, "only the element past the new n differs")
   T.ok(h2[n] ~= h2[n], "element n is still the NaN poison: " .. tostring(h2[n]))
   T.eq(h2[n - 1], want[n - 1])
-  L:free()
+  prepared:free()
   for _, x in ipairs({ da, db, c1, c2 }) do x:free() end
   s:free()
 end)
@@ -202,9 +202,9 @@ T.test("a captured graph of launches replays them", function()
   counter:fill(0)
   cuda.sync()
   local s = cuda.stream { nonblocking = true }
-  local L = k:prepare({ grid = 4, block = 32, stream = s }, counter)
+  local prepared = k:prepare({ grid = 4, block = 32, stream = s }, counter)
   local g = s:capture(function()
-    for _ = 1, 10 do L() end
+    for _ = 1, 10 do prepared() end
     k:launch({ grid = 1, block = 8, stream = s }, counter)
   end)
   s:sync { timeout = 10 }
@@ -212,11 +212,11 @@ T.test("a captured graph of launches replays them", function()
   h:copy_from(counter)
   T.eq(h[1], 0, "capturing records the launches without running them")
   for _ = 1, 5 do g:launch(s) end
-  L() -- and the prepared launch still works on its own
+  prepared() -- and the prepared launch still works on its own
   s:sync { timeout = 10 }
   h:copy_from(counter)
   T.eq(h[1], 5 * (10 * 4 * 32 + 8) + 4 * 32)
-  L:free(); g:free(); s:free(); counter:free()
+  prepared:free(); g:free(); s:free(); counter:free()
 end)
 
 T.test("dynamic shared memory beyond 48 KB needs the opt-in", function()
@@ -227,7 +227,8 @@ T.test("dynamic shared memory beyond 48 KB needs the opt-in", function()
   local out = cuda.array("u32", 4)
   out:fill(0)
   T.raises(function() k:launch({ grid = 4, block = 256, smem = bytes }, words, out) end,
-    "exceeds kernel 'smem_sum''s dynamic shared memory limit")
+    string.format("bad argument #1 to 'k:launch' (field 'smem': %d bytes exceed kernel 'smem_sum''s dynamic " ..
+      "shared memory limit", bytes))
   k:set_max_dynamic_smem(bytes)
   k:launch({ grid = 4, block = 256, smem = bytes }, words, out)
   cuda.sync()
@@ -267,9 +268,9 @@ T.test("launch errors come before the driver", function()
   local k = mod:kernel("vadd_f32")
   local d = cuda.array("f32", 4)
   T.raises(function() k:launch({ grid = 1, block = 4 }, d, d, 1.5, 4) end,
-    "k:launch: argument 3: kernel expects u64 (8 bytes), got 1.5")
+    "bad argument #4 to 'k:launch' (kernel parameter 3: u64 (8 bytes) expected, got 1.5")
   T.raises(function() k:launch({ grid = 1, block = 4 }, d, d, d, d) end,
-    "k:launch: argument 4: kernel expects u32 (4 bytes), got cuda.array")
+    "bad argument #5 to 'k:launch' (kernel parameter 4: u32 (4 bytes) expected, got cuda.array)")
   d:free()
 end)
 

@@ -54,11 +54,13 @@ end
 local calls, clean_errors = 0, 0
 
 -- Runs fn(...) and checks the outcome: success, or an error that is a non-empty string naming
--- `what` (a function name or "bad argument"), with no C-level crash possible to observe here.
+-- `what` (a function name or "bad argument") or a cuda.error (a CUDA failure) whose text is one,
+-- with no C-level crash possible to observe here.
 local function probe(what, fn, ...)
   calls = calls + 1
   local ok, err = pcall(fn, ...)
   if ok then return end
+  if cuda.is_error(err) then err = tostring(err) end
   if type(err) ~= "string" or err == "" then
     error(string.format("%s raised a %s instead of a message", what, type(err)), 2)
   end

@@ -33,7 +33,8 @@ T.test("toolkit_headers=false leaves them out", function()
   T.ok(err:find("fp16.cu:1:", 1, true), err)
   local p = cuda.compile('extern "C" __global__ void k() {}', { toolkit_headers = false })
   T.ok(not has(p.options, "cccl"), table.concat(p.options, " "))
-  T.raises(function() cuda.compile("x", { toolkit_headers = 1 }) end, "option 'toolkit_headers' must be a boolean")
+  T.raises(function() cuda.compile("x", { toolkit_headers = 1 }) end,
+    "bad argument #2 to 'cuda.compile' (field 'toolkit_headers': boolean expected, got number)")
 end)
 
 T.test("the cache key covers the toolkit headers and the switch", function()
@@ -63,17 +64,24 @@ end)
 
 T.test("NUL bytes in option strings are refused, never truncated", function()
   local src = 'extern "C" __global__ void k() {}'
-  T.raises(function() cuda.compile(src, { arch = "sm_90a\0junk" }) end, "option 'arch' contains a NUL byte")
-  T.raises(function() cuda.compile(src, { std = "c++17\0x" }) end, "option 'std' contains a NUL byte")
+  T.raises(function() cuda.compile(src, { arch = "sm_90a\0junk" }) end,
+    "bad argument #2 to 'cuda.compile' (field 'arch': contains a NUL byte)")
+  T.raises(function() cuda.compile(src, { std = "c++17\0x" }) end,
+    "bad argument #2 to 'cuda.compile' (field 'std': contains a NUL byte)")
   T.raises(function() cuda.compile(src, { defines = { ["K\0X"] = 1 } }) end,
-    "option 'defines' key 'K' contains a NUL byte")
-  T.raises(function() cuda.compile(src, { defines = { K = "1\0 2" } }) end, "define 'K' contains a NUL byte")
-  T.raises(function() cuda.compile(src, { options = { "-DA\0B" } }) end, "option 'options' item 1 contains a NUL byte")
-  T.raises(function() cuda.compile(src, { names = { "k\0x" } }) end, "option 'names' item 1 contains a NUL byte")
+    "bad argument #2 to 'cuda.compile' (field 'defines': key 'K' contains a NUL byte)")
+  T.raises(function() cuda.compile(src, { defines = { K = "1\0 2" } }) end,
+    "bad argument #2 to 'cuda.compile' (field 'defines': 'K' contains a NUL byte or a newline)")
+  T.raises(function() cuda.compile(src, { options = { "-DA\0B" } }) end,
+    "bad argument #2 to 'cuda.compile' (field 'options': item 1 contains a NUL byte)")
+  T.raises(function() cuda.compile(src, { names = { "k\0x" } }) end,
+    "bad argument #2 to 'cuda.compile' (field 'names': item 1 contains a NUL byte)")
   T.raises(function() cuda.compile(src, { include_dirs = { "/tmp\0/x" } }) end, "item 1 contains a NUL byte")
   T.raises(function() cuda.compile(src, { headers = { ["a\0.h"] = "x" } }) end, "contains a NUL byte")
-  T.raises(function() cuda.compile(src, { name = "a\0.cu" }) end, "option 'name' contains a NUL byte")
-  T.raises(function() cuda.compile(src, { ["arch\0x"] = "sm_80" }) end, "unknown option 'arch")
+  T.raises(function() cuda.compile(src, { name = "a\0.cu" }) end,
+    "bad argument #2 to 'cuda.compile' (field 'name': contains a NUL byte)")
+  T.raises(function() cuda.compile(src, { ["arch\0x"] = "sm_80" }) end,
+    "bad argument #2 to 'cuda.compile' (unknown field 'arch'")
 end)
 
 T.test("replacing table.sort does not reach cuda.compile", function()

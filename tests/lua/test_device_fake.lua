@@ -52,9 +52,11 @@ end)
 T.test("attribute errors", function()
   local d = cuda.device(0)
   T.raises(function() d:attribute("NOT_AN_ATTRIBUTE") end,
-    "bad argument #2 to 'dev:attribute' (unknown device attribute 'NOT_AN_ATTRIBUTE': use a CU_DEVICE_ATTRIBUTE_* name")
+      "bad argument #1 to 'dev:attribute' (unknown device attribute 'NOT_AN_ATTRIBUTE': use a " ..
+      "CU_DEVICE_ATTRIBUTE_* name from cuda.h, with or without the prefix, e.g. \"MAX_THREADS_PER_BLOCK\"; " ..
+      "cuda.device_attributes() lists all)")
   T.raises(function() d:attribute("max_threads_per_block") end, "cuda.device_attributes() lists all")
-  T.raises(function() d:attribute() end, "bad argument #2 to 'dev:attribute' (attribute name expected, got no value)")
+  T.raises(function() d:attribute() end, "bad argument #1 to 'dev:attribute' (attribute name expected, got no value)")
   T.raises(function() d:attribute(12) end, "attribute name expected, got number")
   T.raises(function() d.attribute({}, "WARP_SIZE") end,
     "bad argument #1 to 'dev:attribute' (cuda.device expected, got table)")

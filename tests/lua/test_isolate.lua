@@ -150,22 +150,30 @@ T.test("bad arguments name the function and the argument", function()
   T.raises(function() cuda.run_isolated(s, 5) end,
     "bad argument #2 to 'cuda.run_isolated' (table expected, got number)")
   T.raises(function() cuda.run_isolated(s, { tmeout = 1 }) end,
-    "bad argument #2 to 'cuda.run_isolated' (unknown option 'tmeout' (known: args, timeout, env))")
-  T.raises(function() cuda.run_isolated(s, { [1] = "x" }) end, "unknown option")
+    "bad argument #2 to 'cuda.run_isolated' (unknown field 'tmeout'")
+  T.raises(function() cuda.run_isolated(s, { [1] = "x" }) end,
+    "bad argument #2 to 'cuda.run_isolated' (unexpected number key in the options table (known: args, timeout, " ..
+    "env))")
   for _, bad in ipairs({ 0, -1, 0 / 0, -math.huge }) do
     T.raises(function() cuda.run_isolated(s, { timeout = bad }) end,
-      "bad argument #2 to 'cuda.run_isolated' (option 'timeout' must be a positive number of seconds)", tostring(bad))
+      "bad argument #2 to 'cuda.run_isolated' (field 'timeout': must be a positive number of seconds)", tostring(bad))
   end
-  T.raises(function() cuda.run_isolated(s, { timeout = "1" }) end, "option 'timeout' must be a number")
-  T.raises(function() cuda.run_isolated(s, { args = "x" }) end, "option 'args' must be a table")
-  T.raises(function() cuda.run_isolated(s, { args = { {} } }) end, "args[1] must be a string, got table")
-  T.raises(function() cuda.run_isolated(s, { args = { "a", true } }) end, "args[2] must be a string, got boolean")
+  T.raises(function() cuda.run_isolated(s, { timeout = "1" }) end,
+    "bad argument #2 to 'cuda.run_isolated' (field 'timeout': number of seconds expected, got string)")
+  T.raises(function() cuda.run_isolated(s, { args = "x" }) end,
+    "bad argument #2 to 'cuda.run_isolated' (field 'args': table of strings expected, got string)")
+  T.raises(function() cuda.run_isolated(s, { args = { {} } }) end,
+    "bad argument #2 to 'cuda.run_isolated' (field 'args': item 1: string expected, got table)")
+  T.raises(function() cuda.run_isolated(s, { args = { "a", true } }) end,
+    "bad argument #2 to 'cuda.run_isolated' (field 'args': item 2: string expected, got boolean)")
   T.raises(function() cuda.run_isolated(s, { args = { x = "a" } }) end, "must be a list")
   T.raises(function() cuda.run_isolated(s, { args = { "a\0b" } }) end, "zero byte")
-  T.raises(function() cuda.run_isolated(s, { env = "A=1" }) end, "option 'env' must be a table")
+  T.raises(function() cuda.run_isolated(s, { env = "A=1" }) end,
+    "bad argument #2 to 'cuda.run_isolated' (field 'env': table {NAME=value} expected, got string)")
   T.raises(function() cuda.run_isolated(s, { env = { "A=1" } }) end, "keys must be variable names")
   T.raises(function() cuda.run_isolated(s, { env = { ["A=B"] = "1" } }) end, "bad variable name 'A=B'")
-  T.raises(function() cuda.run_isolated(s, { env = { A = true } }) end, "env.A must be a string, a number or false")
+  T.raises(function() cuda.run_isolated(s, { env = { A = true } }) end,
+    "bad argument #2 to 'cuda.run_isolated' (field 'env': A: string, number or false expected, got boolean)")
   T.raises(function() cuda.run_isolated(s, { env = { A = "x\0y" } }) end, "zero byte")
 end)
 

@@ -2,7 +2,7 @@
 -- verdicts, summary), the JSON results read back, the no-GPU path and the progress bar.
 -- Labs run as child processes through cuda.run_isolated, as a user would run them.
 local T = dofile("tests/lua/t.lua")
-local lab = require("gpulab.lab")
+local harness = require("gpulab.lab")
 local json = require("gpulab.json")
 local DEMO = "tests/lab_fixtures/demo_lab.lua"
 
@@ -31,48 +31,49 @@ local PARAMS = {
   { name = "label", default = "plain", help = "a string" },
 }
 
--- lab.new with an explicit argument list (its printed header goes to stdout; harmless here).
+-- harness.new with an explicit argument list (its printed header goes to stdout; harmless here).
 local function parse(args)
-  return lab.new{ name = "t", params = PARAMS, args = args }
+  return harness.new{ name = "t", params = PARAMS, args = args }
 end
 
 T.test("defaults, typed from each parameter's default", function()
-  local L = parse({})
-  T.eq(L.quick, false)
-  T.eq(L.params.rows, 8192)
-  T.eq(math.type(L.params.rows), "integer")
-  T.eq(L.params.scale, 1.5)
-  T.eq(L.params.fast_path, false)
-  T.eq(L.params.label, "plain")
-  T.eq(L.name, "t")
+  local lab = parse({})
+  T.eq(lab.quick, false)
+  T.eq(lab.params.rows, 8192)
+  T.eq(math.type(lab.params.rows), "integer")
+  T.eq(lab.params.scale, 1.5)
+  T.eq(lab.params.fast_path, false)
+  T.eq(lab.params.label, "plain")
+  T.eq(lab.name, "t")
 end)
 
 T.test("every option form", function()
-  local L = parse({ "--quick", "--rows=64", "--scale", "2.25", "--fast-path", "--label", "x y", "--json", "/tmp/r.json",
+  local lab = parse({ "--quick", "--rows=64", "--scale", "2.25",
+    "--fast-path", "--label", "x y", "--json", "/tmp/r.json",
     "--svg=pics/" })
-  T.eq(L.quick, true)
-  T.eq(L.params.rows, 64)
-  T.eq(math.type(L.params.rows), "integer")
-  T.eq(L.params.scale, 2.25)
-  T.eq(L.params.fast_path, true)
-  T.eq(L.params.label, "x y")
-  T.eq(L.json_path, "/tmp/r.json")
-  T.eq(L.svg_prefix, "pics/")
-  L = parse({ "--rows", "1e3", "--scale=-3", "--fast_path=false", "--label=", "--json=/tmp/a.json", "--svg", "out/x",
+  T.eq(lab.quick, true)
+  T.eq(lab.params.rows, 64)
+  T.eq(math.type(lab.params.rows), "integer")
+  T.eq(lab.params.scale, 2.25)
+  T.eq(lab.params.fast_path, true)
+  T.eq(lab.params.label, "x y")
+  T.eq(lab.json_path, "/tmp/r.json")
+  T.eq(lab.svg_prefix, "pics/")
+  lab = parse({ "--rows", "1e3", "--scale=-3", "--fast_path=false", "--label=", "--json=/tmp/a.json", "--svg", "out/x",
     "--quick=no" })
-  T.eq(L.params.rows, 1000)
-  T.eq(math.type(L.params.rows), "integer")
-  T.eq(L.params.scale, -3)
-  T.eq(L.params.fast_path, false)
-  T.eq(L.params.label, "")
-  T.eq(L.json_path, "/tmp/a.json")
-  T.eq(L.svg_prefix, "out/x")
-  T.eq(L.quick, false)
-  L = parse({ "--fast-path=yes", "--no-fast-path" })
-  T.eq(L.params.fast_path, false)
-  L = parse({ "--fast_path=1", "--rows=0x10" })
-  T.eq(L.params.fast_path, true)
-  T.eq(L.params.rows, 16)
+  T.eq(lab.params.rows, 1000)
+  T.eq(math.type(lab.params.rows), "integer")
+  T.eq(lab.params.scale, -3)
+  T.eq(lab.params.fast_path, false)
+  T.eq(lab.params.label, "")
+  T.eq(lab.json_path, "/tmp/a.json")
+  T.eq(lab.svg_prefix, "out/x")
+  T.eq(lab.quick, false)
+  lab = parse({ "--fast-path=yes", "--no-fast-path" })
+  T.eq(lab.params.fast_path, false)
+  lab = parse({ "--fast_path=1", "--rows=0x10" })
+  T.eq(lab.params.fast_path, true)
+  T.eq(lab.params.rows, 16)
 end)
 
 T.test("bad values and unknown options are refused with the known ones listed", function()
@@ -101,17 +102,17 @@ T.test("bad values and unknown options are refused with the known ones listed", 
   T.raises(function() parse({ "-q" }) end, "unknown option '-q'")
 end)
 
-T.test("lab.new checks its own declaration", function()
-  T.raises(function() lab.new() end, "lab.new: expected a table")
-  T.raises(function() lab.new{ args = {} } end, "field 'name' must be a non-empty string")
-  T.raises(function() lab.new{ name = "x", args = {}, params = { { name = "a b", default = 1 } } } end,
+T.test("harness.new checks its own declaration", function()
+  T.raises(function() harness.new() end, "harness.new: expected a table")
+  T.raises(function() harness.new{ args = {} } end, "field 'name' must be a non-empty string")
+  T.raises(function() harness.new{ name = "x", args = {}, params = { { name = "a b", default = 1 } } } end,
     "params[1] needs a name")
-  T.raises(function() lab.new{ name = "x", args = {}, params = { { name = "a", default = {} } } } end,
+  T.raises(function() harness.new{ name = "x", args = {}, params = { { name = "a", default = {} } } } end,
     "param 'a' needs a number, boolean or string default")
-  T.raises(function() lab.new{ name = "x", args = {}, params = { { name = "quick", default = 1 } } } end,
+  T.raises(function() harness.new{ name = "x", args = {}, params = { { name = "quick", default = 1 } } } end,
     "shadows a harness option")
   local twice = { { name = "a", default = 1 }, { name = "a", default = 2 } }
-  T.raises(function() lab.new{ name = "x", args = {}, params = twice } end,
+  T.raises(function() harness.new{ name = "x", args = {}, params = twice } end,
     "declared twice")
 end)
 
@@ -167,7 +168,7 @@ T.test("the notebook: header, aligned table, verdict lines and summary", functio
 end)
 
 T.test("number formatting for tables", function()
-  local f = lab.format_number
+  local f = harness.format_number
   T.eq(f(3), "3")
   T.eq(f(3.0), "3")
   T.eq(f(-2 ^ 40), "-1099511627776")
@@ -183,16 +184,17 @@ T.test("number formatting for tables", function()
   T.eq(f(math.mininteger), tostring(math.mininteger))
 end)
 
-T.test("L:table, L:verdict and L:record check their arguments", function()
-  local L = parse({})
-  T.raises(function() L:table("x", {}) end, "L:table: argument 1 must be a list of column names")
-  T.raises(function() L:table({ "a" }, 5) end, "L:table: argument 2 must be a list of rows")
-  T.raises(function() L:table({ "a" }, { 5 }) end, "L:table: row 1 must be a list")
-  T.raises(function() L:verdict("c", "m", "yes") end, "L:verdict: argument 3 must be true, false or nil")
-  T.raises(function() L:record(1, 2) end, "L:record: argument 1 must be a string key")
-  T.raises(function() L:record("f", print) end, "L:record: value for 'f' cannot be written as JSON")
-  T.raises(function() L:svg_lines{ file = "../x.svg", series = {} } end, "field 'file' must be a plain file name")
-  T.raises(function() L:svg_bars(3) end, "L:svg_bars: expected a table")
+T.test("lab:table, lab:verdict and lab:record check their arguments", function()
+  local lab = parse({})
+  T.raises(function() lab:table("x", {}) end, "bad argument #1 to 'lab:table' (list of column names expected)")
+  T.raises(function() lab:table({ "a" }, 5) end, "bad argument #2 to 'lab:table' (list of rows expected)")
+  T.raises(function() lab:table({ "a" }, { 5 }) end, "lab:table: row 1 must be a list")
+  T.raises(function() lab:verdict("c", "m", "yes") end,
+    "bad argument #3 to 'lab:verdict' (true, false or nil (unclear) expected)")
+  T.raises(function() lab:record(1, 2) end, "bad argument #1 to 'lab:record' (string key expected)")
+  T.raises(function() lab:record("f", print) end, "lab:record: value for 'f' cannot be written as JSON")
+  T.raises(function() lab:svg_lines{ file = "../x.svg", series = {} } end, "field 'file' must be a plain file name")
+  T.raises(function() lab:svg_bars(3) end, "lab:svg_bars: expected a table")
 end)
 
 T.test("--json FILE: well-formed results with everything the lab produced", function()
@@ -272,7 +274,7 @@ T.test("an unwritable JSON path is a failure of the lab (exit 1)", function()
   T.ok(r.stderr:find("demo_lab: FAIL: cannot write the JSON results", 1, true), r.stderr)
 end)
 
-T.test("L:fail makes finish() return 1 and is listed in the JSON", function()
+T.test("lab:fail makes finish() return 1 and is listed in the JSON", function()
   local dir = tmpdir()
   local r = run(DEMO, { "--fail", "--json", dir .. "/f.json" })
   T.eq(r.status, "error")
@@ -283,7 +285,7 @@ T.test("L:fail makes finish() return 1 and is listed in the JSON", function()
   os.execute("rm -rf '" .. dir .. "'")
 end)
 
-T.test("no GPU: L:gpu() is false once, the lab compiles and exits 0", function()
+T.test("no GPU: lab:gpu() is false once, the lab compiles and exits 0", function()
   local r = run("tests/lab_fixtures/nogpu_lab.lua", {}, { GPULAB_LIBCUDA = "/nonexistent/libcuda.so" })
   T.eq(r.status, "ok", r.stderr)
   local _, count = r.stdout:gsub("no GPU: ", "")
@@ -291,9 +293,9 @@ T.test("no GPU: L:gpu() is false once, the lab compiles and exits 0", function()
   T.ok(r.stdout:find("kernels compiled only", 1, true), r.stdout)
   T.ok(r.stdout:match("compiled %d+ bytes of PTX"), r.stdout)
   T.ok(not r.stdout:find("## Measurement", 1, true), r.stdout)
-  local L = parse({})
-  local ok1, why1 = L:gpu()
-  local ok2, why2 = L:gpu()
+  local lab = parse({})
+  local ok1, why1 = lab:gpu()
+  local ok2, why2 = lab:gpu()
   T.eq(ok1, false)
   T.eq(ok2, false)
   T.eq(why1, why2)

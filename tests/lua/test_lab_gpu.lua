@@ -47,7 +47,7 @@ T.test("a kernel that never ends: the child is killed at the deadline, the GPU i
   T.eq(again.status, "ok", again.stderr)
 end)
 
-T.test("the demo lab on a GPU: L:gpu() true, no 'no GPU' line, exit 0", function()
+T.test("the demo lab on a GPU: lab:gpu() true, no 'no GPU' line, exit 0", function()
   local r = cuda.run_isolated("tests/lab_fixtures/demo_lab.lua", { args = { "--quick" }, timeout = 120 })
   T.eq(r.status, "ok", r.stderr)
   T.ok(not r.stdout:find("no GPU:", 1, true), r.stdout)

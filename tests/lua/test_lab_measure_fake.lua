@@ -1,10 +1,10 @@
--- lab.measure through the driver stand-in: it hands the work on to cuda.measure and returns its
+-- harness.measure through the driver stand-in: it hands the work on to cuda.measure and returns its
 -- result shape for both regimes, stopping at the timeout when the noise target cannot be met.
 -- The stand-in's times say nothing about a GPU: only the shape and the stopping are checked.
 -- The timeouts are generous: under ASan with other tests beside it, the first sample took over
 -- 1.5 s on a 2-core machine.
 local T = dofile("tests/lua/t.lua")
-local lab = require("gpulab.lab")
+local harness = require("gpulab.lab")
 
 local d = cuda.array("f32", 1024)
 local function work() d:fill(1) end
@@ -20,22 +20,22 @@ local function check_shape(r, regime)
 end
 
 T.test("hot and cold regimes give a measure result", function()
-  local r = lab.measure(work, { regime = "hot", min_samples = 6, min_time = 0, max_noise = 1, timeout = 10 })
+  local r = harness.measure(work, { regime = "hot", min_samples = 6, min_time = 0, max_noise = 1, timeout = 10 })
   check_shape(r, "hot")
   T.ok(r.samples >= 6, "at least min_samples: " .. r.samples)
-  r = lab.measure(work, { regime = "cold", min_samples = 4, min_time = 0, max_noise = 1, timeout = 10 })
+  r = harness.measure(work, { regime = "cold", min_samples = 4, min_time = 0, max_noise = 1, timeout = 10 })
   check_shape(r, "cold")
 end)
 
 T.test("an unreachable noise target stops at the timeout, with what it measured", function()
-  local r = lab.measure(work, { min_samples = 5, min_time = 0, max_noise = 1e-9, timeout = 5 })
+  local r = harness.measure(work, { min_samples = 5, min_time = 0, max_noise = 1e-9, timeout = 5 })
   T.ok(r.samples >= 1, "samples: " .. r.samples)
   if r.engine == "cuda.measure" then T.eq(r.stop, "timeout", "stop reason") end
   check_shape(r, r.regime)
 end)
 
 T.test("the engine is named in the result", function()
-  local r = lab.measure(work, { min_samples = 3, min_time = 0, max_noise = 1, timeout = 10 })
+  local r = harness.measure(work, { min_samples = 3, min_time = 0, max_noise = 1, timeout = 10 })
   T.eq(r.engine, cuda.measure and "cuda.measure" or "cuda.bench")
 end)
 

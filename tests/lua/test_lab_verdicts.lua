@@ -1,16 +1,16 @@
--- gpulab.lab verdicts from intervals: lab.summarize's statistics, L:compare's decisions on
+-- gpulab.lab verdicts from intervals: harness.summarize's statistics, lab:compare's decisions on
 -- synthetic results (clearly faster or slower, the same within the margin, overlapping ->
 -- unclear with its reason, the re-measure path and the budget), declared claims and the ones
--- never judged (printed and in the JSON, with the intervals), parameter rules, lab.measure's
--- choice of engine and lab.spawn's deadline. No GPU is needed.
+-- never judged (printed and in the JSON, with the intervals), parameter rules, harness.measure's
+-- choice of engine and harness.spawn's deadline. No GPU is needed.
 local T = dofile("tests/lua/t.lua")
-local lab = require("gpulab.lab")
+local harness = require("gpulab.lab")
 local json = require("gpulab.json")
 
 local function new(args, spec)
   spec = spec or {}
   spec.name, spec.args = spec.name or "t", args or {}
-  return lab.new(spec)
+  return harness.new(spec)
 end
 
 -- n samples spread evenly over mean ± half
@@ -18,11 +18,11 @@ local function result(mean, half, n)
   local times = {}
   n = n or 20
   for i = 1, n do times[i] = mean + half * ((i - 1) / (n - 1) * 2 - 1) end
-  return lab.summarize(times)
+  return harness.summarize(times)
 end
 
-T.test("lab.summarize: mean, median, stdev, noise and the t interval", function()
-  local r = lab.summarize({ 1, 2, 3, 4 }, { regime = "cold" })
+T.test("harness.summarize: mean, median, stdev, noise and the t interval", function()
+  local r = harness.summarize({ 1, 2, 3, 4 }, { regime = "cold" })
   T.eq(r.mean, 2.5)
   T.eq(r.median, 2.5)
   T.eq(r.min, 1)
@@ -35,54 +35,57 @@ T.test("lab.summarize: mean, median, stdev, noise and the t interval", function(
   T.eq(r.samples, 4)
   T.eq(r.regime, "cold")
   T.eq(#r.times, 4)
-  T.eq(lab.summarize({ 5, 1, 3 }).median, 3)
+  T.eq(harness.summarize({ 5, 1, 3 }).median, 3)
   -- many samples use the normal quantile
   local big = result(10, 1, 100)
   T.near(big.ci95[2] - big.mean, 1.96 * big.stdev / 10, 1e-9)
-  T.raises(function() lab.summarize({}) end, "lab.summarize: argument 1 must be a non-empty list")
-  T.raises(function() lab.summarize({ 1, 0 / 0 }) end, "sample 2 is ")
-  T.raises(function() lab.summarize({ 1, -1 }) end, "sample 2 is -1")
-  T.raises(function() lab.summarize({ math.huge }) end, "times must be finite")
+  T.raises(function() harness.summarize({}) end,
+    "bad argument #1 to 'harness.summarize' (non-empty list of times in ms expected)")
+  T.raises(function() harness.summarize({ 1, 0 / 0 }) end, "sample 2 is ")
+  T.raises(function() harness.summarize({ 1, -1 }) end, "sample 2 is -1")
+  T.raises(function() harness.summarize({ math.huge }) end, "times must be finite")
   -- one sample: an interval that decides nothing
-  T.eq(lab.summarize({ 2 }).ci95[2], math.huge)
+  T.eq(harness.summarize({ 2 }).ci95[2], math.huge)
 end)
 
-T.test("lab.ratio: interval from the bounds of the two intervals", function()
-  local a, b = lab.summarize({ 1, 1.1, 0.9 }), lab.summarize({ 2, 2.2, 1.8 })
-  local ratio, ci = lab.ratio(a, b)
+T.test("harness.ratio: interval from the bounds of the two intervals", function()
+  local a, b = harness.summarize({ 1, 1.1, 0.9 }), harness.summarize({ 2, 2.2, 1.8 })
+  local ratio, ci = harness.ratio(a, b)
   T.near(ratio, 0.5, 1e-12)
   T.near(ci[1], a.ci95[1] / b.ci95[2], 1e-12)
   T.near(ci[2], a.ci95[2] / b.ci95[1], 1e-12)
   -- b's interval reaching zero leaves the upper bound open
   local wide = { mean = 1, ci95 = { 0, 2 } }
-  T.eq(select(2, lab.ratio(a, wide))[2], math.huge)
-  T.raises(function() lab.ratio({ mean = 1 }, b) end, "argument 1 must be a measure result")
-  T.raises(function() lab.ratio(a, { mean = 0, ci95 = { 0, 0 } }) end, "mean time of 0")
+  T.eq(select(2, harness.ratio(a, wide))[2], math.huge)
+  T.raises(function() harness.ratio({ mean = 1 }, b) end,
+    "bad argument #1 to 'harness.ratio' (measure result {mean=, ci95={lo, hi}, ...} or a function returning one " ..
+    "expected)")
+  T.raises(function() harness.ratio(a, { mean = 0, ci95 = { 0, 0 } }) end, "mean time of 0")
 end)
 
-T.test("L:compare: clearly faster, clearly slower, the same within the margin", function()
-  local L = new()
-  local d, ratio, ci, det = L:compare(result(1.0, 0.01), result(2.0, 0.02), { margin = 0.01 })
+T.test("lab:compare: clearly faster, clearly slower, the same within the margin", function()
+  local lab = new()
+  local d, ratio, ci, det = lab:compare(result(1.0, 0.01), result(2.0, 0.02), { margin = 0.01 })
   T.eq(d, "faster")
   T.near(ratio, 0.5, 1e-9)
   T.ok(ci[1] < 0.5 and ci[2] > 0.5 and ci[2] < 0.99, "interval around 0.5")
   T.eq(det.reason, nil)
   T.eq(det.rounds, 0)
-  T.eq((L:compare(result(2.0, 0.02), result(1.0, 0.01))), "slower")
-  T.eq((L:compare(result(1.0, 0.001), result(1.002, 0.001), { margin = 0.01 })), "same")
+  T.eq((lab:compare(result(2.0, 0.02), result(1.0, 0.01))), "slower")
+  T.eq((lab:compare(result(1.0, 0.001), result(1.002, 0.001), { margin = 0.01 })), "same")
   -- a threshold instead of 1: a at 97% of b's speed passes "at least 95%" (a/b <= 1/0.95)
-  T.eq((L:compare(result(1.0 / 0.97, 0.001), result(1.0, 0.001), { against = 1 / 0.95, margin = 0 })), "faster")
-  T.eq((L:compare(result(1.0 / 0.90, 0.001), result(1.0, 0.001), { against = 1 / 0.95, margin = 0 })), "slower")
+  T.eq((lab:compare(result(1.0 / 0.97, 0.001), result(1.0, 0.001), { against = 1 / 0.95, margin = 0 })), "faster")
+  T.eq((lab:compare(result(1.0 / 0.90, 0.001), result(1.0, 0.001), { against = 1 / 0.95, margin = 0 })), "slower")
 end)
 
-T.test("L:compare: overlapping intervals are unclear, with the reason", function()
-  local L = new()
-  local d, _, ci, det = L:compare(result(1.0, 0.2), result(1.05, 0.2), { margin = 0.01 })
+T.test("lab:compare: overlapping intervals are unclear, with the reason", function()
+  local lab = new()
+  local d, _, ci, det = lab:compare(result(1.0, 0.2), result(1.05, 0.2), { margin = 0.01 })
   T.eq(d, "unclear")
   T.ok(ci[1] < 0.99 and ci[2] > 1.01, "straddles the band")
   T.ok(det.reason:find("effect smaller than the noise", 1, true), det.reason)
   -- a narrow interval across the edge of the band: at the margin, not noise
-  d, _, _, det = L:compare(result(1.0, 0.0005), result(1.0 / 0.99, 0.0005), { margin = 0.01 })
+  d, _, _, det = lab:compare(result(1.0, 0.0005), result(1.0 / 0.99, 0.0005), { margin = 0.01 })
   T.eq(d, "unclear")
   T.ok(det.reason:find("effect at the margin", 1, true), det.reason)
   -- results alone cannot be measured again: no re-measure round is claimed
@@ -90,8 +93,8 @@ T.test("L:compare: overlapping intervals are unclear, with the reason", function
   T.ok(not det.reason:find("budget", 1, true), det.reason)
 end)
 
-T.test("L:compare: measure functions are called again and pooled until it is decided", function()
-  local L = new()
+T.test("lab:compare: measure functions are called again and pooled until it is decided", function()
+  local lab = new()
   local calls = { a = 0, b = 0 }
   -- each call gives noisy samples whose pool narrows: undecided at first, faster after pooling
   local function maker(key, mean)
@@ -100,7 +103,7 @@ T.test("L:compare: measure functions are called again and pooled until it is dec
       return result(mean, 0.3, 10)
     end
   end
-  local d, _, _, det = L:compare(maker("a", 1.0), maker("b", 1.2), { margin = 0.01, rounds = 5 })
+  local d, _, _, det = lab:compare(maker("a", 1.0), maker("b", 1.2), { margin = 0.01, rounds = 5 })
   T.eq(d, "faster")
   T.ok(det.rounds >= 1, "measured again: " .. det.rounds)
   T.eq(calls.a, det.rounds + 1)
@@ -108,7 +111,7 @@ T.test("L:compare: measure functions are called again and pooled until it is dec
   T.eq(det.a.samples, 10 * (det.rounds + 1))
   -- the remeasure callback, with results
   local seen = {}
-  d, _, _, det = L:compare(result(1.0, 0.3, 10), result(1.2, 0.3, 10), { margin = 0.01, rounds = 5,
+  d, _, _, det = lab:compare(result(1.0, 0.3, 10), result(1.2, 0.3, 10), { margin = 0.01, rounds = 5,
     remeasure = function(round)
       seen[#seen + 1] = round
       return result(1.0, 0.3, 10), result(1.2, 0.3, 10)
@@ -117,17 +120,17 @@ T.test("L:compare: measure functions are called again and pooled until it is dec
   T.eq(#seen, det.rounds)
   T.eq(seen[1], 1)
   -- rounds run out: unclear, and it says so
-  d, _, _, det = L:compare(maker("a", 1.0), maker("b", 1.0), { margin = 0.001, rounds = 2 })
+  d, _, _, det = lab:compare(maker("a", 1.0), maker("b", 1.0), { margin = 0.001, rounds = 2 })
   T.eq(d, "unclear")
   T.eq(det.rounds, 2)
   T.ok(det.reason:find("2 re-measure rounds spent", 1, true), det.reason)
 end)
 
-T.test("L:compare: the lab's budget stops re-measuring", function()
-  local L = new({}, { budget_s = 1e-6 })
+T.test("lab:compare: the lab's budget stops re-measuring", function()
+  local lab = new({}, { budget_s = 1e-6 })
   local n = 0
   local function f() n = n + 1; return result(1.0, 0.3, 10) end
-  local d, _, _, det = L:compare(f, f, { margin = 0.001, rounds = 10 })
+  local d, _, _, det = lab:compare(f, f, { margin = 0.001, rounds = 10 })
   T.eq(d, "unclear")
   T.eq(n, 2, "measured once each, never again")
   T.ok(det.reason:find("budget spent", 1, true), det.reason)
@@ -136,43 +139,54 @@ T.test("L:compare: the lab's budget stops re-measuring", function()
   T.raises(function() new({}, { budget_s = -1 }) end, "field 'budget_s' must be a positive number")
 end)
 
-T.test("L:compare checks its arguments", function()
-  local L = new()
+T.test("lab:compare checks its arguments", function()
+  local lab = new()
   local r = result(1, 0.01)
-  T.raises(function() L:compare(5, r) end, "L:compare: argument 1 must be a measure result")
-  T.raises(function() L:compare(r, function() return {} end) end, "L:compare: argument 2 must be a measure result")
-  T.raises(function() L:compare(r, r, { margin = -0.1 }) end, "option 'margin' must be a number in [0, 1)")
-  T.raises(function() L:compare(r, r, { margin = 0 / 0 }) end, "option 'margin'")
-  T.raises(function() L:compare(r, r, { rounds = 1.5 }) end, "option 'rounds' must be an integer")
-  T.raises(function() L:compare(r, r, { against = 0 }) end, "option 'against' must be a positive ratio")
-  T.raises(function() L:compare(r, r, { remeasure = 3 }) end, "option 'remeasure' must be a function")
-  T.raises(function() L:compare(r, r, 7) end, "argument 3 must be a table")
+  T.raises(function() lab:compare(5, r) end,
+    "bad argument #1 to 'lab:compare' (measure result {mean=, ci95={lo, hi}, ...} or a function returning one " ..
+    "expected)")
+  T.raises(function() lab:compare(r, function() return {} end) end,
+    "bad argument #2 to 'lab:compare' (measure result {mean=, ci95={lo, hi}, ...} or a function returning one " ..
+    "expected)")
+  T.raises(function() lab:compare(r, r, { margin = -0.1 }) end,
+    "bad argument #3 to 'lab:compare' (field 'margin': must be a number in [0, 1), got -0.1)")
+  T.raises(function() lab:compare(r, r, { margin = 0 / 0 }) end,
+    "bad argument #3 to 'lab:compare' (field 'margin': must be a number in [0, 1), got")
+  T.raises(function() lab:compare(r, r, { rounds = 1.5 }) end,
+    "bad argument #3 to 'lab:compare' (field 'rounds': must be an integer >= 0)")
+  T.raises(function() lab:compare(r, r, { against = 0 }) end,
+    "bad argument #3 to 'lab:compare' (field 'against': must be a positive ratio, got 0)")
+  T.raises(function() lab:compare(r, r, { remeasure = 3 }) end,
+    "bad argument #3 to 'lab:compare' (field 'remeasure': must be a function(round) --> a, b)")
+  T.raises(function() lab:compare(r, r, 7) end,
+    "bad argument #3 to 'lab:compare' (options table {margin=, rounds=, remeasure=} expected)")
 end)
 
-T.test("L:claim: declared with a seed section or as the lab's own", function()
-  local L = new()
-  L:claim { id = "a", seed = "§1", text = "x" }
-  L:claim { id = "b.c-d", own = true, text = "y" }
-  T.raises(function() L:claim { id = "a", seed = "§1", text = "x" } end, "'a' is declared twice")
-  T.raises(function() L:claim { id = "e", text = "x" } end, "needs exactly one of seed=")
-  T.raises(function() L:claim { id = "e", seed = "§1", own = true, text = "x" } end, "needs exactly one of seed=")
-  T.raises(function() L:claim { id = "e", seed = "3", text = "x" } end, "must name a seed section like \"§3\"")
-  T.raises(function() L:claim { id = "a b", own = true, text = "x" } end, "field 'id' must be a short name")
-  T.raises(function() L:claim { id = "e", own = true } end, "field 'text' must be a sentence")
-  T.raises(function() L:claim(3) end, "L:claim: expected a table")
-  T.raises(function() L:verdict("a", "m", true, 5) end, "argument 4 must be a table")
-  L:verdict("a", "measured", true)
-  T.eq(L.verdicts[1].claim, "x")
-  T.eq(L.verdicts[1].id, "a")
-  T.eq(L.verdicts[1].seed, "§1")
-  L:judge_missing("stopped early")
-  T.eq(#L.verdicts, 2)
-  T.eq(L.verdicts[2].id, "b.c-d")
-  T.eq(L.verdicts[2].verdict, "UNCLEAR")
-  T.eq(L.verdicts[2].measured, "never judged: stopped early")
-  T.eq(L.verdicts[2].own, true)
-  L:judge_missing()
-  T.eq(#L.verdicts, 2, "reported once")
+T.test("lab:claim: declared with a seed section or as the lab's own", function()
+  local lab = new()
+  lab:claim { id = "a", seed = "§1", text = "x" }
+  lab:claim { id = "b.c-d", own = true, text = "y" }
+  T.raises(function() lab:claim { id = "a", seed = "§1", text = "x" } end, "'a' is declared twice")
+  T.raises(function() lab:claim { id = "e", text = "x" } end, "needs exactly one of seed=")
+  T.raises(function() lab:claim { id = "e", seed = "§1", own = true, text = "x" } end, "needs exactly one of seed=")
+  T.raises(function() lab:claim { id = "e", seed = "3", text = "x" } end, "must name a seed section like \"§3\"")
+  T.raises(function() lab:claim { id = "a b", own = true, text = "x" } end, "field 'id' must be a short name")
+  T.raises(function() lab:claim { id = "e", own = true } end, "field 'text' must be a sentence")
+  T.raises(function() lab:claim(3) end, "lab:claim: expected a table")
+  T.raises(function() lab:verdict("a", "m", true, 5) end,
+    "bad argument #4 to 'lab:verdict' (table (a compare detail or results) expected)")
+  lab:verdict("a", "measured", true)
+  T.eq(lab.verdicts[1].claim, "x")
+  T.eq(lab.verdicts[1].id, "a")
+  T.eq(lab.verdicts[1].seed, "§1")
+  lab:judge_missing("stopped early")
+  T.eq(#lab.verdicts, 2)
+  T.eq(lab.verdicts[2].id, "b.c-d")
+  T.eq(lab.verdicts[2].verdict, "UNCLEAR")
+  T.eq(lab.verdicts[2].measured, "never judged: stopped early")
+  T.eq(lab.verdicts[2].own, true)
+  lab:judge_missing()
+  T.eq(#lab.verdicts, 2, "reported once")
 end)
 
 T.test("parameter rules: multiple_of refused with the rule, quick values printed as used", function()
@@ -226,7 +240,7 @@ T.test("a lab with claims: verdict lines with intervals, the never-judged claim,
   T.eq(res.params.cols, 256)
 end)
 
-T.test("lab.measure: cuda.measure when the build has it, with only the contract's options", function()
+T.test("harness.measure: cuda.measure when the build has it, with only the contract's options", function()
   local saved = cuda.measure
   local got
   cuda.measure = function(fn, opts)
@@ -235,7 +249,7 @@ T.test("lab.measure: cuda.measure when the build has it, with only the contract'
     return { mean = 1, ci95 = { 0.9, 1.1 }, times = { 1 } }
   end
   local called = false
-  local r = lab.measure(function() called = true end, { regime = "graph", min_samples = 7, extra = 1 })
+  local r = harness.measure(function() called = true end, { regime = "graph", min_samples = 7, extra = 1 })
   cuda.measure = saved
   T.ok(called, "the function was handed on")
   T.eq(got.regime, "graph")
@@ -243,23 +257,23 @@ T.test("lab.measure: cuda.measure when the build has it, with only the contract'
   T.eq(got.extra, nil)
   T.eq(r.engine, "cuda.measure")
   if not saved then
-    T.raises(function() lab.measure(function() end, { regime = "graph" }) end, "regime 'graph' needs cuda.measure")
+    T.raises(function() harness.measure(function() end, { regime = "graph" }) end, "regime 'graph' needs cuda.measure")
   end
 end)
 
-T.test("lab.spawn: output and exit status; the deadline is told apart", function()
-  local r = lab.spawn("echo one; echo two >&2; exit 3", { timeout = 20 }).wait()
+T.test("harness.spawn: output and exit status; the deadline is told apart", function()
+  local r = harness.spawn("echo one; echo two >&2; exit 3", { timeout = 20 }).wait()
   T.eq(r.exit, 3)
   T.eq(r.timed_out, false)
   T.ok(r.out:find("one\ntwo", 1, true), r.out)
   T.ok(r.seconds ~= nil and r.seconds >= 0, "seconds measured")
-  local h = lab.spawn("echo started; sleep 30; echo never", { timeout = 1, kill_after = 1 })
+  local h = harness.spawn("echo started; sleep 30; echo never", { timeout = 1, kill_after = 1 })
   r = h.wait()
   T.eq(r.exit, 124)
   T.eq(r.timed_out, true)
   T.ok(r.out:find("started", 1, true) and not r.out:find("never", 1, true), r.out)
   T.ok(h.wait() == r, "waiting again returns the same result")
-  T.eq(lab.shell_quote("it's"), "'it'\\''s'")
+  T.eq(harness.shell_quote("it's"), "'it'\\''s'")
 end)
 
 T.done()

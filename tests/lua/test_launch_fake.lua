@@ -179,9 +179,9 @@ T.test("by-value struct blob and padding bytes", function()
   T.eq(last_launch(), "launch with_struct grid=1,1,1 block=32,1,1 smem=0 stream=0 args=05000000 " ..
     hex(blob) .. " 01")
   T.raises(function() k:launch({ grid = 1, block = 32 }, 5, "short", 1) end,
-    "k:launch: argument 2: kernel expects b8[24] (24 bytes, align 8), got a string of 5 bytes")
+    "bad argument #3 to 'k:launch' (kernel parameter 2: b8[24] (24 bytes, align 8) expected, got a string of 5 bytes)")
   T.raises(function() k:launch({ grid = 1, block = 32 }, 5, 12, 1) end,
-    "k:launch: argument 2: kernel expects b8[24] (24 bytes, align 8), got 12")
+    "bad argument #3 to 'k:launch' (kernel parameter 2: b8[24] (24 bytes, align 8) expected, got 12)")
 end)
 
 T.test("a 128-byte by-value parameter lands at its 64-byte aligned offset", function()
@@ -213,15 +213,17 @@ T.test("f16 rounding and untyped bits", function()
   T.ok(last_launch():match("args=(....)"):match("^..7[c-f]$") or
        last_launch():match("args=(....)"):match("^..f[c-f]$"), "NaN stays NaN: " .. last_launch())
   T.raises(function() k:launch({ grid = 1, block = 1 }, 70000, 0) end,
-    "argument 1: kernel expects f16 (2 bytes), got 70000 (out of f16 range)")
+    "bad argument #2 to 'k:launch' (kernel parameter 1: f16 (2 bytes) expected, got 70000 (out of f16 range))")
   T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 0.5) end,
-    "argument 2: kernel expects b32 (4 bytes), got 0.5 (not an integer")
+      "bad argument #3 to 'k:launch' (kernel parameter 2: b32 (4 bytes) expected, got 0.5 (not an integer: " ..
+      "untyped bits take an integer or a string of the parameter's size))")
   T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 2 ^ 32) end,
-    "argument 2: kernel expects b32 (4 bytes), got 4294967296.0 (out of range -2147483648..4294967295)")
+      "bad argument #3 to 'k:launch' (kernel parameter 2: b32 (4 bytes) expected, got 4294967296.0 (out of range " ..
+      "-2147483648..4294967295))")
 end)
 
 T.test("f16 packing: every finite value exactly, midpoints round to even", function()
-  local L = mod:kernel("with_half"):prepare({ grid = 1, block = 1 }, 0, 0)
+  local prepared = mod:kernel("with_half"):prepare({ grid = 1, block = 1 }, 0, 0)
   local function value(b) -- decode a positive f16 bit pattern
     local e, m = (b >> 10) & 31, b & 1023
     if e == 0 then return m * 2.0 ^ -24 end
@@ -230,11 +232,11 @@ T.test("f16 packing: every finite value exactly, midpoints round to even", funct
   local want = {}
   clear_log()
   for b = 0, 0x7bfe do
-    L:set(1, value(b)); L()
+    prepared:set(1, value(b)); prepared()
     want[#want + 1] = b
-    L:set(1, -value(b)); L()
+    prepared:set(1, -value(b)); prepared()
     want[#want + 1] = b | 0x8000
-    L:set(1, (value(b) + value(b + 1)) / 2); L() -- a tie: the even neighbour wins
+    prepared:set(1, (value(b) + value(b + 1)) / 2); prepared() -- a tie: the even neighbour wins
     want[#want + 1] = (b & 1 == 0) and b or b + 1
   end
   local got = launches()
@@ -246,7 +248,7 @@ T.test("f16 packing: every finite value exactly, midpoints round to even", funct
       error(string.format("launch %d: packed 0x%04x, want 0x%04x", i, bits, w))
     end
   end
-  L:free()
+  prepared:free()
 end)
 
 T.test("every mismatch message names the argument and both types", function()
@@ -258,24 +260,42 @@ T.test("every mismatch message names the argument and both types", function()
     a[i] = v
     return function() k:launch(cfg, table.unpack(a, 1, 11)) end
   end
-  T.raises(with(1, 256), "k:launch: argument 1: kernel expects u8 (1 byte), got 256 (out of range -128..255)")
-  T.raises(with(1, -129), "argument 1: kernel expects u8 (1 byte), got -129 (out of range -128..255)")
-  T.raises(with(2, 65536), "argument 2: kernel expects u16 (2 bytes), got 65536 (out of range -32768..65535)")
-  T.raises(with(3, 2.5), "k:launch: argument 3: kernel expects u32 (4 bytes), got 2.5 (not an integer)")
+  T.raises(with(1, 256),
+    "bad argument #2 to 'k:launch' (kernel parameter 1: u8 (1 byte) expected, got 256 (out of range -128..255))")
+  T.raises(with(1, -129),
+    "bad argument #2 to 'k:launch' (kernel parameter 1: u8 (1 byte) expected, got -129 (out of range -128..255))")
+  T.raises(with(2, 65536),
+    "bad argument #3 to 'k:launch' (kernel parameter 2: u16 (2 bytes) expected, got 65536 (out of range " ..
+    "-32768..65535))")
+  T.raises(with(3, 2.5),
+    "bad argument #4 to 'k:launch' (kernel parameter 3: u32 (4 bytes) expected, got 2.5 (not an integer))")
   T.raises(with(3, 1 << 32),
-    "argument 3: kernel expects u32 (4 bytes), got 4294967296 (out of range -2147483648..4294967295)")
-  T.raises(with(5, 128), "argument 5: kernel expects s8 (1 byte), got 128 (out of range -128..127)")
-  T.raises(with(6, -32769), "argument 6: kernel expects s16 (2 bytes), got -32769 (out of range -32768..32767)")
-  T.raises(with(7, 2 ^ 31), "argument 7: kernel expects s32 (4 bytes), got 2147483648.0 (out of range")
-  T.raises(with(7, 1 << 31), "argument 7: kernel expects s32 (4 bytes), got 2147483648 (out of range")
-  T.raises(with(7, 0 / 0), "argument 7: kernel expects s32 (4 bytes), got")
-  T.raises(with(8, 2 ^ 63), "argument 8: kernel expects s64 (8 bytes), got 9.2233720368548e+18 (not an integer)")
-  T.raises(with(9, "x"), "argument 9: kernel expects f32 (4 bytes), got a string of 1 bytes")
-  T.raises(with(9, true), "argument 9: kernel expects f32 (4 bytes), got boolean")
-  T.raises(with(9, 1e39), "argument 9: kernel expects f32 (4 bytes), got 1e+39 (out of f32 range)")
-  T.raises(with(10, {}), "argument 10: kernel expects f64 (8 bytes), got table")
-  T.raises(with(11, mod), "argument 11: kernel expects u64 (8 bytes), got cuda.module")
-  T.raises(with(11, nil), "argument 11: kernel expects u64 (8 bytes), got nil")
+      "bad argument #4 to 'k:launch' (kernel parameter 3: u32 (4 bytes) expected, got 4294967296 (out of range " ..
+      "-2147483648..4294967295))")
+  T.raises(with(5, 128),
+    "bad argument #6 to 'k:launch' (kernel parameter 5: s8 (1 byte) expected, got 128 (out of range -128..127))")
+  T.raises(with(6, -32769),
+    "bad argument #7 to 'k:launch' (kernel parameter 6: s16 (2 bytes) expected, got -32769 (out of range " ..
+    "-32768..32767))")
+  T.raises(with(7, 2 ^ 31),
+    "bad argument #8 to 'k:launch' (kernel parameter 7: s32 (4 bytes) expected, got 2147483648.0 (out of range " ..
+    "-2147483648..2147483647))")
+  T.raises(with(7, 1 << 31),
+    "bad argument #8 to 'k:launch' (kernel parameter 7: s32 (4 bytes) expected, got 2147483648 (out of range " ..
+    "-2147483648..2147483647))")
+  T.raises(with(7, 0 / 0), "bad argument #8 to 'k:launch' (kernel parameter 7: s32 (4 bytes) expected, got")
+  T.raises(with(8, 2 ^ 63),
+    "bad argument #9 to 'k:launch' (kernel parameter 8: s64 (8 bytes) expected, got 9.2233720368548e+18 (not an " ..
+    "integer))")
+  T.raises(with(9, "x"),
+    "bad argument #10 to 'k:launch' (kernel parameter 9: f32 (4 bytes) expected, got a string of 1 bytes)")
+  T.raises(with(9, true), "bad argument #10 to 'k:launch' (kernel parameter 9: f32 (4 bytes) expected, got boolean)")
+  T.raises(with(9, 1e39),
+    "bad argument #10 to 'k:launch' (kernel parameter 9: f32 (4 bytes) expected, got 1e+39 (out of f32 range))")
+  T.raises(with(10, {}), "bad argument #11 to 'k:launch' (kernel parameter 10: f64 (8 bytes) expected, got table)")
+  T.raises(with(11, mod),
+    "bad argument #12 to 'k:launch' (kernel parameter 11: u64 (8 bytes) expected, got cuda.module)")
+  T.raises(with(11, nil), "bad argument #12 to 'k:launch' (kernel parameter 11: u64 (8 bytes) expected, got nil)")
   T.raises(function() k:launch(cfg, 1, 2, 3) end, "k:launch: kernel 'every_kind' takes 11 arguments, got 3")
   local twelve = { table.unpack(good) }
   twelve[12] = 12
@@ -294,30 +314,45 @@ end)
 T.test("grid, block and smem limits", function()
   local k = mod:kernel("empty")
   T.raises(function() k:launch({ grid = 0, block = 1 }) end,
-    "k:launch: grid.x = 0 is out of range 1..2147483647 (device limit)")
-  T.raises(function() k:launch({ grid = { 1, 65536 }, block = 1 }) end, "grid.y = 65536 is out of range 1..65535")
-  T.raises(function() k:launch({ grid = { 1, 1, 65536 }, block = 1 }) end, "grid.z = 65536 is out of range 1..65535")
-  T.raises(function() k:launch({ grid = 2 ^ 31, block = 1 }) end, "grid.x = 2147483648 is out of range")
-  T.raises(function() k:launch({ grid = 1.5, block = 1 }) end, "grid.x must be an integer, got 1.5")
-  T.raises(function() k:launch({ grid = 1, block = 1025 }) end, "block.x = 1025 is out of range 1..1024")
-  T.raises(function() k:launch({ grid = 1, block = { 1, 1, 65 } }) end, "block.z = 65 is out of range 1..64")
+    "bad argument #1 to 'k:launch' (field 'grid': x = 0 is out of range 1..2147483647 (device limit))")
+  T.raises(function() k:launch({ grid = { 1, 65536 }, block = 1 }) end,
+    "bad argument #1 to 'k:launch' (field 'grid': y = 65536 is out of range 1..65535 (device limit))")
+  T.raises(function() k:launch({ grid = { 1, 1, 65536 }, block = 1 }) end,
+    "bad argument #1 to 'k:launch' (field 'grid': z = 65536 is out of range 1..65535 (device limit))")
+  T.raises(function() k:launch({ grid = 2 ^ 31, block = 1 }) end,
+    "bad argument #1 to 'k:launch' (field 'grid': x = 2147483648 is out of range 1..2147483647 (device limit))")
+  T.raises(function() k:launch({ grid = 1.5, block = 1 }) end,
+    "bad argument #1 to 'k:launch' (field 'grid': x: integer expected, got 1.5)")
+  T.raises(function() k:launch({ grid = 1, block = 1025 }) end,
+    "bad argument #1 to 'k:launch' (field 'block': x = 1025 is out of range 1..1024 (device limit))")
+  T.raises(function() k:launch({ grid = 1, block = { 1, 1, 65 } }) end,
+    "bad argument #1 to 'k:launch' (field 'block': z = 65 is out of range 1..64 (device limit))")
   T.raises(function() k:launch({ grid = 1, block = { 64, 32 } }) end,
-    "k:launch: block of 2048 threads exceeds the limit of 1024 for kernel 'empty'")
+      "bad argument #1 to 'k:launch' (field 'block': 2048 threads exceed the limit of 1024 for kernel 'empty' on " ..
+      "this device)")
   T.raises(function() k:launch({ grid = 1, block = { 1, 2, 3, 4 } }) end,
-    "option 'block' must have 1 to 3 entries, got 4")
-  T.raises(function() k:launch({ grid = 1 }) end, "option 'block' is required")
-  T.raises(function() k:launch({ block = 1 }) end, "option 'grid' is required")
-  T.raises(function() k:launch({ grid = "1", block = 1 }) end, "option 'grid' must be a number or {x,y,z}, got string")
+    "bad argument #1 to 'k:launch' (field 'block': 1 to 3 entries expected, got 4)")
+  T.raises(function() k:launch({ grid = 1 }) end,
+    "bad argument #1 to 'k:launch' (field 'block': required (a number or {x,y,z}))")
+  T.raises(function() k:launch({ block = 1 }) end,
+    "bad argument #1 to 'k:launch' (field 'grid': required (a number or {x,y,z}))")
+  T.raises(function() k:launch({ grid = "1", block = 1 }) end,
+    "bad argument #1 to 'k:launch' (field 'grid': number or {x,y,z} expected, got string)")
   T.raises(function() k:launch({ grid = 1, block = 1, smem = 49153 }) end,
-    "k:launch: smem = 49153 bytes exceeds kernel 'empty''s dynamic shared memory limit of 49152 bytes")
-  T.raises(function() k:launch({ grid = { "2" }, block = 1 }) end, "grid.x must be an integer, got string")
-  T.raises(function() k:launch({ grid = 1, block = 1, smem = "0" }) end, "option 'smem' must be a non-negative")
-  T.raises(function() k:launch({ grid = 1, block = 1, smem = -1 }) end, "option 'smem' must be a non-negative integer")
+      "bad argument #1 to 'k:launch' (field 'smem': 49153 bytes exceed kernel 'empty''s dynamic shared memory " ..
+      "limit of 49152 bytes (k:set_max_dynamic_smem raises it, up to 232448 minus 0 static))")
+  T.raises(function() k:launch({ grid = { "2" }, block = 1 }) end,
+    "bad argument #1 to 'k:launch' (field 'grid': x: integer expected, got string)")
+  T.raises(function() k:launch({ grid = 1, block = 1, smem = "0" }) end,
+    "bad argument #1 to 'k:launch' (field 'smem': non-negative integer number of bytes expected, got string)")
+  T.raises(function() k:launch({ grid = 1, block = 1, smem = -1 }) end,
+    "bad argument #1 to 'k:launch' (field 'smem': non-negative integer number of bytes expected, got -1)")
   T.raises(function() k:launch({ grid = 1, block = 1, shmem = 0 }) end,
-    "k:launch: unknown option 'shmem' (known: grid, block, smem, stream)")
-  T.raises(function() k:launch(nil) end, "k:launch: argument #1 (launch configuration) must be a table")
+    "bad argument #1 to 'k:launch' (unknown field 'shmem'")
+  T.raises(function() k:launch(nil) end,
+    "bad argument #1 to 'k:launch' (launch configuration {grid=, block=, smem=, stream=} expected, got nil)")
   T.raises(function() k:launch({ grid = 1, block = 1, stream = 5 }) end,
-    "k:launch: option 'stream' must be a cuda.stream, got number")
+    "bad argument #1 to 'k:launch' (field 'stream': cuda.stream expected, got number)")
   clear_log()
   k:launch({ grid = { 7, 8, 9 }, block = { 4, 4, 4 }, smem = 49152 })
   T.eq(last_launch(), "launch empty grid=7,8,9 block=4,4,4 smem=49152 stream=0 args=")
@@ -336,7 +371,9 @@ T.test("dynamic shared memory opt-in", function()
     "the device allows 232448 bytes per block with opt-in, and kernel 'empty' uses 0 statically, so at most 232448")
   local h = mod:kernel("heavy")
   T.raises(function() h:set_max_dynamic_smem(200 * 1024) end, "uses 65536 statically, so at most 166912")
-  T.raises(function() k:set_max_dynamic_smem(-1) end, "bad argument #2 to 'k:set_max_dynamic_smem'")
+  T.raises(function() k:set_max_dynamic_smem(-1) end,
+    "bad argument #1 to 'k:set_max_dynamic_smem' (-1 bytes of dynamic shared memory: the device allows 232448 " ..
+    "bytes per block with opt-in, and kernel 'empty' uses 0 statically, so at most 232448)")
   T.raises(function() k:set_max_dynamic_smem(1.5) end, "integer number of bytes expected, got 1.5")
 end)
 
@@ -360,44 +397,46 @@ T.test("occupancy and the limiting resource", function()
   T.raises(function() e:occupancy(32.5) end, "block threads must be an integer, got 32.5")
 end)
 
-T.test("prepared launch packs once, L:set repacks one argument", function()
+T.test("prepared launch packs once, prepared:set repacks one argument", function()
   local k = mod:kernel("every_kind")
-  local L = k:prepare({ grid = { 2, 2 }, block = 64 }, 1, 2, 3, 4, 5, 6, 7, 8, 0.5, 0.25, 0x1000)
+  local prepared = k:prepare({ grid = { 2, 2 }, block = 64 }, 1, 2, 3, 4, 5, 6, 7, 8, 0.5, 0.25, 0x1000)
   T.eq(cuda.stats().prepared, 1)
-  T.ok(tostring(L):find("cuda.prepared every_kind<<<(2,2,1), 64, 0>>> (11 args", 1, true), tostring(L))
+  T.ok(tostring(prepared):find("cuda.prepared every_kind<<<(2,2,1), 64, 0>>> (11 args", 1, true), tostring(prepared))
   clear_log()
-  L()
-  L()
+  prepared()
+  prepared()
   T.eq(#launches(), 2)
   T.eq(launches()[1], launches()[2])
   T.eq(last_launch(), "launch every_kind grid=2,2,1 block=64,1,1 smem=0 stream=0 args=" ..
     "01 0200 03000000 0400000000000000 05 0600 07000000 0800000000000000 0000003f " ..
     "000000000000d03f 0010000000000000")
-  T.eq(L:set(3, 0xffffffff), L)
-  L:set(9, -2)
-  L()
+  T.eq(prepared:set(3, 0xffffffff), prepared)
+  prepared:set(9, -2)
+  prepared()
   T.eq(last_launch(), "launch every_kind grid=2,2,1 block=64,1,1 smem=0 stream=0 args=" ..
     "01 0200 ffffffff 0400000000000000 05 0600 07000000 0800000000000000 000000c0 " ..
     "000000000000d03f 0010000000000000")
-  T.raises(function() L:set(3, 1 << 32) end,
-    "L:set: argument 3: kernel expects u32 (4 bytes), got 4294967296 (out of range")
-  T.raises(function() L:set(12, 1) end, "bad argument #1 to 'L:set' (argument index 1..11 expected, got 12)")
-  T.raises(function() L:set(0, 1) end, "argument index 1..11 expected, got 0")
-  T.raises(function() L:set(1) end, "bad argument #2 to 'L:set' (value expected)")
+  T.raises(function() prepared:set(3, 1 << 32) end,
+      "bad argument #2 to 'prepared:set' (kernel parameter 3: u32 (4 bytes) expected, got 4294967296 (out of range " ..
+      "-2147483648..4294967295))")
+  T.raises(function() prepared:set(12, 1) end,
+    "bad argument #1 to 'prepared:set' (argument index 1..11 expected, got 12)")
+  T.raises(function() prepared:set(0, 1) end, "argument index 1..11 expected, got 0")
+  T.raises(function() prepared:set(1) end, "bad argument #2 to 'prepared:set' (value expected)")
   -- a failed set leaves the packed bytes as they were
   clear_log()
-  L()
+  prepared()
   T.ok(last_launch():find("ffffffff", 1, true), last_launch())
   T.raises(function() k:prepare({ grid = 1, block = 1 }, 1) end,
     "k:prepare: kernel 'every_kind' takes 11 arguments, got 1")
   T.raises(function() k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "x") end,
-    "k:prepare: argument 11: kernel expects u64 (8 bytes), got a string of 1 bytes")
-  L:free()
-  L:free()
+    "bad argument #12 to 'k:prepare' (kernel parameter 11: u64 (8 bytes) expected, got a string of 1 bytes)")
+  prepared:free()
+  prepared:free()
   T.eq(cuda.stats().prepared, 0)
-  T.raises(function() L() end, "cuda.prepared: the prepared launch was freed")
-  T.raises(function() L:set(1, 1) end, "the prepared launch was freed")
-  T.ok(tostring(L):find("(freed)", 1, true))
+  T.raises(function() prepared() end, "cuda.prepared: the prepared launch was freed")
+  T.raises(function() prepared:set(1, 1) end, "the prepared launch was freed")
+  T.ok(tostring(prepared):find("(freed)", 1, true))
   do
     local L2 <close> = k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
     T.eq(cuda.stats().prepared, 1)
@@ -436,22 +475,24 @@ with_binding("array", "device arrays: address packed, kept alive, checked when f
   T.eq(last_launch():match("args=(.*)$"), "01 0200 03000000 " .. ptr ..
     " 05 0600 07000000 0800000000000000 00001041 0000000000002440 " .. ptr)
   T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, d, 10, 11) end,
-    "k:launch: argument 9: kernel expects f32 (4 bytes), got cuda.array")
+    "bad argument #10 to 'k:launch' (kernel parameter 9: f32 (4 bytes) expected, got cuda.array)")
   T.raises(function() k:launch({ grid = 1, block = 1 }, d, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11) end,
-    "k:launch: argument 1: kernel expects u8 (1 byte), got cuda.array")
-  local L = k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, cuda.array("u8", 4))
+      "bad argument #2 to 'k:launch' (kernel parameter 1: u8 (1 byte) expected, got cuda.array (a bool parameter " ..
+      "takes true or false, an 8-bit one an integer))")
+  local prepared = k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, cuda.array("u8", 4))
   collectgarbage(); collectgarbage()
   cuda.sync()
   T.eq(cuda.stats().arrays, 2, "the prepared launch holds its array")
-  L:set(11, d)
+  prepared:set(11, d)
   collectgarbage(); collectgarbage()
-  T.eq(cuda.stats().arrays, 1, "L:set released the array it replaced")
+  T.eq(cuda.stats().arrays, 1, "prepared:set released the array it replaced")
   cuda.sync()
   d:free()
-  T.raises(function() L() end, "cuda.prepared: argument 11: the cuda.array was freed")
+  T.raises(function() prepared() end, "cuda.prepared: kernel parameter 11: the cuda.array was freed")
   T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, d) end,
-    "k:launch: argument 11: kernel expects u64 (8 bytes), got cuda.array (the array was freed)")
-  L:free()
+      "bad argument #12 to 'k:launch' (kernel parameter 11: u64 (8 bytes) expected, got cuda.array (the array was " ..
+      "freed))")
+  prepared:free()
   cuda.sync()
   T.eq(cuda.stats().arrays, 0)
 end)
@@ -466,18 +507,19 @@ with_binding("tensormap", "tensor maps go by value, 64-byte aligned", function()
   for g in last_launch():match("args=(.*)$"):gmatch("%x+") do groups[#groups + 1] = g end
   T.eq(#groups, 3); T.eq(#groups[2], 256)
   T.ok(groups[2] ~= string.rep("0", 256), "the encoded map is not all zeros")
-  local L = k:prepare({ grid = 1, block = 1 }, 1, tm, 0)
+  local prepared = k:prepare({ grid = 1, block = 1 }, 1, tm, 0)
   clear_log()
-  L()
+  prepared()
   T.eq(last_launch():match("args=%x+ (%x+)"), groups[2])
   T.raises(function() mod:kernel("unaligned_blob"):launch({ grid = 1, block = 1 }, 1, tm) end,
-    "k:launch: argument 2: kernel expects b8[128] (128 bytes, align 1), got cuda.tensormap " ..
-    "(a tensor map parameter must be 64-byte aligned")
+    "bad argument #3 to 'k:launch' (kernel parameter 2: b8[128] (128 bytes, align 1) expected, got " ..
+    "cuda.tensormap (a tensor map parameter must be 64-byte aligned")
   T.raises(function() mod:kernel("with_struct"):launch({ grid = 1, block = 1 }, 1, tm, 0) end,
-    "argument 2: kernel expects b8[24] (24 bytes, align 8), got cuda.tensormap (a tensor map is 128 bytes)")
+      "bad argument #3 to 'k:launch' (kernel parameter 2: b8[24] (24 bytes, align 8) expected, got cuda.tensormap " ..
+      "(a tensor map is 128 bytes))")
   tm:free()
-  T.raises(function() L() end, "cuda.prepared: argument 2: the cuda.tensormap was freed")
-  L:free()
+  T.raises(function() prepared() end, "cuda.prepared: kernel parameter 2: the cuda.tensormap was freed")
+  prepared:free()
 end)
 
 with_binding("stream", "launches on a stream", function()
@@ -486,14 +528,14 @@ with_binding("stream", "launches on a stream", function()
   clear_log()
   k:launch({ grid = 1, block = 1, stream = s })
   T.ok(not last_launch():find("stream=0 ", 1, true), last_launch())
-  local L = k:prepare({ grid = 2, block = 2, stream = s })
-  L()
+  local prepared = k:prepare({ grid = 2, block = 2, stream = s })
+  prepared()
   T.eq(#launches(), 2)
   T.eq(launches()[1]:match("stream=(%S+)"), launches()[2]:match("stream=(%S+)"))
   s:sync()
   s:free()
-  T.raises(function() L() end, "cuda.prepared: its cuda.stream was freed")
-  L:free()
+  T.raises(function() prepared() end, "cuda.prepared: its cuda.stream was freed")
+  prepared:free()
 end)
 
 with_binding("stream", "a captured graph keeps the kernels it launches alive", function()
@@ -505,12 +547,12 @@ with_binding("stream", "a captured graph keeps the kernels it launches alive", f
   do
     local m = cuda.load(PTX)
     local k = m:kernel("empty")
-    local L = m:kernel("with_half"):prepare({ grid = 1, block = 1, stream = s }, 1.5, 7)
+    local prepared = m:kernel("with_half"):prepare({ grid = 1, block = 1, stream = s }, 1.5, 7)
     g = s:capture(function()
       k:launch({ grid = 2, block = 2, stream = s })
-      L()
+      prepared()
     end)
-    L:free()
+    prepared:free()
   end
   collectgarbage(); collectgarbage()
   cuda.sync()
@@ -532,15 +574,15 @@ T.test("wrong self and use of freed objects", function()
   T.raises(function() k.occupancy({}, 32) end, "cuda.kernel expected, got table")
   local m2 = cuda.load(PTX)
   local k2 = m2:kernel("empty")
-  local L = k2:prepare({ grid = 1, block = 1 })
+  local prepared = k2:prepare({ grid = 1, block = 1 })
   m2:free()
   m2:free()
   T.raises(function() k2:launch({ grid = 1, block = 1 }) end, "k:launch: the module of kernel 'empty' was freed")
-  T.raises(function() L() end, "the module of kernel 'empty' was freed")
+  T.raises(function() prepared() end, "the module of kernel 'empty' was freed")
   T.raises(function() m2:kernel("empty") end, "mod:kernel: the cuda.module was freed")
   T.eq(tostring(m2), "cuda.module (freed)")
   T.ok(tostring(k2):find("(module freed)", 1, true), tostring(k2))
-  L:free()
+  prepared:free()
 end)
 
 T.test("kernel keeps its module alive; unloading waits for queued launches", function()
@@ -594,7 +636,8 @@ T.test("cuda.load from a program table, a file and bad input", function()
   T.raises(function() cuda.load(42) end,
     "bad argument #1 to 'cuda.load' (program, image string or path expected, got number)")
   T.raises(function() cuda.load({}) end, "program has neither a cubin nor a ptx string")
-  T.raises(function() cuda.load({ cubin = 5, ptx = PTX }) end, "program's cubin must be a string, got number")
+  T.raises(function() cuda.load({ cubin = 5, ptx = PTX }) end,
+    "bad argument #1 to 'cuda.load' (field 'cubin': string expected, got number)")
   T.raises(function() cuda.load("a\0b") end, "not a PTX, cubin or fatbin image")
   T.raises(function() cuda.load({ ptx = "not ptx" }) end,
     "cuda.load: cuModuleLoadDataEx (JIT log: ptxas application ptx input, line 1; fatal   : " ..
@@ -642,8 +685,8 @@ T.test("an injected launch error names the function, the error and its number", 
     print(err)
     k:launch({grid=1, block=1})
     print("third launch ok")
-    local L = k:prepare({grid=1, block=1})
-    print(pcall(L))
+    local prepared = k:prepare({grid=1, block=1})
+    print(pcall(prepared))
   ]])
   T.eq(rc, 0, out)
   T.ok(out:find(

@@ -101,9 +101,9 @@ T.test("integer stores refuse fractions, out-of-range values and non-numbers", f
   T.raises(function() i8[2] = -129 end, "element 2: -129 is out of range")
   T.raises(function() i8[1] = 0 / 0 end, "i8 takes integers")
   T.raises(function() i8[1] = math.huge end, "i8 takes integers")
-  T.raises(function() i8[1] = "3" end, "expected a number, got string")
-  T.raises(function() i8[1] = true end, "expected a number, got boolean")
-  T.raises(function() i8[1] = nil end, "expected a number, got nil")
+  T.raises(function() i8[1] = "3" end, "cuda.host: element 1: number expected, got string")
+  T.raises(function() i8[1] = true end, "cuda.host: element 1: number expected, got boolean")
+  T.raises(function() i8[1] = nil end, "cuda.host: element 1: number expected, got nil")
   i8[1] = 3.0; T.eq(i8[1], 3, "integral float accepted")
   local u8 = cuda.host("u8", 1)
   T.raises(function() u8[1] = -1 end, "-1 is out of range for u8 (0..255)")
@@ -115,8 +115,8 @@ T.test("integer stores refuse fractions, out-of-range values and non-numbers", f
   T.raises(function() i64[1] = 2 ^ 63 end, "out of range for i64")
   i64[1] = -2 ^ 63; T.eq(i64[1], math.mininteger)
   local f = cuda.host("f32", 1)
-  T.raises(function() f[1] = "1" end, "expected a number, got string")
-  T.raises(function() f[1] = {} end, "expected a number, got table")
+  T.raises(function() f[1] = "1" end, "cuda.host: element 1: number expected, got string")
+  T.raises(function() f[1] = {} end, "cuda.host: element 1: number expected, got table")
 end)
 
 T.test("indexing checks", function()
@@ -141,10 +141,10 @@ T.test("fill", function()
     for i = 1, 7 do T.eq(h[i], 5, dt) end
   end
   local h = cuda.host("i16", 2)
-  T.raises(function() h:fill(1.5) end, "h:fill: argument #2: i16 takes integers, got 1.5")
+  T.raises(function() h:fill(1.5) end, "bad argument #1 to 'h:fill' (i16 takes integers, got 1.5)")
   T.raises(function() h:fill(40000) end, "out of range for i16")
-  T.raises(function() h:fill() end, "expected a number, got no value")
-  T.raises(function() h.fill(42, 1) end, "h:fill: bad self: expected cuda.host, got number")
+  T.raises(function() h:fill() end, "bad argument #1 to 'h:fill' (number expected, got no value)")
+  T.raises(function() h.fill(42, 1) end, "bad argument #1 to 'h:fill' (cuda.host expected, got number)")
 end)
 
 T.test("iota", function()
@@ -158,9 +158,9 @@ T.test("iota", function()
   T.raises(function() cuda.host("u8", 2):iota(-1) end, "first value -1 is out of range for u8")
   T.raises(function() cuda.host("i64", 3):iota(math.maxinteger) end, "overflows 64-bit integers")
   T.raises(function() cuda.host("i32", 3):iota(0.5) end, "number has no integer representation")
-  T.raises(function() cuda.host("f32", 3):iota(0 / 0) end, "must not be NaN")
-  T.raises(function() cuda.host("f32", 3):iota("1") end, "bad argument #2 to 'h:iota' (number expected, got string)")
-  T.raises(function() cuda.host("i32", 3):iota(0, "2") end, "bad argument #3 to 'h:iota' (number expected, got string)")
+  T.raises(function() cuda.host("f32", 3):iota(0 / 0) end, "bad argument #1 to 'h:iota' (number expected, got NaN)")
+  T.raises(function() cuda.host("f32", 3):iota("1") end, "bad argument #1 to 'h:iota' (number expected, got string)")
+  T.raises(function() cuda.host("i32", 3):iota(0, "2") end, "bad argument #2 to 'h:iota' (number expected, got string)")
   local u = cuda.host("u16", 3):iota(65535, -1)
   T.eq(u[3], 65533, "descending")
   local b = cuda.host("bf16", 300):iota()
@@ -234,16 +234,20 @@ end)
 
 T.test("random: bad options", function()
   local h = cuda.host("f32", 2)
-  T.raises(function() h:random { seed = 1.5 } end, "option 'seed' must be an integer")
+  T.raises(function() h:random { seed = 1.5 } end,
+    "bad argument #1 to 'h:random' (field 'seed': integer expected, got 1.5)")
   T.raises(function() h:random { lo = 1, hi = 1 } end, "need finite lo < hi")
-  T.raises(function() h:random { lo = 0 / 0 } end, "option 'lo' must be a number, got NaN")
+  T.raises(function() h:random { lo = 0 / 0 } end,
+    "bad argument #1 to 'h:random' (field 'lo': number expected, got NaN)")
   T.raises(function() h:random { lo = -1e308, hi = 1e308 } end, "need finite lo < hi")
-  T.raises(function() h:random { sed = 1 } end, "unknown option 'sed'")
+  T.raises(function() h:random { sed = 1 } end, "bad argument #1 to 'h:random' (unknown field 'sed'")
   T.raises(function() h:random(5) end, "table expected")
   local i = cuda.host("u8", 2)
-  T.raises(function() i:random { lo = -1, hi = 10 } end, "h:random: lo -1 is out of range for u8")
+  T.raises(function() i:random { lo = -1, hi = 10 } end,
+    "bad argument #1 to 'h:random' (field 'lo': lo -1 is out of range for u8 (0..255))")
   T.raises(function() i:random { lo = 0, hi = 257 } end, "hi-1 256 is out of range for u8")
-  T.raises(function() i:random { lo = 0.5 } end, "option 'lo' must be an integer")
+  T.raises(function() i:random { lo = 0.5 } end,
+    "bad argument #1 to 'h:random' (field 'lo': integer expected, got 0.5)")
 end)
 
 T.test("totable and tostring", function()
@@ -297,14 +301,17 @@ end)
 T.test("cuda.compare: bad input", function()
   local a, b = cuda.host("f32", 4), cuda.host("f32", 5)
   T.raises(function() cuda.compare(a, b) end, "cuda.compare: element counts differ (4 and 5)")
-  T.raises(function() cuda.compare(a, {}) end, "cuda.compare: argument #2: expected cuda.array or cuda.host, got table")
-  T.raises(function() cuda.compare(nil, a) end, "argument #1: expected cuda.array or cuda.host, got nil")
+  T.raises(function() cuda.compare(a, {}) end,
+    "bad argument #2 to 'cuda.compare' (cuda.array or cuda.host expected, got table)")
+  T.raises(function() cuda.compare(nil, a) end,
+    "bad argument #1 to 'cuda.compare' (cuda.array or cuda.host expected, got nil)")
   T.raises(function() cuda.compare(a, a, { atol = -1 }) end, "must not be negative")
-  T.raises(function() cuda.compare(a, a, { rtol = 0 / 0 }) end, "option 'rtol' must be a number, got NaN")
-  T.raises(function() cuda.compare(a, a, { tol = 1 }) end, "unknown option 'tol'")
+  T.raises(function() cuda.compare(a, a, { rtol = 0 / 0 }) end,
+    "bad argument #3 to 'cuda.compare' (field 'rtol': number expected, got NaN)")
+  T.raises(function() cuda.compare(a, a, { tol = 1 }) end, "bad argument #3 to 'cuda.compare' (unknown field 'tol'")
   T.raises(function() cuda.compare(a, a, "x") end, "table expected")
   b:free()
-  T.raises(function() cuda.compare(a, b) end, "cuda.compare: argument #2: cuda.host was freed")
+  T.raises(function() cuda.compare(a, b) end, "bad argument #2 to 'cuda.compare' (cuda.host was freed)")
 end)
 
 T.test("sizes: bad types, NaN, negative, fractional, overflowing", function()
@@ -327,8 +334,10 @@ T.test("sizes: bad types, NaN, negative, fractional, overflowing", function()
   T.raises(function() cuda.host("f32", 2 ^ 60) end, "cuda.host: cannot allocate 4611686018427387904 bytes")
   T.raises(function() cuda.host(1, 4) end, "bad argument #1 to 'cuda.host' (dtype name expected, got number)")
   T.raises(function() cuda.host("float", 4) end, "unknown dtype 'float'")
-  T.raises(function() cuda.host("f32", 4, { pinned = 1 }) end, "option 'pinned' must be a boolean")
-  T.raises(function() cuda.host("f32", 4, { pined = true }) end, "unknown option 'pined'")
+  T.raises(function() cuda.host("f32", 4, { pinned = 1 }) end,
+    "bad argument #3 to 'cuda.host' (field 'pinned': boolean expected, got number)")
+  T.raises(function() cuda.host("f32", 4, { pined = true }) end,
+    "bad argument #3 to 'cuda.host' (unknown field 'pined'")
   T.raises(function() cuda.host("f32", 4, 7) end, "table expected")
   stats_zero()
 end)
@@ -343,14 +352,17 @@ T.test("without a driver: pinned memory and device arrays raise, host arrays wor
     b:copy_from(a)
     T.eq(b[4], 3, "host to host copy needs no driver")
     T.raises(function() b:copy_from(cuda.host("f64", 4)) end,
-      "h:copy_from: argument #2: dtype mismatch (destination f32, source f64)")
+        "bad argument #1 to 'h:copy_from' (dtype mismatch (destination f32, source f64); pass {reinterpret=true} " ..
+        "to copy the bytes as they are, or {convert=true} to convert the values (host arrays))")
     T.raises(function() b:copy_from(cuda.host("f64", 4), { reinterpret = true }) end,
-      "h:copy_from: argument #2: size mismatch (destination 16 bytes, source 32 bytes)")
+      "bad argument #1 to 'h:copy_from' (size mismatch (destination 16 bytes, source 32 bytes))")
     T.raises(function() b:copy_from(a, 0) end, "a host-to-host copy takes no stream")
-    T.raises(function() b:copy_from("x") end, "expected cuda.array or cuda.host, got string")
+    T.raises(function() b:copy_from("x") end,
+      "bad argument #1 to 'h:copy_from' (cuda.array or cuda.host expected, got string)")
     local i = cuda.host("i32", 4):iota(7)
     T.raises(function() b:copy_from(i) end,
-      "h:copy_from: argument #2: dtype mismatch (destination f32, source i32); pass {reinterpret=true}")
+        "bad argument #1 to 'h:copy_from' (dtype mismatch (destination f32, source i32); pass {reinterpret=true} " ..
+        "to copy the bytes as they are, or {convert=true} to convert the values (host arrays))")
     b:copy_from(i, { reinterpret = true }) -- same byte size, the bytes are copied as they are
     T.eq(string.pack("f", b[1]), string.pack("i4", 7))
   end
@@ -369,7 +381,7 @@ T.test("free, use after free, __close, __gc, wrong self", function()
   T.raises(function() h:iota() end, "h:iota: cuda.host was freed")
   T.raises(function() h:random() end, "h:random: cuda.host was freed")
   T.raises(function() h:totable() end, "h:totable: cuda.host was freed")
-  T.raises(function() cuda.host("f32", 4):copy_from(h) end, "h:copy_from: argument #2: cuda.host was freed")
+  T.raises(function() cuda.host("f32", 4):copy_from(h) end, "bad argument #1 to 'h:copy_from' (cuda.host was freed)")
   do
     local c <close> = cuda.host("u8", 100)
     c[1] = 1
@@ -378,7 +390,7 @@ T.test("free, use after free, __close, __gc, wrong self", function()
   -- finalizers run by hand on other types do nothing and never raise
   local free = cuda.host("f32", 1).free
   free(42); free(nil); free({}); free(io.stdout)
-  T.raises(function() cuda.host("f32", 1).iota({}) end, "bad self: expected cuda.host, got table")
+  T.raises(function() cuda.host("f32", 1).iota({}) end, "bad argument #1 to 'h:iota' (cuda.host expected, got table)")
   collectgarbage(); collectgarbage()
   local before = cuda.stats().hosts
   local many = {} -- luacheck: ignore 241

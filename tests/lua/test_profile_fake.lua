@@ -213,16 +213,20 @@ T.test("bad arguments name the function and the argument", function()
   T.raises(function() cuda.profile(nil, {metrics = {"dram__bytes.sum"}}) end,
            "bad argument #1 to 'cuda.profile' (function expected, got nil)")
   T.raises(function() cuda.profile(function() end) end, "bad argument #2")
-  T.raises(function() cuda.profile(function() end, {}) end, "option 'metrics' must be a list")
-  T.raises(function() cuda.profile(function() end, {metrics = {}}) end, "option 'metrics' is empty")
-  T.raises(function() cuda.profile(function() end, {metrics = {42}}) end, "metrics[1] must be a string")
-  T.raises(function() cuda.profile(function() end, {metrics = {""}}) end, "metrics[1] must be a metric name")
+  T.raises(function() cuda.profile(function() end, {}) end,
+    "bad argument #2 to 'cuda.profile' (field 'metrics': list of metric names expected, got nil)")
+  T.raises(function() cuda.profile(function() end, {metrics = {}}) end,
+    "bad argument #2 to 'cuda.profile' (field 'metrics': the list is empty)")
+  T.raises(function() cuda.profile(function() end, {metrics = {42}}) end,
+    "bad argument #2 to 'cuda.profile' (field 'metrics': item 1: string expected, got number)")
+  T.raises(function() cuda.profile(function() end, {metrics = {""}}) end,
+    "bad argument #2 to 'cuda.profile' (field 'metrics': item 1 must be a metric name of 1..200 characters)")
   T.raises(function() cuda.profile(function() end, {metrics = {"dram__bytes.sum"}, max_launches = 0}) end,
-           "option 'max_launches' must be 1..100000")
+           "bad argument #2 to 'cuda.profile' (field 'max_launches': must be 1..100000, got 0)")
   T.raises(function() cuda.profile(function() end, {metrics = {"dram__bytes.sum"}, metric = 1}) end,
-           "unknown option 'metric'")
+           "bad argument #2 to 'cuda.profile' (unknown field 'metric'")
   T.raises(function() cuda.profile(function() end, {metrics = {"dram__bytes.sum"}, outer_range = 1}) end,
-           "option 'outer_range' must be a boolean")
+           "bad argument #2 to 'cuda.profile' (field 'outer_range': boolean expected, got number)")
   local rows = cuda.profile(function() other:launch({grid = 1, block = 1}) end,
                             {metrics = {"dram__bytes.sum"}, outer_range = false})
   T.eq(rows.outer_range, false)

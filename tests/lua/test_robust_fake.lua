@@ -93,23 +93,24 @@ test("a tensor map over a freed array is refused by launches, prepared launches 
   local a = cuda.array("f16", 64 * 64)
   local tm = cuda.tensormap { array = a, dtype = "f16", dims = { 64, 64 }, strides = { 128 }, box = { 64, 64 } }
   local s = cuda.stream()
-  local L = ktm:prepare({ grid = 1, block = 1, stream = s }, 1, tm, 0)
+  local prepared = ktm:prepare({ grid = 1, block = 1, stream = s }, 1, tm, 0)
   local g = s:capture(function() ktm:launch({ grid = 1, block = 1, stream = s }, 1, tm, 0) end)
-  ktm:launch({ grid = 1, block = 1 }, 1, tm, 0); L(); g:launch(s) -- fine while the array lives
+  ktm:launch({ grid = 1, block = 1 }, 1, tm, 0); prepared(); g:launch(s) -- fine while the array lives
   cuda.sync()
   a:free()
   T.raises(function() ktm:launch({ grid = 1, block = 1 }, 1, tm, 0) end,
     "the cuda.array under the tensor map was freed")
-  T.raises(function() L() end, "cuda.prepared: argument 2: the cuda.array under the tensor map was freed")
+  T.raises(function() prepared() end,
+    "cuda.prepared: kernel parameter 2: the cuda.array under the tensor map was freed")
   T.raises(function() g:launch(s) end, "g:launch: the graph uses a cuda.tensormap: the cuda.array under")
   local b = cuda.array("f16", 64 * 64)
   tm:replace_address(b) -- points at a live array again: usable
-  ktm:launch({ grid = 1, block = 1 }, 1, tm, 0); L()
+  ktm:launch({ grid = 1, block = 1 }, 1, tm, 0); prepared()
   b:free()
-  T.raises(function() L() end, "the cuda.array under the tensor map was freed")
-  tm:replace_address(cuda.array("f16", 64 * 64)); L()
+  T.raises(function() prepared() end, "the cuda.array under the tensor map was freed")
+  tm:replace_address(cuda.array("f16", 64 * 64)); prepared()
   cuda.sync()
-  L:free(); g:free(); tm:free(); s:free()
+  prepared:free(); g:free(); tm:free(); s:free()
   full_collect(); cuda.sync()
   T.eq(cuda.stats().arrays, 0); T.eq(cuda.stats().tensormaps, 0)
 end)
@@ -177,7 +178,8 @@ test("objects of another device are refused by launches", function()
   local mod1 = cuda.load(PTX)
   local k1, ktm1 = mod1:kernel("use_array"), mod1:kernel("with_tensormap")
   T.raises(function() k1:launch({ grid = 1, block = 1 }, a0) end,
-    "k:launch: argument #1: the cuda.array belongs to device 0, but device 1 is current")
+      "bad argument #2 to 'k:launch' (the cuda.array belongs to device 0, but device 1 is current and has no " ..
+      "peer access to it (cuda.peer(1, 0, true) enables it, or cuda.device(0) first))")
   T.raises(function() k1:prepare({ grid = 1, block = 1 }, a0) end, "belongs to device 0")
   T.raises(function() k1:launch({ grid = 1, block = 1, stream = s0 }, 0) end,
     "the cuda.stream belongs to device 0, but device 1 is current")

@@ -52,7 +52,8 @@ T.test("stats_of: bad input", function()
   T.raises(function() cuda.stats_of(5) end,
     "bad argument #1 to 'cuda.stats_of' (table of sample times expected, got number)")
   T.raises(function() cuda.stats_of({}) end, "bad argument #1 to 'cuda.stats_of' (no samples: the table is empty)")
-  T.raises(function() cuda.stats_of({ 1, "2" }) end, "(sample 2 is a string, a number expected)")
+  T.raises(function() cuda.stats_of({ 1, "2" }) end,
+    "bad argument #1 to 'cuda.stats_of' (sample 2: number expected, got string)")
   T.raises(function() cuda.stats_of({ 1, 0 / 0 }) end, "(sample 2 must be a finite time >= 0, got")
   T.raises(function() cuda.stats_of({ -1 }) end, "(sample 1 must be a finite time >= 0, got -1")
   T.raises(function() cuda.stats_of({ 1, math.huge }) end, "sample 2 must be a finite time >= 0")

@@ -190,7 +190,7 @@ end)
 
 T.test("cuda.tensormap raises the same message, before any driver call", function()
   T.raises(function() cuda.tensormap(spec { box = { 64, 257 } }) end,
-    "cuda.tensormap: box[2] = 257: each box dimension must be 1..256")
+    "bad argument #1 to 'cuda.tensormap' (box[2] = 257: each box dimension must be 1..256)")
   T.raises(function() cuda.tensormap(5) end, "bad argument #1 to 'cuda.tensormap' (table expected, got number)")
   T.raises(function() cuda.tensormap(spec { array = 5, address = false }) end, "cuda.tensormap")
 end)
@@ -206,7 +206,7 @@ if cuda.available() then
     invalid({ array = d, dtype = "f16", dims = { 48, 64 }, strides = { 144 }, box = { 16, 64 } },
       "dims and strides reach 9168 bytes but the array holds 8192 bytes")
     T.raises(function() cuda.tensormap { array = 5, dtype = "f16", dims = { 64, 64 }, box = { 64, 64 } } end,
-      "cuda.tensormap: array = number: expected a cuda.array")
+      "bad argument #1 to 'cuda.tensormap' (array = number: expected a cuda.array)")
     d:free()
     invalid({ array = d, dtype = "f16", dims = { 64, 64 }, box = { 64, 64 } },
       "array = cuda.array: expected a cuda.array (this one was freed)")
@@ -254,9 +254,10 @@ if encoder_available() then
       T.eq(cuda.stats().tensormaps, base + 1, tostring(tm2))
     end
     T.eq(cuda.stats().tensormaps, base)
-    T.raises(function() tm.describe(5) end, "tm:describe: argument #1: expected cuda.tensormap, got number")
-    T.raises(function() tm.free({}) end, "tm:free: argument #1: expected cuda.tensormap, got table")
-    T.raises(function() tm.replace_address(5) end, "tm:replace_address: argument #1: expected cuda.tensormap")
+    T.raises(function() tm.describe(5) end, "bad argument #1 to 'tm:describe' (cuda.tensormap expected, got number)")
+    T.raises(function() tm.free({}) end, "bad argument #1 to 'tm:free' (cuda.tensormap expected, got table)")
+    T.raises(function() tm.replace_address(5) end,
+      "bad argument #1 to 'tm:replace_address' (cuda.tensormap expected, got number)")
   end)
 else
   print("note: no tensor-map encoder in this driver; object tests run in gpu_tma.lua")

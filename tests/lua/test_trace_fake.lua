@@ -122,7 +122,8 @@ end)
 
 T.test("bad input", function()
   T.raises(function() cuda.trace(42) end, "bad argument #1 to 'cuda.trace' (file name or false expected, got number)")
-  T.raises(function() cuda.trace("") end, "cuda.trace: argument #1 must be a file name")
+  T.raises(function() cuda.trace("") end,
+    "bad argument #1 to 'cuda.trace' (file name of 1..4095 bytes without a NUL byte expected)")
   T.raises(function() cuda.trace(DIR .. "/no/such/dir/t.json") end, "cuda.trace: cannot write")
   T.raises(function() cuda.trace(false) end, "cuda.trace: no trace is being recorded")
   cuda.trace(DIR .. "/twice.json")

@@ -52,7 +52,8 @@ T.test("device views: address, fields, copies", function()
   T.eq(part[1], 96); T.eq(part[5], 100)
   T.raises(function() e:copy_from(d, { count = 101 }) end, "count 101 does not fit")
   T.raises(function() e:copy_from(cuda.array("i32", 100)) end,
-    "d:copy_from: argument #2: dtype mismatch (destination f32, source i32); pass {reinterpret=true}")
+      "bad argument #1 to 'd:copy_from' (dtype mismatch (destination f32, source i32); pass {reinterpret=true} to " ..
+      "copy the bytes as they are, or {convert=true} to convert the values (host arrays))")
   e:copy_from(cuda.array("i32", 100):fill(0), { reinterpret = true })
   T.raises(function() e:copy_from(cuda.host("f64", 100), { convert = true }) end,
     "{convert=true} converts between host arrays only")
@@ -115,11 +116,11 @@ T.test("views as launch arguments", function()
   local d = cuda.array("f32", 256)
   local v = d:view(65, 64)
   k:launch({ grid = 1, block = 64 }, v, 64, 1)
-  local L = k:prepare({ grid = 1, block = 64 }, d:view(129, 16), 16, 0)
-  L()
+  local prepared = k:prepare({ grid = 1, block = 64 }, d:view(129, 16), 16, 0)
+  prepared()
   d:free() -- the views keep the memory; the launch marks their uses
   v = nil -- luacheck: ignore 311
-  L = nil -- luacheck: ignore 311
+  prepared = nil -- luacheck: ignore 311
   stats_zero()
 end)
 
@@ -149,7 +150,7 @@ T.test("bool device arrays", function()
   T.eq(h[10], true); T.eq(h:sum(), 10)
   d:fill(false)
   T.eq(cuda.host("bool", 10):copy_from(d):sum(), 0)
-  T.raises(function() d:fill(1) end, "d:fill: argument #2: bool takes true or false, got number")
+  T.raises(function() d:fill(1) end, "bad argument #1 to 'd:fill' (bool takes true or false, got number)")
   T.ok(cuda.compare(d, cuda.host("bool", 10)).ok)
   d, h = nil, nil -- luacheck: ignore 311
   stats_zero()

@@ -235,6 +235,11 @@ function cuda.stats_of(times) end
 ---@return table # `{can=, enabled=, same=}`
 function cuda.peer(a, b, enable, opts) end
 
+---true when `v` is a `cuda.error` (a CUDA or NVRTC failure), false for strings and anything else
+---@param v any an error value from pcall
+---@return boolean # true for a cuda.error object
+function cuda.is_error(v) end
+
 ---what cuda.device(i) returns: a table of the device's limits
 ---@class cuda.device
 ---@field name string the device's name
@@ -321,7 +326,7 @@ function cuda_kernel:launch(cfg, ...) end
 ---@return table # every limit
 function cuda_kernel:occupancy(block, dyn_smem) end
 
----a prepared launch `L`: `L()` launches, `L:set(i, v)` repacks argument `i`
+---a prepared launch `prepared`: `prepared()` launches, `prepared:set(i, v)` repacks argument `i`
 ---@param cfg table as k:launch
 ---@param ... any the kernel's arguments
 ---@return cuda.prepared # the prepared launch
@@ -331,14 +336,14 @@ function cuda_kernel:prepare(cfg, ...) end
 ---@param bytes integer dynamic shared memory per block
 function cuda_kernel:set_max_dynamic_smem(bytes) end
 
----a launch packed once: calling it (`L()`, or `L:launch()`) launches it again
+---a launch packed once: calling it (`prepared()`, or `prepared:launch()`) launches it again
 ---@class cuda.prepared
 local cuda_prepared = {}
 
 ---releases what it holds (also `<close>`)
 function cuda_prepared:free() end
 
----launches it (the same as `L()`)
+---launches it (the same as `prepared()`)
 function cuda_prepared:launch() end
 
 ---repacks argument `i` (checked as k:launch checks it)
