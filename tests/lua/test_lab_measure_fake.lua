@@ -27,10 +27,13 @@ T.test("hot and cold regimes give a measure result", function()
   check_shape(r, "cold")
 end)
 
-T.test("an unreachable noise target stops at the timeout, with what it measured", function()
+T.test("an unreachable noise target stops at the timeout or a plateau, with what it measured", function()
   local r = harness.measure(work, { min_samples = 5, min_time = 0, max_noise = 1e-9, timeout = 5 })
   T.ok(r.samples >= 1, "samples: " .. r.samples)
-  if r.engine == "cuda.measure" then T.eq(r.stop, "timeout", "stop reason") end
+  -- an unreachable target ends at the deadline, or earlier once the noise stops improving
+  if r.engine == "cuda.measure" then
+    T.ok(r.stop == "timeout" or r.stop == "plateau", "stop reason: " .. tostring(r.stop))
+  end
   check_shape(r, r.regime)
 end)
 
