@@ -140,7 +140,10 @@ k_pipe:set_max_dynamic_smem(pipe_smem(4, OUT_BUFS, 32768))
 lab:note(string.format("device: %s (%s), %d SMs, L2 %d MB", dev.name, dev.arch, dev.sm_count, dev.l2_bytes >> 20))
 
 local d_status = cuda.array("i32", 4)
-local d_sched = cuda.array("i32", 2) -- the pipeline's tile counter (PIPE_DYNAMIC), zero between launches
+-- the pipeline's tile counter (PIPE_DYNAMIC; zero between launches), then 16 bytes per stage of
+-- each CTA where the producer stages a tile index for its bulk copy into shared memory
+local MAX_GRID = dev.sm_count * 4
+local d_sched = cuda.array("i32", 4 + 32 * MAX_GRID)
 d_sched:fill(0)
 local h_status = cuda.host("i32", 4)
 local function status_clear() d_status:fill(0) end
@@ -162,6 +165,7 @@ local function pipeline_run(shape, stages, ctas_per_sm, tin, tout, rows, cols, o
   local tiles_x = cols // shape[1]
   local ntiles = opts.ntiles or tiles_x * (rows // shape[2])
   local grid = math.min(dev.sm_count * ctas_per_sm, ntiles, opts.grid_cap or math.huge)
+  assert(grid <= MAX_GRID, "tma_pipeline: grid larger than its tile-index slots")
   local prep = k_pipe:prepare({ grid = grid, block = PIPE_THREADS,
                                 smem = pipe_smem(stages, out_bufs, shape_bytes(shape)) },
     tin, tout, tiles_x, ntiles, shape[1], shape[2], stages, out_bufs, opts.flags or DYNAMIC, P.scale,
