@@ -109,14 +109,14 @@ __device__ __forceinline__ int next_group(int prev, int ngroups, int flags, int 
 }
 
 // The producer thread: every load of this CTA, each group into the next stage once it is
-// released. group_of[s] tells the consumers which group stage s holds (-1: no more). It arrives
-// like the stage's data: the producer stores the index in its global slot and a 16-byte bulk copy
-// brings it into shared memory, completing on the stage's full barrier, so one phase publishes
-// data and index. (A plain shared store published by the arrival is just as correct, but
-// compute-sanitizer's racecheck does not see mbarrier ordering between ordinary shared accesses
-// and reports every reuse; st.async, the direct form, faulted with CUDA_ERROR_ILLEGAL_INSTRUCTION
-// outside a cluster launch on the H200; consumers reading the global slot themselves put an L2
-// round trip on their path at every tile.)
+// released. group_of[s] tells the consumers which group stage s holds (-1: no more); the full
+// barrier's arrival (release) publishes it to their wait (acquire). It lives in global memory,
+// in this CTA's slots of `sched`, not in shared memory: compute-sanitizer's racecheck does not
+// see mbarrier ordering between ordinary shared accesses and reports every reuse as a WAR
+// hazard. That costs bandwidth (H200, 4 GiB: 4013 GB/s here against 4276 GB/s with the index
+// in shared memory, docs/RESULTS.md §18 and §20). Measured and rejected: st.async (faults with
+// CUDA_ERROR_ILLEGAL_INSTRUCTION outside a cluster launch) and a 16-byte cp.async.bulk copy of
+// the index into shared memory (racecheck tracks those writes and reports the same hazard).
 __device__ __forceinline__ void pipeline_produce(const gl_tensormap_t *in_map, const gl_tensormap_t *out_map,
                                                  unsigned char *buf, gl_u64 *full, gl_u64 *empty, int *group_of,
                                                  int tiles_x, int ntiles, int box_w, int box_h, int tile_bytes,
@@ -136,17 +136,14 @@ __device__ __forceinline__ void pipeline_produce(const gl_tensormap_t *in_map, c
         // round 0 the parity-1 wait on a fresh barrier returns at once.
         if (!gl_mbar_wait(&empty[s], (round & 1) ^ 1, deadline, status, GL_WAIT_CODE(GL_WAIT_EMPTY, s, round)))
             return;
-        int *slot = sched + 4 + (blockIdx.x * MAX_STAGES + s) * 4; // 16 bytes of this CTA's stage s
-        *(volatile int *)slot = group < ngroups ? group : -1;
-        gl_fence_proxy_async(); // the bulk copy below reads what this thread just stored
-        if (group >= ngroups) { // the end: wake the consumers with only the marker to wait for
-            gl_mbar_arrive_expect_tx(&full[s], 16);
-            gl_bulk_load(&group_of[s * 4], slot, 16, &full[s]);
+        if (group >= ngroups) { // the end: wake the consumers with no bytes to wait for
+            *(volatile int *)&group_of[s] = -1;
+            gl_mbar_arrive(&full[s]);
             return;
         }
+        *(volatile int *)&group_of[s] = group;
         const int first = group * boxes, count = min(boxes, ntiles - first);
-        gl_mbar_arrive_expect_tx(&full[s], (gl_u32)(count * tile_bytes + 16));
-        gl_bulk_load(&group_of[s * 4], slot, 16, &full[s]);
+        gl_mbar_arrive_expect_tx(&full[s], (gl_u32)(count * tile_bytes));
         for (int b = 0; b < count; b++) {
             int x, y;
             tile_xy(first + b, tiles_x, ntiles, box_w, box_h, flags, &x, &y);
@@ -161,10 +158,9 @@ __device__ __forceinline__ void pipeline_produce(const gl_tensormap_t *in_map, c
 extern "C" __global__ void __launch_bounds__(32 * (1 + CONSUMER_WARPS))
 tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constant__ gl_tensormap_t out_map,
              int tiles_x, int ntiles, int box_w, int box_h, int stages, int out_bufs, int flags, float scale,
-             unsigned long long timeout_ns, int *status, int *sched) { // sched: 4 + 32 x gridDim.x ints
+             unsigned long long timeout_ns, int *status, int *sched) { // sched: 2 + MAX_STAGES x gridDim.x ints
     __shared__ gl_u64 full[MAX_STAGES];  // "tile is filled": 1 arrival (producer) + the tile's bytes
     __shared__ gl_u64 empty[MAX_STAGES]; // "buffer may be overwritten": 1 arrival (consumer 0)
-    __shared__ __align__(16) int group_of[MAX_STAGES * 4]; // stage s's group at [4s], copied in with its data
     extern __shared__ unsigned char dyn_smem[];
     unsigned char *buf = align_1024(dyn_smem);
     const int warp = threadIdx.x / 32;
@@ -186,6 +182,8 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
     }
     __syncthreads(); // from here on producer and consumers synchronise only through mbarriers
     const gl_u64 deadline = timeout_ns ? gl_globaltimer_ns() + timeout_ns : 0;
+    // sched: [0] the tile counter, [1] producers past the end, then MAX_STAGES slots per CTA
+    int *group_of = sched + 2 + blockIdx.x * MAX_STAGES;
 
     if (warp == 0) { // ---- producer: one thread issues every load of this CTA
         if (threadIdx.x == 0)
@@ -215,7 +213,7 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
             if (out_bufs == 2) gl_tma_store_wait_read<1>();
             else gl_tma_store_wait_read<0>();
         }
-        const int group = ok ? group_of[s * 4] : 0;
+        const int group = ok ? *(volatile const int *)&group_of[s] : 0;
         if (!consumers_all(ok, nct)) { // every consumer leaves together on a time-out
             if (ct == 0) gl_tma_store_wait_read<0>(); // after the stores already issued read their buffers
             return;

@@ -140,10 +140,10 @@ k_pipe:set_max_dynamic_smem(pipe_smem(4, OUT_BUFS, 32768))
 lab:note(string.format("device: %s (%s), %d SMs, L2 %d MB", dev.name, dev.arch, dev.sm_count, dev.l2_bytes >> 20))
 
 local d_status = cuda.array("i32", 4)
--- the pipeline's tile counter (PIPE_DYNAMIC; zero between launches), then 16 bytes per stage of
--- each CTA where the producer stages a tile index for its bulk copy into shared memory
+-- the pipeline's tile counter (PIPE_DYNAMIC; zero between launches), then each CTA's 8 slots
+-- where the producer leaves the tile index of each stage for the consumers
 local MAX_GRID = dev.sm_count * 4
-local d_sched = cuda.array("i32", 4 + 32 * MAX_GRID)
+local d_sched = cuda.array("i32", 2 + 8 * MAX_GRID)
 d_sched:fill(0)
 local h_status = cuda.host("i32", 4)
 local function status_clear() d_status:fill(0) end

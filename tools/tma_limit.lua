@@ -24,7 +24,7 @@ local k_pipe, k_copy = mod:kernel("tma_pipeline"), mod:kernel("copy_int4_scale")
 local k_diff, k_store = mod:kernel("count_diff_vec16"), mod:kernel("tma_store_only")
 local THREADS = 160
 local NO_PREFETCH, DYNAMIC = 1, 8 -- tma_pipeline flags (EVICT_FIRST = 2: no measurable gain)
-local d_sched = cuda.array("i32", 4 + 32 * 8 * dev.sm_count) -- tile counter, then per-CTA index slots
+local d_sched = cuda.array("i32", 2 + 8 * 8 * dev.sm_count) -- tile counter, then 8 index slots per CTA
 d_sched:fill(0)
 k_pipe:set_max_dynamic_smem(dev.smem_per_block_optin - 1024) -- less the static barriers
 k_store:set_max_dynamic_smem(32768 + 1024)

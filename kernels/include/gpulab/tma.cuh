@@ -175,20 +175,6 @@ __device__ __forceinline__ bool gl_tma_dst_aligned(const void *dst, gl_u32 align
     return false;
 }
 
-// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory at src to
-// shared memory at dst with the bulk copy engine and completes them as transactions on `bar`.
-// What this thread wrote at src with ordinary stores must be fenced first (gl_fence_proxy_async).
-__device__ __forceinline__ void gl_bulk_load(void *dst, const void *src, gl_u32 bytes, gl_u64 *bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     gl_smem_addr(dst)),
-                 "l"(src), "r"(bytes), "r"(gl_smem_addr(bar))
-                 : "memory");
-}
-
-// Orders this thread's ordinary memory accesses (any state space) before its later async-proxy
-// operations, such as a bulk copy reading what it just stored.
-__device__ __forceinline__ void gl_fence_proxy_async() { asm volatile("fence.proxy.async;" ::: "memory"); }
-
 // Stores the box at (x, y) from shared memory at src. Completion is by bulk groups, not
 // mbarriers: gl_tma_store_commit() closes a group, gl_tma_store_wait_read<N>() waits until at
 // most N groups may still read their shared memory, gl_tma_store_wait<N>() until at most N are
