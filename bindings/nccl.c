@@ -259,6 +259,7 @@ static int device_count(lua_State *L, const char *fn) {
 static int int_field(lua_State *L, int t, const char *name, int lo, int hi, const char *fn) {
     lua_getfield(L, t, name);
     if (lua_isnil(L, -1)) gl_fielderror(L, t, fn, name, "integer expected, got no value");
+    if (lua_type(L, -1) != LUA_TNUMBER) gl_fieldtypeerror(L, t, fn, name, -1, "integer"); /* not "2" */
     lua_Integer v = gl_opt_int_field(L, t, name, 0, fn);
     if (v < lo || v > hi)
         gl_fielderror(L, t, fn, name, "%lld is out of range %d..%d", (long long)v, lo, hi);
