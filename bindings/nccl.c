@@ -443,7 +443,7 @@ static int l_unique_id(lua_State *L) {
     char hex[2 * GL_NCCL_UNIQUE_ID_BYTES + 1];
     for (size_t i = 0; i < GL_NCCL_UNIQUE_ID_BYTES; i++)
         snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id.internal[i]);
-    lua_pushlstring(L, hex, 2 * GL_NCCL_UNIQUE_ID_BYTES);
+    lua_pushlstring(L, hex, sizeof hex - 1);
     return 1;
 }
 
@@ -804,8 +804,8 @@ static int run_collective(lua_State *L, coll_kind kind, const char *fn, const ch
         k.send[i] = rank_array(L, 2, c, &k, i, "send");
         k.recv[i] = lua_isnoneornil(L, 3) ? k.send[i] : rank_array(L, 3, c, &k, i, "recv");
         check_sizes(L, c, &k, i);
+        if (i == 0) k.type = nccl_type(L, k.send[0]->dtype, fn); /* every rank's dtype is rank 0's */
     }
-    k.type = nccl_type(L, k.send[0]->dtype, fn);
     submit(L, c, &k);
     if (k.timeout >= 0) comm_wait(L, c, k.timeout, fn);
     lua_settop(L, 1);
