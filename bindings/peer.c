@@ -16,8 +16,6 @@
 #include "options.h"
 #include "peer.h"
 
-#include <lauxlib.h>
-
 #include <stdio.h>
 
 #define FN "cuda.peer"

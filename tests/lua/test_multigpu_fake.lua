@@ -71,7 +71,8 @@ T.test("cuda.peer reports what the driver says and enables one direction or both
     .. " expected, got number)")
   T.raises(function() cuda.peer(0, 1, true, { both = true, x = 1 }) end,
     "bad argument #4 to 'cuda.peer' (unknown field 'x' (known: both))")
-  T.raises(function() cuda.peer(0, 1, false, { both = true }) end, "bad argument #4 to 'cuda.peer' (field 'both': needs argument #3 = true)")
+  T.raises(function() cuda.peer(0, 1, false, { both = true }) end, "bad argument #4 to 'cuda.peer' (field 'both':"
+    .. " needs argument #3 = true)")
   T.eq(cuda.device().ordinal, 0, "a refused call leaves the current device alone")
 end)
 
@@ -136,8 +137,8 @@ T.test("d:copy_from across devices is a peer copy, with or without peer access",
   T.ok((T.read(CUDA_LOG) or ""):find("cuMemcpyPeerAsync 2<-0 16", 1, true), "async: cuMemcpyPeerAsync on the stream")
   T.raises(function() back:copy_from(dst, s2) end, "the cuda.stream belongs to device 2, but device 0 is current")
   cuda.device(1)
-  T.raises(function() back:copy_from(src) end,
-    "calling 'd:copy_from' on bad self (the cuda.array belongs to device 2, but device 1 is current") -- both on device 2
+  T.raises(function() back:copy_from(src) end, -- both on device 2
+    "calling 'd:copy_from' on bad self (the cuda.array belongs to device 2, but device 1 is current")
   local other = cuda.device(2) and cuda.array("f32", 4)
   cuda.device(1)
   T.raises(function() other:copy_from(dst) end,
