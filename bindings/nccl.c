@@ -156,7 +156,7 @@ static long live_comms;
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void pause_briefly(long *ns) {
@@ -217,13 +217,11 @@ static void comm_release(nccl_comm *c) {
 
 static nccl_comm *check_comm(lua_State *L, int idx, const char *fn) {
     nccl_comm *c = luaL_testudata(L, idx, COMM_T);
-    if (c == NULL)
-        luaL_error(L, "%s: bad self: expected %s, got %s (call it with ':')", fn, COMM_T,
-                   gl_typename(L, idx));
-    if (!c->live) luaL_error(L, "%s: the communicator was freed", fn);
-    if (c->aborted)
-        luaL_error(L, "%s: the communicator was aborted after an earlier timeout or error; make a "
-                      "new one with cuda.nccl.init", fn);
+    if (c == NULL) gl_typeerror(L, idx, fn, COMM_T);
+    if (!c->live) gl_freederror(L, idx, fn, "the communicator was freed");
+    if (c->aborted) /* as unusable as a freed one */
+        gl_freederror(L, idx, fn, "the communicator was aborted after an earlier timeout or error; "
+                                  "make a new one with cuda.nccl.init");
     return c;
 }
 
@@ -257,45 +255,53 @@ static int device_count(lua_State *L, const char *fn) {
     return n;
 }
 
+/* A required integer field of the options table t, within lo..hi. */
 static int int_field(lua_State *L, int t, const char *name, int lo, int hi, const char *fn) {
     lua_getfield(L, t, name);
-    int isint = 0;
-    lua_Integer v = lua_tointegerx(L, -1, &isint);
-    if (lua_type(L, -1) != LUA_TNUMBER || !isint)
-        luaL_error(L, "%s: option '%s' must be an integer, got %s", fn, name, luaL_typename(L, -1));
+    if (lua_isnil(L, -1)) gl_fielderror(L, t, fn, name, "integer expected, got no value");
+    if (lua_type(L, -1) != LUA_TNUMBER) gl_fieldtypeerror(L, t, fn, name, -1, "integer"); /* not "2" */
+    lua_Integer v = gl_opt_int_field(L, t, name, 0, fn);
     if (v < lo || v > hi)
-        luaL_error(L, "%s: option '%s' = %I is out of range %d..%d", fn, name, (LUAI_UACINT)v, lo, hi);
+        gl_fielderror(L, t, fn, name, "%lld is out of range %d..%d", (long long)v, lo, hi);
     lua_pop(L, 1);
     return (int)v;
 }
 
 static double read_timeout(lua_State *L, int t, const char *fn) {
     double s = gl_opt_num_field(L, t, "timeout", DEFAULT_TIMEOUT_S, fn);
-    if (!(s > 0) || s > 1e9) luaL_error(L, "%s: option 'timeout' must be 0 < seconds <= 1e9, got %f", fn, s);
+    if (!(s > 0) || s > 1e9) gl_fielderror(L, t, fn, "timeout", "must be 0 < seconds <= 1e9, got %.14g", s);
     return s;
+}
+
+/* Entry i of the list at idx as an integer; raises naming field `field` of table t. */
+static lua_Integer int_entry(lua_State *L, int t, int idx, lua_Integer i, const char *field,
+                             const char *fn) {
+    int isint = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &isint);
+    if (isint && lua_type(L, idx) == LUA_TNUMBER) return v;
+    if (lua_type(L, idx) == LUA_TNUMBER)
+        gl_fielderror(L, t, fn, field, "entry %lld: device ordinal expected, got %s", (long long)i,
+                      lua_tostring(L, idx));
+    gl_fielderror(L, t, fn, field, "entry %lld: device ordinal expected, got %s", (long long)i,
+                  gl_typename(L, idx));
 }
 
 static void read_devices(lua_State *L, int t, nccl_comm *c, const char *fn) {
     lua_getfield(L, t, "devices");
-    if (!lua_istable(L, -1))
-        luaL_error(L, "%s: option 'devices' must be a list of device ordinals, got %s", fn,
-                   luaL_typename(L, -1));
+    if (!lua_istable(L, -1)) gl_fieldtypeerror(L, t, fn, "devices", -1, "list of device ordinals");
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     if (n < 1 || n > MAX_LOCAL)
-        luaL_error(L, "%s: option 'devices' lists %I devices; 1..%d are supported", fn, (LUAI_UACINT)n, MAX_LOCAL);
+        gl_fielderror(L, t, fn, "devices", "lists %lld devices; 1..%d are supported", (long long)n, MAX_LOCAL);
     int count = device_count(L, fn);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, -1, i);
-        int isint = 0;
-        lua_Integer d = lua_tointegerx(L, -1, &isint);
-        if (lua_type(L, -1) != LUA_TNUMBER || !isint)
-            luaL_error(L, "%s: devices[%I] must be a device ordinal, got %s", fn, (LUAI_UACINT)i, luaL_typename(L, -1));
+        lua_Integer d = int_entry(L, t, -1, i, "devices", fn);
         if (d < 0 || d >= count || d >= GL_MAX_DEVICES)
-            luaL_error(L, "%s: devices[%I] = %I does not exist (%d device%s present)", fn, (LUAI_UACINT)i,
-                       (LUAI_UACINT)d, count, count == 1 ? "" : "s");
+            gl_fielderror(L, t, fn, "devices", "entry %lld: device %lld does not exist (%d device%s present)",
+                          (long long)i, (long long)d, count, count == 1 ? "" : "s");
         for (int j = 0; j < (int)i - 1; j++)
             if (c->device[j] == d)
-                luaL_error(L, "%s: device %I is listed twice in option 'devices'", fn, (LUAI_UACINT)d);
+                gl_fielderror(L, t, fn, "devices", "device %lld is listed twice", (long long)d);
         c->device[i - 1] = (int)d;
         c->rank[i - 1] = (int)i - 1;
         lua_pop(L, 1);
@@ -315,20 +321,23 @@ static void init_all(lua_State *L, nccl_comm *c, const char *fn) {
 }
 
 static void parse_id(lua_State *L, int t, gl_ncclUniqueId *id, const char *fn) {
+    const size_t want = 2 * (size_t)GL_NCCL_UNIQUE_ID_BYTES;
     lua_getfield(L, t, "id");
+    if (lua_type(L, -1) != LUA_TSTRING)
+        gl_fielderror(L, t, fn, "id", "the %zu-character hex string of cuda.nccl.unique_id() expected, got %s",
+                      want, gl_typename(L, -1));
     size_t len = 0;
-    const char *hex = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
-    if (hex == NULL || len != 2 * GL_NCCL_UNIQUE_ID_BYTES)
-        luaL_error(L, "%s: option 'id' must be the %d-character hex string of cuda.nccl.unique_id(), "
-                      "got %s", fn, 2 * GL_NCCL_UNIQUE_ID_BYTES,
-                   hex ? lua_pushfstring(L, "a string of %d characters", (int)len) : luaL_typename(L, -1));
+    const char *hex = lua_tolstring(L, -1, &len);
+    if (len != want)
+        gl_fielderror(L, t, fn, "id", "the %zu-character hex string of cuda.nccl.unique_id() expected, got a "
+                                      "string of %zu characters", want, len);
     for (size_t i = 0; i < GL_NCCL_UNIQUE_ID_BYTES; i++) {
         unsigned v = 0;
-        for (int k = 0; k < 2; k++) {
+        for (size_t k = 0; k < 2; k++) {
             char ch = hex[2 * i + k];
             int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
                   : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-            if (d < 0) luaL_error(L, "%s: option 'id' has a non-hex character at position %d", fn, (int)(2 * i + k + 1));
+            if (d < 0) gl_fielderror(L, t, fn, "id", "non-hex character at position %zu", 2 * i + k + 1);
             v = v * 16 + (unsigned)d;
         }
         id->internal[i] = (char)v;
@@ -393,7 +402,9 @@ static void init_rank(lua_State *L, int t, nccl_comm *c, double timeout, const c
 
 static int l_init(lua_State *L) {
     const char *fn = "cuda.nccl.init";
-    luaL_checktype(L, 1, LUA_TTABLE);
+    if (lua_type(L, 1) != LUA_TTABLE)
+        gl_argerror(L, 1, fn, "options table {devices=} or {rank=, nranks=, id=, device=} expected, got %s",
+                    gl_typename(L, 1));
     static const char *const known[] = {"devices", "rank", "nranks", "id", "device", "timeout", NULL};
     gl_check_known_fields(L, 1, known, fn);
     require_nccl(L, fn);
@@ -409,8 +420,8 @@ static int l_init(lua_State *L) {
         for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++) {
             lua_getfield(L, 1, alone[i]);
             if (!lua_isnil(L, -1))
-                luaL_error(L, "%s: option '%s' belongs to the multi-process form; option 'devices' "
-                              "makes one process drive every listed device", fn, alone[i]);
+                gl_fielderror(L, 1, fn, alone[i], "belongs to the multi-process form; field 'devices' "
+                                                  "makes one process drive every listed device");
             lua_pop(L, 1);
         }
         read_devices(L, 1, c, fn);
@@ -432,7 +443,7 @@ static int l_unique_id(lua_State *L) {
     char hex[2 * GL_NCCL_UNIQUE_ID_BYTES + 1];
     for (size_t i = 0; i < GL_NCCL_UNIQUE_ID_BYTES; i++)
         snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id.internal[i]);
-    lua_pushlstring(L, hex, 2 * GL_NCCL_UNIQUE_ID_BYTES);
+    lua_pushlstring(L, hex, sizeof hex - 1);
     return 1;
 }
 
@@ -473,6 +484,7 @@ typedef struct coll {
     gl_ncclRedOp_t op;
     int root;
     double timeout;        /* < 0: do not wait */
+    const char *streams_field; /* "stream" or "streams": the option read, for messages */
     gl_array *send[MAX_LOCAL], *recv[MAX_LOCAL];
     gl_stream_track *track[MAX_LOCAL];
     CUstream stream[MAX_LOCAL];
@@ -480,6 +492,7 @@ typedef struct coll {
     gl_ncclDataType_t type;
 } coll;
 
+/* The NCCL type of the send arrays' dtype (argument 2). */
 static int nccl_type(lua_State *L, gl_dtype t, const char *fn) {
     switch (t) {
     case GL_I8: return GL_NCCL_INT8;
@@ -493,8 +506,8 @@ static int nccl_type(lua_State *L, gl_dtype t, const char *fn) {
     case GL_F64: return GL_NCCL_FLOAT64;
     case GL_BF16: return GL_NCCL_BFLOAT16;
     default:
-        return luaL_error(L, "%s: dtype %s has no NCCL type (NCCL reduces i8, u8, i32, u32, i64, u64, "
-                             "f16, bf16, f32, f64)", fn, gl_dtype_name(t));
+        gl_argerror(L, 2, fn, "send: dtype %s has no NCCL type (NCCL reduces i8, u8, i32, u32, i64, u64, "
+                              "f16, bf16, f32, f64)", gl_dtype_name(t));
     }
 }
 
@@ -503,7 +516,7 @@ static gl_ncclRedOp_t read_op(lua_State *L, int t, const char *fn) {
     const char *op = gl_opt_str_field(L, t, "op", "sum", fn);
     for (int i = 0; names[i]; i++)
         if (strcmp(op, names[i]) == 0) return i; /* the values of ncclRedOp_t, in this order */
-    return luaL_error(L, "%s: option 'op' must be one of sum, prod, max, min, avg, got '%s'", fn, op);
+    gl_fielderror(L, t, fn, "op", "must be one of sum, prod, max, min, avg, got '%s'", op);
 }
 
 /* Options first (reading them may run Lua); values that must stay alive are left on the stack at
@@ -515,19 +528,20 @@ static void read_coll_opts(lua_State *L, int t, nccl_comm *c, coll *k, int *stre
     k->root = 0;
     if (lua_isnoneornil(L, t)) return;
     if (!lua_istable(L, t))
-        luaL_error(L, "%s: argument #%d: options table expected, got %s", k->fn, t - 1, luaL_typename(L, t));
+        gl_argerror(L, t, k->fn, "options table {op=, root=, stream=, streams=, timeout=} expected, got %s",
+                    gl_typename(L, t));
     static const char *const known[] = {"op", "root", "stream", "streams", "timeout", NULL};
     gl_check_known_fields(L, t, known, k->fn);
     bool reduces = k->kind == COLL_ALL_REDUCE || k->kind == COLL_REDUCE_SCATTER;
     lua_getfield(L, t, "op");
     bool has_op = !lua_isnil(L, -1);
     lua_pop(L, 1);
-    if (has_op && !reduces) luaL_error(L, "%s: option 'op' is for reductions (all_reduce, reduce_scatter)", k->fn);
+    if (has_op && !reduces) gl_fielderror(L, t, k->fn, "op", "is for reductions (all_reduce, reduce_scatter)");
     if (has_op) k->op = read_op(L, t, k->fn);
     lua_getfield(L, t, "root");
     bool has_root = !lua_isnil(L, -1);
     lua_pop(L, 1);
-    if (has_root && k->kind != COLL_BROADCAST) luaL_error(L, "%s: option 'root' is for broadcast", k->fn);
+    if (has_root && k->kind != COLL_BROADCAST) gl_fielderror(L, t, k->fn, "root", "is for broadcast");
     if (has_root) k->root = int_field(L, t, "root", 0, c->nranks - 1, k->fn);
     lua_getfield(L, t, "timeout");
     bool has_timeout = !lua_isnil(L, -1);
@@ -536,35 +550,42 @@ static void read_coll_opts(lua_State *L, int t, nccl_comm *c, coll *k, int *stre
     lua_getfield(L, t, "stream");
     lua_getfield(L, t, "streams");
     if (!lua_isnil(L, -1) && !lua_isnil(L, -2))
-        luaL_error(L, "%s: give option 'stream' (one device) or 'streams' (one per device), not both", k->fn);
+        gl_argerror(L, t, k->fn, "give field 'stream' (one device) or 'streams' (one per device), not both");
+    k->streams_field = lua_isnil(L, -1) ? "stream" : "streams";
     if (lua_isnil(L, -1)) lua_pop(L, 1); /* leave 'stream' */
     else lua_remove(L, -2);              /* leave 'streams' */
     *streams_idx = lua_gettop(L);
 }
 
-/* The stream of local rank i: from the value at idx (a stream, or a list of them), or the
- * default stream of that device. Raw reads only: no Lua runs. */
-static void rank_stream(lua_State *L, int idx, nccl_comm *c, coll *k, int i) {
+/* The stream of local rank i: from the value at idx (a stream, or a list of them: field
+ * k->streams_field of the options table opts), or the default stream of that device. Raw reads
+ * only: no Lua runs. */
+static void rank_stream(lua_State *L, int opts, int idx, nccl_comm *c, coll *k, int i) {
     k->track[i] = gl_default_track();
     k->stream[i] = NULL;
     if (idx == 0 || lua_isnil(L, idx)) return;
+    const char *field = k->streams_field;
     int v = idx;
     if (lua_istable(L, idx)) {
         if ((int)lua_rawlen(L, idx) != c->nlocal)
-            luaL_error(L, "%s: option 'streams' needs one stream per device (%d), got %d", k->fn, c->nlocal,
-                       (int)lua_rawlen(L, idx));
+            gl_fielderror(L, opts, k->fn, field, "one cuda.stream per device (%d) expected, got %d", c->nlocal,
+                          (int)lua_rawlen(L, idx));
         lua_rawgeti(L, idx, i + 1);
         v = lua_gettop(L);
     } else if (c->nlocal > 1) {
-        luaL_error(L, "%s: option 'stream': this communicator drives %d devices; give 'streams', one per "
-                      "device", k->fn, c->nlocal);
+        gl_fielderror(L, opts, k->fn, field, "this communicator drives %d devices; give 'streams', one per "
+                                             "device", c->nlocal);
     }
     gl_stream *s = gl_test_stream(L, v);
-    if (s == NULL) luaL_error(L, "%s: stream of rank %d: cuda.stream expected, got %s", k->fn, c->rank[i], gl_typename(L, v));
-    if (s->track == NULL) luaL_error(L, "%s: stream of rank %d: the cuda.stream was freed", k->fn, c->rank[i]);
+    if (s == NULL)
+        gl_fielderror(L, opts, k->fn, field, "stream of rank %d: cuda.stream expected, got %s", c->rank[i],
+                      gl_typename(L, v));
+    if (s->track == NULL)
+        gl_fielderror(L, opts, k->fn, field, "stream of rank %d: the cuda.stream was freed", c->rank[i]);
     if (s->device != c->device[i])
-        luaL_error(L, "%s: stream of rank %d: the cuda.stream belongs to device %d, but that rank's "
-                      "communicator is on device %d", k->fn, c->rank[i], s->device, c->device[i]);
+        gl_fielderror(L, opts, k->fn, field, "stream of rank %d: the cuda.stream belongs to device %d, but "
+                                             "that rank's communicator is on device %d", c->rank[i],
+                      s->device, c->device[i]);
     k->track[i] = s->track;
     k->stream[i] = gl_track_handle(s->track);
     if (v != idx) lua_pop(L, 1); /* the list keeps it alive */
@@ -576,66 +597,68 @@ static gl_array *rank_array(lua_State *L, int arg, nccl_comm *c, coll *k, int i,
     bool list = lua_istable(L, arg);
     if (list) {
         if (lua_rawlen(L, arg) == 0 && arg == 3 && lua_isnoneornil(L, 4))
-            luaL_error(L, "%s: argument #2 (recv): a cuda.array or a list of them expected, got a table "
-                          "without entries (options go in argument #3: recv may be nil for in place)", k->fn);
+            gl_argerror(L, arg, k->fn, "recv: a cuda.array or a list of them expected, got a table without "
+                                       "entries (options go after recv, which may be nil for in place)");
         if ((int)lua_rawlen(L, arg) != c->nlocal)
-            luaL_error(L, "%s: argument #%d (%s): one cuda.array per device (%d) expected, got %d", k->fn,
-                       arg - 1, what, c->nlocal, (int)lua_rawlen(L, arg));
+            gl_argerror(L, arg, k->fn, "%s: one cuda.array per device (%d) expected, got %d", what, c->nlocal,
+                        (int)lua_rawlen(L, arg));
         lua_rawgeti(L, arg, i + 1);
         v = lua_gettop(L);
     } else if (c->nlocal > 1) {
-        luaL_error(L, "%s: argument #%d (%s): this communicator drives %d devices; give a list of "
-                      "one cuda.array per device", k->fn, arg - 1, what, c->nlocal);
+        gl_argerror(L, arg, k->fn, "%s: this communicator drives %d devices; give a list of one cuda.array "
+                                   "per device", what, c->nlocal);
     }
     gl_array *a = luaL_testudata(L, v, GL_ARRAY_T); /* freed ones too, to say so */
-    if (a == NULL || a->ptr == 0)
-        luaL_error(L, "%s: argument #%d (%s) of rank %d: %s", k->fn, arg - 1, what, c->rank[i],
-                   a ? "the cuda.array was freed" : lua_pushfstring(L, "cuda.array expected, got %s", gl_typename(L, v)));
+    if (a == NULL)
+        gl_argerror(L, arg, k->fn, "%s of rank %d: cuda.array expected, got %s", what, c->rank[i],
+                    gl_typename(L, v));
+    if (a->ptr == 0) gl_argerror(L, arg, k->fn, "%s of rank %d: the cuda.array was freed", what, c->rank[i]);
     if (a->device != c->device[i])
-        luaL_error(L, "%s: argument #%d (%s) of rank %d: the cuda.array belongs to device %d, but that "
-                      "rank's communicator is on device %d", k->fn, arg - 1, what, c->rank[i], a->device,
-                   c->device[i]);
+        gl_argerror(L, arg, k->fn, "%s of rank %d: the cuda.array belongs to device %d, but that rank's "
+                                   "communicator is on device %d", what, c->rank[i], a->device, c->device[i]);
     if (list) lua_pop(L, 1);
     return a;
 }
 
-/* Sizes: NCCL's count and what each side must hold, per collective. */
+/* Sizes: NCCL's count and what each side must hold, per collective. A mismatch is reported
+ * against the argument that does not fit: recv (3) where it must follow send, send (2) where
+ * send must follow recv or rank 0's arrays. */
 static void check_sizes(lua_State *L, nccl_comm *c, coll *k, int i) {
     gl_array *s = k->send[i], *r = k->recv[i];
     if (s->dtype != r->dtype)
-        luaL_error(L, "%s: rank %d: dtype mismatch (send %s, recv %s)", k->fn, c->rank[i],
-                   gl_dtype_name(s->dtype), gl_dtype_name(r->dtype));
+        gl_argerror(L, 3, k->fn, "rank %d: dtype mismatch (send %s, recv %s)", c->rank[i],
+                    gl_dtype_name(s->dtype), gl_dtype_name(r->dtype));
     size_t n = (size_t)c->nranks;
     size_t count = 0;
     switch (k->kind) {
     case COLL_ALL_REDUCE:
     case COLL_BROADCAST:
         if (s->numel != r->numel)
-            luaL_error(L, "%s: rank %d: send has %I elements, recv %I: they must be equal", k->fn,
-                       c->rank[i], (LUAI_UACINT)s->numel, (LUAI_UACINT)r->numel);
+            gl_argerror(L, 3, k->fn, "rank %d: send has %zu elements, recv %zu: they must be equal",
+                        c->rank[i], s->numel, r->numel);
         count = s->numel;
         break;
     case COLL_ALL_GATHER:
         if (r->numel / n != s->numel || r->numel % n != 0)
-            luaL_error(L, "%s: rank %d: recv must hold nranks (%d) x send (%I elements) = %I elements, "
-                          "got %I", k->fn, c->rank[i], c->nranks, (LUAI_UACINT)s->numel,
-                       (LUAI_UACINT)(s->numel * n), (LUAI_UACINT)r->numel);
+            gl_argerror(L, 3, k->fn, "rank %d: recv must hold nranks (%d) x send (%zu elements) = %zu "
+                                     "elements, got %zu", c->rank[i], c->nranks, s->numel, s->numel * n,
+                        r->numel);
         count = s->numel;
         break;
     case COLL_REDUCE_SCATTER:
         if (s->numel / n != r->numel || s->numel % n != 0)
-            luaL_error(L, "%s: rank %d: send must hold nranks (%d) x recv (%I elements) = %I elements, "
-                          "got %I", k->fn, c->rank[i], c->nranks, (LUAI_UACINT)r->numel,
-                       (LUAI_UACINT)(r->numel * n), (LUAI_UACINT)s->numel);
+            gl_argerror(L, 2, k->fn, "rank %d: send must hold nranks (%d) x recv (%zu elements) = %zu "
+                                     "elements, got %zu", c->rank[i], c->nranks, r->numel, r->numel * n,
+                        s->numel);
         count = r->numel;
         break;
     }
     if (i > 0 && count != k->count)
-        luaL_error(L, "%s: rank %d's arrays give %I elements, rank %d's %I: every rank moves the same "
-                      "count", k->fn, c->rank[i], (LUAI_UACINT)count, c->rank[0], (LUAI_UACINT)k->count);
+        gl_argerror(L, 2, k->fn, "rank %d's arrays give %zu elements, rank %d's %zu: every rank moves the "
+                                 "same count", c->rank[i], count, c->rank[0], k->count);
     if (i > 0 && s->dtype != k->send[0]->dtype)
-        luaL_error(L, "%s: rank %d's dtype %s differs from rank %d's %s", k->fn, c->rank[i],
-                   gl_dtype_name(s->dtype), c->rank[0], gl_dtype_name(k->send[0]->dtype));
+        gl_argerror(L, 2, k->fn, "rank %d's dtype %s differs from rank %d's %s", c->rank[i],
+                    gl_dtype_name(s->dtype), c->rank[0], gl_dtype_name(k->send[0]->dtype));
     k->count = count;
 }
 
@@ -766,19 +789,23 @@ static int run_collective(lua_State *L, coll_kind kind, const char *fn, const ch
         luaL_error(L, "%s: collectives are not captured into graphs by gpulab (the completion events "
                       "and deadlines need live work); run it outside s:capture", fn);
     bool needs_recv = kind == COLL_ALL_GATHER || kind == COLL_REDUCE_SCATTER;
-    if (lua_isnoneornil(L, 2)) luaL_error(L, "%s: argument #1 (send) expected", fn);
-    if (needs_recv && lua_isnoneornil(L, 3)) luaL_error(L, "%s: argument #2 (recv) expected", fn);
+    if (lua_isnoneornil(L, 2))
+        gl_argerror(L, 2, fn, "send: a cuda.array or a list of one per device expected, got %s",
+                    gl_typename(L, 2));
+    if (needs_recv && lua_isnoneornil(L, 3))
+        gl_argerror(L, 3, fn, "recv: a cuda.array or a list of one per device expected, got %s",
+                    gl_typename(L, 3));
     int streams_idx;
     nccl_comm *c = luaL_testudata(L, 1, COMM_T);
     read_coll_opts(L, 4, c, &k, &streams_idx);
     c = check_comm(L, 1, fn); /* reading the options may have run Lua: check again */
     for (int i = 0; i < c->nlocal; i++) { /* raw reads from here on: no Lua runs */
-        rank_stream(L, streams_idx, c, &k, i);
+        rank_stream(L, 4, streams_idx, c, &k, i);
         k.send[i] = rank_array(L, 2, c, &k, i, "send");
         k.recv[i] = lua_isnoneornil(L, 3) ? k.send[i] : rank_array(L, 3, c, &k, i, "recv");
         check_sizes(L, c, &k, i);
+        if (i == 0) k.type = nccl_type(L, k.send[0]->dtype, fn); /* every rank's dtype is rank 0's */
     }
-    k.type = nccl_type(L, k.send[0]->dtype, fn);
     submit(L, c, &k);
     if (k.timeout >= 0) comm_wait(L, c, k.timeout, fn);
     lua_settop(L, 1);
@@ -798,7 +825,8 @@ static int l_sync(lua_State *L) {
     nccl_comm *c = check_comm(L, 1, fn);
     double timeout = c->timeout;
     if (!lua_isnoneornil(L, 2)) {
-        if (!lua_istable(L, 2)) luaL_error(L, "%s: argument #1: options table expected, got %s", fn, luaL_typename(L, 2));
+        if (!lua_istable(L, 2))
+            gl_argerror(L, 2, fn, "options table {timeout=seconds} expected, got %s", gl_typename(L, 2));
         static const char *const known[] = {"timeout", NULL};
         gl_check_known_fields(L, 2, known, fn);
         lua_getfield(L, 2, "timeout");

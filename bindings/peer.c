@@ -16,8 +16,6 @@
 #include "options.h"
 #include "peer.h"
 
-#include <lauxlib.h>
-
 #include <stdio.h>
 
 #define FN "cuda.peer"
@@ -38,14 +36,16 @@ void gl_check_array_on_device(lua_State *L, const gl_array *a, const char *fn, i
                 a->device, cur, cur, a->device, a->device);
 }
 
+/* dst is argument 1 (the object copied into), src argument 2: a peer copy that neither
+ * device can order is reported against the source. */
 int gl_copy_devices(lua_State *L, const gl_array *dst, const gl_array *src, const char *fn) {
     int cur = gl_current_device();
     if (dst && src && dst->device != src->device) {
         if (dst->device != cur && src->device != cur)
-            luaL_error(L, "%s: a copy from device %d to device %d is ordered on a stream of the "
-                          "current device %d, which is neither: cuda.device(%d) or "
-                          "cuda.device(%d) first",
-                       fn, src->device, dst->device, cur, dst->device, src->device);
+            gl_argerror(L, 2, fn, "a copy from device %d to device %d is ordered on a stream of the "
+                                  "current device %d, which is neither: cuda.device(%d) or "
+                                  "cuda.device(%d) first",
+                        src->device, dst->device, cur, dst->device, src->device);
         return 1;
     }
     if (dst) gl_check_array_on_device(L, dst, fn, 1);
@@ -60,11 +60,11 @@ static int check_device_arg(lua_State *L, int idx, int count) {
     int isint = 0;
     lua_Integer i = lua_tointegerx(L, idx, &isint);
     if (lua_type(L, idx) != LUA_TNUMBER || !isint)
-        luaL_error(L, "bad argument #%d to '" FN "' (device ordinal expected, got %s)", idx,
-                   lua_type(L, idx) == LUA_TNUMBER ? "a non-integer number" : luaL_typename(L, idx));
+        gl_argerror(L, idx, FN, "device ordinal expected, got %s",
+                    lua_type(L, idx) == LUA_TNUMBER ? "a non-integer number" : gl_typename(L, idx));
     if (i < 0 || i >= count || i >= GL_MAX_DEVICES)
-        luaL_error(L, "bad argument #%d to '" FN "' (device %I does not exist; %d device%s present)",
-                   idx, (LUAI_UACINT)i, count, count == 1 ? "" : "s");
+        gl_argerror(L, idx, FN, "device %lld does not exist; %d device%s present", (long long)i, count,
+                    count == 1 ? "" : "s");
     return (int)i;
 }
 
@@ -99,9 +99,7 @@ static bool can_access(lua_State *L, int from, int to) {
 
 static bool read_both_option(lua_State *L, int idx) {
     if (lua_isnoneornil(L, idx)) return false;
-    if (!lua_istable(L, idx))
-        luaL_error(L, "bad argument #%d to '" FN "' (options table expected, got %s)", idx,
-                   luaL_typename(L, idx));
+    if (!lua_istable(L, idx)) gl_argerror(L, idx, FN, "options table {both=true} expected, got %s", gl_typename(L, idx));
     static const char *const known[] = {"both", NULL};
     gl_check_known_fields(L, idx, known, FN);
     return gl_opt_bool_field(L, idx, "both", false, FN);
@@ -116,21 +114,20 @@ static int l_peer(lua_State *L) {
     int a = check_device_arg(L, 1, count), b = check_device_arg(L, 2, count);
     bool enable = false;
     if (!lua_isnoneornil(L, 3)) {
-        if (!lua_isboolean(L, 3))
-            luaL_error(L, "bad argument #3 to '" FN "' (true to enable peer access expected, got %s)",
-                       luaL_typename(L, 3));
+        if (!lua_isboolean(L, 3)) gl_argerror(L, 3, FN, "true to enable peer access expected, got %s", gl_typename(L, 3));
         enable = lua_toboolean(L, 3);
     }
     bool both = read_both_option(L, 4);
-    if (!enable && both) luaL_error(L, FN ": option 'both' needs argument #3 = true");
+    if (!enable && both) gl_fielderror(L, 4, FN, "both", "needs argument #3 = true");
     bool can = can_access(L, a, b);
-    if (enable && a != b) {
+    if (enable && a != b) { /* what the hardware refuses is the request: argument 3, or 'both' */
         if (!can)
-            luaL_error(L, FN ": device %d cannot access device %d directly (cuDeviceCanAccessPeer "
-                          "says no); copies between them still work, staged by the driver", a, b);
+            gl_argerror(L, 3, FN, "device %d cannot access device %d directly (cuDeviceCanAccessPeer "
+                                  "says no); copies between them still work, staged by the driver", a, b);
         if (both && !can_access(L, b, a))
-            luaL_error(L, FN ": device %d cannot access device %d directly (cuDeviceCanAccessPeer "
-                          "says no), so both directions cannot be enabled", b, a);
+            gl_fielderror(L, 4, FN, "both", "device %d cannot access device %d directly "
+                                            "(cuDeviceCanAccessPeer says no), so both directions cannot "
+                                            "be enabled", b, a);
         enable_one(L, a, b);
         if (both) enable_one(L, b, a);
     }

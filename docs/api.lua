@@ -983,7 +983,8 @@ tensor-map encoding. A lab's verdicts under the stand-in are never evidence.]==]
 - `cuda.sync{timeout=}` uses one watchdog thread for the whole process. `GPULAB_NO_WATCHDOG=1` makes gpulab
   behave as if that thread could not be started (for tests): the wait then polls every stream.
 - Objects carry their device: `k:launch`, `k:prepare`, `g:launch` and any call taking `stream=` raise
-  "argument #n: the cuda.array belongs to device 0, but device 1 is current" for another device's object.
+  "bad argument #n to 'k:launch' (the cuda.array belongs to device 0, but device 1 is current ...)" for
+  another device's object.
 - A tensor map over a freed array: "the cuda.array under the tensor map was freed" from launches, prepared
   launches and replays.
 - `debug.setuservalue` returns fail for gpulab objects; forged metatables make methods raise.
@@ -1012,17 +1013,22 @@ lab:sweep(configs, function(config, i) ... return result end, {name=}) --> resul
 - `cuda.sync{timeout=}` and `s:sync` wait for the current device's context (or that stream); with
   several devices, wait on each (`cuda.device(i); cuda.sync{...}`) or on a communicator (`comm:sync`).
 - Device rules: work goes to the current device. A `cuda.array` of another device is refused by launch
-  arguments, `d:fill`, and host copies ("argument #1: the cuda.array belongs to device 1, but device 0 is
-  current and has no peer access to it (cuda.peer(0, 1, true) enables it, or cuda.device(1) first)") unless
-  the current device has peer access to it. Streams, modules, kernels, graphs and tensor maps of another
+  arguments, `d:fill`, and host copies ("bad argument #2 to 'k:launch' (the cuda.array belongs to device 1,
+  but device 0 is current and has no peer access to it (cuda.peer(0, 1, true) enables it, or cuda.device(1)
+  first))"; as the object of a method, "calling 'd:fill' on bad self (the cuda.array belongs to device 1,
+  ...)") unless the current device has peer access to it. Streams, modules, kernels, graphs and tensor maps of another
   device are always refused (a context cannot use another's, peer access or not).
 - Copies between devices: `dst:copy_from(src)` with `dst` and `src` on different devices uses
   `cuMemcpyPeer`, or `cuMemcpyPeerAsync` on the given stream (a stream of the current device); one of
-  the two must be on the current device. Without peer access the driver stages the copy through host
+  the two must be on the current device ("bad argument #1 to 'd:copy_from' (a copy from device 0 to
+  device 2 is ordered on a stream of the current device 1, which is neither: ...)"). Without peer access the driver stages the copy through host
   memory; it works either way, faster with peer access (labs/multi_gpu.lua measures both).
-- `cuda.peer` errors: a device that does not exist, a non-boolean third argument, `both` without
-  `true`, and enabling a pair the driver says cannot access each other ("copies between them still
-  work, staged by the driver"). Enabling what is already enabled is fine. `cuda.peer(a, a)` is `same`.
+- `cuda.peer` errors: a device that does not exist ("bad argument #2 to 'cuda.peer' (device 3 does not
+  exist; 3 devices present)"), a non-boolean third argument, `both` without `true` ("bad argument #4 to
+  'cuda.peer' (field 'both': needs argument #3 = true)"), and enabling a pair the driver says cannot
+  access each other ("bad argument #3 to 'cuda.peer' (device 0 cannot access device 2 directly
+  (cuDeviceCanAccessPeer says no); copies between them still work, staged by the driver)"). Enabling
+  what is already enabled is fine. `cuda.peer(a, a)` is `same`.
 - NCCL: libnccl.so.2 is opened at run time (`GPULAB_LIBNCCL` overrides). `NCCL_NVLS_ENABLE=0` is set
   before NCCL's first use unless the environment has it: NVLink multicast stays off.
 - Collective arguments: with `devices={...}` of k devices, `send`/`recv` are lists of k arrays (one
@@ -1030,9 +1036,14 @@ lab:sweep(configs, function(config, i) ... return result end, {name=}) --> resul
   `stream`. `recv` may be nil for `all_reduce` and `broadcast` (in place). Counts: `all_reduce` and
   `broadcast` equal numel; `all_gather` recv = nranks × send; `reduce_scatter` send = nranks × recv.
   dtypes: i8, u8, i32, u32, i64, u64, f16, bf16, f32, f64 (i16, u16, bool have no NCCL type).
-  Errors name the function, the argument, the rank and both devices ("comm:all_reduce: argument #1
-  (send) of rank 0: the cuda.array belongs to device 1, but that rank's communicator is on device 0").
-  NCCL's own failures: "comm:broadcast: ncclBroadcast: ncclInvalidUsage (5): <ncclGetErrorString>;
+  Argument errors are in lauxlib's format (see Errors) and name the argument or option field, the
+  list entry's rank and both devices: "bad argument #1 to 'comm:all_reduce' (send of rank 0: the
+  cuda.array belongs to device 1, but that rank's communicator is on device 0)", "bad argument #3 to
+  'comm:all_reduce' (field 'streams': stream of rank 1: the cuda.stream belongs to device 0, but that
+  rank's communicator is on device 1)", "bad argument #2 to 'comm:all_gather' (rank 0: recv must hold
+  nranks (2) x send (2 elements) = 4 elements, got 2)", "bad argument #1 to 'cuda.nccl.init' (field
+  'devices': entry 2: device 5 does not exist (3 devices present))". A freed or aborted communicator:
+  "comm:all_reduce: the communicator was freed" (as a closed file). NCCL's own failures: "comm:broadcast: ncclBroadcast: ncclInvalidUsage (5): <ncclGetErrorString>;
   <ncclGetLastError>". Collectives are refused inside `s:capture`.
 - Deadlines: the one-rank-per-process init is non-blocking and polled until `timeout` (default 60 s);
   `{timeout=}` on a collective waits for it; `comm:sync{timeout=}` (default: the init's) waits for the
@@ -1066,8 +1077,11 @@ lab:sweep(configs, function(config, i) ... return result end, {name=}) --> resul
                  {"enable", "boolean?", "true: cuCtxEnablePeerAccess in a's context for b"},
                  {"opts", "table?", "`{both=true}`: also b -> a"} },
       returns = { {"table", "`{can=, enabled=, same=}`"} },
-      errors = { "cuda.peer: a device that does not exist, a non-boolean third argument, `both` without `true`, " ..
-                 "or a pair the driver says cannot access each other" },
+      errors = { "bad argument #2 to 'cuda.peer' (device 3 does not exist; 3 devices present)",
+                 "bad argument #3 to 'cuda.peer' (true to enable peer access expected, got number)",
+                 "bad argument #4 to 'cuda.peer' (field 'both': needs argument #3 = true)",
+                 "bad argument #3 to 'cuda.peer' (device 0 cannot access device 2 directly " ..
+                 "(cuDeviceCanAccessPeer says no); copies between them still work, staged by the driver)" },
       summary = "reports (and with `true` enables) peer access from device a to device b" },
     { "cuda.nccl", kind = "field", type = "table",
       summary = "NCCL, opened at run time: `init{devices=}` / `init{rank=, nranks=, id=, device=}`, " ..

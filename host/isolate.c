@@ -398,7 +398,7 @@ static void supervise_all(child *cs, int n) {
         cs[i].kill_at = cs[i].drain_until = INFINITY;
     }
     struct pollfd *p = calloc((size_t)n * 2, sizeof *p);
-    capture **owner = calloc((size_t)n * 2, sizeof *owner);
+    int *owner = calloc((size_t)n * 2, sizeof *owner); /* pollfd j reads pipe owner[j] % 2 of child owner[j] / 2 */
     for (;;) {
         double t = now_s();
         bool all = true;
@@ -411,14 +411,14 @@ static void supervise_all(child *cs, int n) {
         for (int i = 0; p && owner && i < n; i++)
             for (int k = 0; k < 2; k++)
                 if (cs[i].io[k].fd >= 0) {
-                    owner[np] = &cs[i].io[k];
+                    owner[np] = 2 * i + k;
                     p[np++] = (struct pollfd){.fd = cs[i].io[k].fd, .events = POLLIN};
                 }
         /* wake at least every 20 ms to notice the exit of a child whose pipes are held elsewhere */
         int r = p && owner ? poll(p, (nfds_t)np, 20) : (usleep(20000), 0);
         if (r <= 0) continue;
         for (int j = 0; j < np; j++)
-            if (p[j].revents) capture_read(owner[j]);
+            if (p[j].revents) capture_read(&cs[owner[j] / 2].io[owner[j] % 2]);
     }
     free(p);
     free(owner);
@@ -442,16 +442,18 @@ static void push_capture(lua_State *L, capture *c, const char *field) {
     lua_setfield(L, -2, field);
 }
 
-/* Runs n prepared requests at once (the capture pairs are at stack indices io[0..n-1]); a failing
- * pipe or fork kills and reaps the children already started, then raises. */
-static void run_children(lua_State *L, const request *const *reqs, int n, const int *io_idx, child *cs) {
+/* Runs n prepared requests at once (cs[i].req, set by the caller; the capture pairs are at stack
+ * indices io[0..n-1]); a failing pipe or fork kills and reaps the children already started, then
+ * raises. */
+static void run_children(lua_State *L, int n, const int *io_idx, child *cs) {
     struct sigaction sa = {.sa_handler = on_interrupt}, old_int;
     sigemptyset(&sa.sa_mask);
     interrupted = 0;
     sigaction(SIGINT, &sa, &old_int);
     for (int i = 0; i < n; i++) {
+        const request *req = cs[i].req;
         memset(&cs[i], 0, sizeof cs[i]);
-        cs[i].req = reqs[i];
+        cs[i].req = req;
         cs[i].io = lua_touserdata(L, io_idx[i]);
         int out[2] = {-1, -1}, err[2] = {-1, -1};
         const char *step = "pipe";
@@ -461,7 +463,7 @@ static void run_children(lua_State *L, const request *const *reqs, int n, const 
             fflush(stderr);
             step = "fork";
             pid = fork();
-            if (pid == 0) exec_child(reqs[i], out[1], err[1]);
+            if (pid == 0) exec_child(req, out[1], err[1]);
         }
         int e = errno;
         for (int k = 0; k < 2; k++) { /* the write ends are the child's; all four go on failure */
@@ -522,9 +524,8 @@ static int run_one(lua_State *L) {
     read_request(L, &req);
     new_capture_pair(L); /* before any descriptor exists: it may raise */
     int io_idx = lua_gettop(L);
-    const request *reqs[1] = {&req};
-    child c;
-    run_children(L, reqs, 1, &io_idx, &c);
+    child c = {.req = &req};
+    run_children(L, 1, &io_idx, &c);
     if (c.o.interrupted) return luaL_error(L, FN ": interrupted; the child process was stopped");
     push_result(L, &c.o, c.io, io_idx);
     return 1;
@@ -554,7 +555,6 @@ static int run_many(lua_State *L) {
         return luaL_error(L, "bad argument #1 to '" FN "' (a list of 1..%d {script, opts} entries expected, got %I)",
                           MAX_PARALLEL, (LUAI_UACINT)n);
     if (!lua_isnoneornil(L, 2)) return luaL_error(L, "bad argument #2 to '" FN "' (the list form takes the options in each entry)");
-    const request **reqs = lua_newuserdatauv(L, sizeof *reqs * (size_t)n, 0);
     int *io_idx = lua_newuserdatauv(L, sizeof *io_idx * (size_t)n, 0);
     child *cs = lua_newuserdatauv(L, sizeof *cs * (size_t)n, 0);
     for (lua_Integer i = 1; i <= n; i++) {
@@ -569,7 +569,7 @@ static int run_many(lua_State *L) {
         if (lua_pcall(L, 2, 1, 0) != LUA_OK) /* say which entry the message is about */
             return luaL_error(L, FN ": entry %I: %s", (LUAI_UACINT)i, luaL_tolstring(L, -1, NULL));
         lua_getfield(L, -1, "anchor_request");
-        reqs[i - 1] = lua_touserdata(L, -1);
+        cs[i - 1].req = lua_touserdata(L, -1);
         lua_pop(L, 1);
         lua_replace(L, entry); /* the options copy stays on the stack as the anchor */
     }
@@ -577,7 +577,7 @@ static int run_many(lua_State *L) {
         new_capture_pair(L);
         io_idx[i] = lua_gettop(L);
     }
-    run_children(L, reqs, (int)n, io_idx, cs);
+    run_children(L, (int)n, io_idx, cs);
     for (lua_Integer i = 0; i < n; i++)
         if (cs[i].o.interrupted) return luaL_error(L, FN ": interrupted; the child processes were stopped");
     lua_createtable(L, (int)n, 0);

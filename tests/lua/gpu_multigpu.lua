@@ -67,6 +67,22 @@ T.test("a multi-process init whose other rank never starts ends in a timeout", f
   T.ok(r.stdout:find("cuda.nccl.init: timed out after 5.0 s waiting for the other 1 rank to join", 1, true), r.stdout)
 end)
 
+T.test("argument errors with the real library: lauxlib's format, nothing enqueued", function()
+  local comm <close> = cuda.nccl.init { devices = { 0 } }
+  local d = filled("f32", 64, 1)
+  T.raises(function() comm:all_reduce(d, nil, { op = "mean" }) end, "bad argument #3 to 'comm:all_reduce'"
+    .. " (field 'op': must be one of sum, prod, max, min, avg, got 'mean')")
+  T.raises(function() comm:broadcast(d, nil, { root = 1 }) end, "bad argument #3 to 'comm:broadcast'"
+    .. " (field 'root': 1 is out of range 0..0)")
+  T.raises(function() comm:all_gather(d, cuda.array("f32", 63)) end, "bad argument #2 to 'comm:all_gather'"
+    .. " (rank 0: recv must hold nranks (1) x send (64 elements) = 64 elements, got 63)")
+  T.raises(function() cuda.nccl.init { rank = 0, nranks = 1, device = 0, id = "00" } end, "bad argument #1 to"
+    .. " 'cuda.nccl.init' (field 'id': the 256-character hex string of cuda.nccl.unique_id() expected, got a"
+    .. " string of 2 characters)")
+  comm:sync { timeout = 30 }
+  T.eq(comm.aborted, false, "a refused call leaves the communicator usable")
+end)
+
 if n < 2 then
   print("one GPU: the parts that need two are not run here")
   T.done()
@@ -117,6 +133,10 @@ T.test("every collective over all GPUs in one process, values checked", function
     streams[g + 1] = cuda.stream()
   end
   cuda.device(0)
+  local swapped = { send[2], send[1] }
+  for g = 3, n do swapped[g] = send[g] end
+  T.raises(function() comm:all_reduce(swapped) end, "bad argument #1 to 'comm:all_reduce' (send of rank 0: the"
+    .. " cuda.array belongs to device 1, but that rank's communicator is on device 0)")
   comm:all_reduce(send, recv, { streams = streams, timeout = 60 })
   comm:all_gather(send, gat, { streams = streams, timeout = 60 })
   comm:reduce_scatter(send, rs, { op = "max", streams = streams, timeout = 60 })

@@ -60,7 +60,8 @@ T.test("cuda.peer reports what the driver says and enables one direction or both
   local s = cuda.peer(1, 1)
   T.eq(s.can, true); T.eq(s.enabled, true); T.eq(s.same, true)
   T.raises(function() cuda.peer(0, 2, true) end,
-    "cuda.peer: device 0 cannot access device 2 directly (cuDeviceCanAccessPeer says no); copies between them"
+    "bad argument #3 to 'cuda.peer' (device 0 cannot access device 2 directly (cuDeviceCanAccessPeer says no);"
+      .. " copies between them"
       .. " still work")
   T.raises(function() cuda.peer(0, 3) end, "bad argument #2 to 'cuda.peer' (device 3 does not exist; 3"
     .. " devices present)")
@@ -68,8 +69,10 @@ T.test("cuda.peer reports what the driver says and enables one direction or both
   T.raises(function() cuda.peer(0, 1.5) end, "(device ordinal expected, got a non-integer number)")
   T.raises(function() cuda.peer(0, 1, 1) end, "bad argument #3 to 'cuda.peer' (true to enable peer access"
     .. " expected, got number)")
-  T.raises(function() cuda.peer(0, 1, true, { both = true, x = 1 }) end, "unknown option 'x'")
-  T.raises(function() cuda.peer(0, 1, false, { both = true }) end, "option 'both' needs argument #3 = true")
+  T.raises(function() cuda.peer(0, 1, true, { both = true, x = 1 }) end,
+    "bad argument #4 to 'cuda.peer' (unknown field 'x' (known: both))")
+  T.raises(function() cuda.peer(0, 1, false, { both = true }) end, "bad argument #4 to 'cuda.peer' (field 'both':"
+    .. " needs argument #3 = true)")
   T.eq(cuda.device().ordinal, 0, "a refused call leaves the current device alone")
 end)
 
@@ -82,16 +85,18 @@ T.test("arrays of another device are refused until peer access is on; modules an
   local s1 = cuda.stream()
   cuda.device(0)
   T.raises(function() k0:launch({ grid = 1, block = 1 }, a1) end,
-    "k:launch: argument #1: the cuda.array belongs to device 1, but device 0 is current and has no peer"
+    "bad argument #2 to 'k:launch' (the cuda.array belongs to device 1, but device 0 is current and has no peer"
       .. " access to it (cuda.peer(0, 1, true) enables it")
-  T.raises(function() a1:fill(1) end, "d:fill: argument #1: the cuda.array belongs to device 1, but device 0"
+  T.raises(function() a1:fill(1) end, "calling 'd:fill' on bad self (the cuda.array belongs to device 1, but device 0"
     .. " is current")
   local h = cuda.host("f32", 16)
-  T.raises(function() a1:copy_from(h) end, "argument #1: the cuda.array belongs to device 1, but device 0 is current")
-  T.raises(function() h:copy_from(a1) end, "argument #2: the cuda.array belongs to device 1, but device 0 is current")
+  T.raises(function() a1:copy_from(h) end,
+    "calling 'd:copy_from' on bad self (the cuda.array belongs to device 1, but device 0 is current")
+  T.raises(function() h:copy_from(a1) end,
+    "bad argument #1 to 'h:copy_from' (the cuda.array belongs to device 1, but device 0 is current")
   T.raises(function() k0:launch({ grid = 1, block = 1, stream = s1 }, 0) end,
-    "the cuda.stream belongs to device 1, but device 0 is current (a context cannot use another's"
-      .. " cuda.stream, peer access or not")
+    "bad argument #1 to 'k:launch' (field 'stream': the cuda.stream belongs to device 1, but device 0 is"
+      .. " current)")
   local r = cuda.peer(0, 1, true)
   T.eq(r.enabled, true)
   T.eq(cuda.peer(1, 0).enabled, false, "one direction only")
@@ -132,12 +137,13 @@ T.test("d:copy_from across devices is a peer copy, with or without peer access",
   T.ok((T.read(CUDA_LOG) or ""):find("cuMemcpyPeerAsync 2<-0 16", 1, true), "async: cuMemcpyPeerAsync on the stream")
   T.raises(function() back:copy_from(dst, s2) end, "the cuda.stream belongs to device 2, but device 0 is current")
   cuda.device(1)
-  T.raises(function() back:copy_from(src) end,
-    "d:copy_from: argument #1: the cuda.array belongs to device 2, but device 1 is current") -- both on device 2
+  T.raises(function() back:copy_from(src) end, -- both on device 2
+    "calling 'd:copy_from' on bad self (the cuda.array belongs to device 2, but device 1 is current")
   local other = cuda.device(2) and cuda.array("f32", 4)
   cuda.device(1)
   T.raises(function() other:copy_from(dst) end,
-    "a copy from device 0 to device 2 is ordered on a stream of the current device 1, which is neither")
+    "bad argument #1 to 'd:copy_from' (a copy from device 0 to device 2 is ordered on a stream of the current"
+      .. " device 1, which is neither")
   T.raises(function() dst:copy_from(src) end, "a copy from device 2 to device 0")
   cuda.device(0)
   s0:sync { timeout = 5 }
@@ -225,39 +231,84 @@ T.test("collective argument checks name the function, argument and devices", fun
   local a = per_device("f32", { { 1, 2 }, { 3, 4 } })
   local wrong = { a[2], a[1] }
   T.raises(function() comm:all_reduce(wrong) end,
-    "comm:all_reduce: argument #1 (send) of rank 0: the cuda.array belongs to device 1, but that rank's"
-      .. " communicator is on device 0")
-  T.raises(function() comm:all_reduce(a[1]) end, "argument #1 (send): this communicator drives 2 devices; give a list")
-  T.raises(function() comm:all_reduce({ a[1] }) end, "one cuda.array per device (2) expected, got 1")
-  T.raises(function() comm:all_reduce() end, "comm:all_reduce: argument #1 (send) expected")
-  T.raises(function() comm:all_reduce(a, { op = "max" }) end, "options go in argument #3: recv may be nil")
-  T.raises(function() comm:all_gather(a) end, "comm:all_gather: argument #2 (recv) expected")
-  T.raises(function() comm:all_reduce(a, nil, { op = "mean" }) end, "option 'op' must be one of sum, prod,"
-    .. " max, min, avg, got 'mean'")
-  T.raises(function() comm:broadcast(a, nil, { op = "sum" }) end, "option 'op' is for reductions")
-  T.raises(function() comm:all_reduce(a, nil, { root = 0 }) end, "option 'root' is for broadcast")
-  T.raises(function() comm:broadcast(a, nil, { root = 2 }) end, "option 'root' = 2 is out of range 0..1")
-  T.raises(function() comm:all_reduce(a, nil, { bogus = 1 }) end, "unknown option 'bogus'")
-  T.raises(function() comm:all_reduce(a, nil, { timeout = -1 }) end, "option 'timeout' must be 0 < seconds")
+    "bad argument #1 to 'comm:all_reduce' (send of rank 0: the cuda.array belongs to device 1, but that rank's"
+      .. " communicator is on device 0)")
+  T.raises(function() comm:all_reduce(a[1]) end, "bad argument #1 to 'comm:all_reduce' (send: this communicator"
+    .. " drives 2 devices; give a list of one cuda.array per device)")
+  T.raises(function() comm:all_reduce({ a[1] }) end, "bad argument #1 to 'comm:all_reduce' (send: one"
+    .. " cuda.array per device (2) expected, got 1)")
+  T.raises(function() comm:all_reduce(a, { a[1] }) end, "bad argument #2 to 'comm:all_reduce' (recv: one"
+    .. " cuda.array per device (2) expected, got 1)")
+  T.raises(function() comm:all_reduce() end, "bad argument #1 to 'comm:all_reduce' (send: a cuda.array or a"
+    .. " list of one per device expected, got no value)")
+  T.raises(function() comm.all_reduce(comm) end, "bad argument #2 to 'comm:all_reduce' (send:", "self counted")
+  T.raises(function() comm:all_reduce(a, { op = "max" }) end, "bad argument #2 to 'comm:all_reduce' (recv: a"
+    .. " cuda.array or a list of them expected, got a table without entries (options go after recv, which may"
+    .. " be nil for in place))")
+  T.raises(function() comm:all_gather(a) end, "bad argument #2 to 'comm:all_gather' (recv: a cuda.array or a"
+    .. " list of one per device expected, got no value)")
+  T.raises(function() comm:all_reduce(a, nil, { op = "mean" }) end, "bad argument #3 to 'comm:all_reduce'"
+    .. " (field 'op': must be one of sum, prod, max, min, avg, got 'mean')")
+  T.raises(function() comm:all_reduce(a, nil, { op = 1 }) end, "bad argument #3 to 'comm:all_reduce'"
+    .. " (field 'op': string expected, got number)")
+  T.raises(function() comm:broadcast(a, nil, { op = "sum" }) end, "bad argument #3 to 'comm:broadcast'"
+    .. " (field 'op': is for reductions (all_reduce, reduce_scatter))")
+  T.raises(function() comm:all_reduce(a, nil, { root = 0 }) end, "bad argument #3 to 'comm:all_reduce'"
+    .. " (field 'root': is for broadcast)")
+  T.raises(function() comm:broadcast(a, nil, { root = 2 }) end, "bad argument #3 to 'comm:broadcast'"
+    .. " (field 'root': 2 is out of range 0..1)")
+  T.raises(function() comm:broadcast(a, nil, { root = 0.5 }) end, "bad argument #3 to 'comm:broadcast'"
+    .. " (field 'root': integer expected, got 0.5)")
+  T.raises(function() comm:all_reduce(a, nil, { bogus = 1 }) end, "bad argument #3 to 'comm:all_reduce'"
+    .. " (unknown field 'bogus' (known: op, root, stream, streams, timeout))")
+  T.raises(function() comm:all_reduce(a, nil, { timeout = -1 }) end, "bad argument #3 to 'comm:all_reduce'"
+    .. " (field 'timeout': must be 0 < seconds <= 1e9, got -1)")
+  T.raises(function() comm:all_reduce(a, nil, 7) end, "bad argument #3 to 'comm:all_reduce' (options table"
+    .. " {op=, root=, stream=, streams=, timeout=} expected, got number)")
   local r16 = per_device("i16", { { 1 }, { 2 } })
-  T.raises(function() comm:all_reduce(r16) end, "comm:all_reduce: dtype i16 has no NCCL type")
+  T.raises(function() comm:all_reduce(r16) end, "bad argument #1 to 'comm:all_reduce' (send: dtype i16 has no"
+    .. " NCCL type")
   local f64 = per_device("f64", { { 1, 2 }, { 3, 4 } })
-  T.raises(function() comm:all_reduce(a, f64) end, "rank 0: dtype mismatch (send f32, recv f64)")
+  T.raises(function() comm:all_reduce(a, f64) end, "bad argument #2 to 'comm:all_reduce' (rank 0: dtype"
+    .. " mismatch (send f32, recv f64))")
   local short = per_device("f32", { { 1 }, { 2 } })
-  T.raises(function() comm:all_reduce(a, short) end, "rank 0: send has 2 elements, recv 1: they must be equal")
-  T.raises(function() comm:all_gather(a, a) end, "recv must hold nranks (2) x send (2 elements) = 4 elements, got 2")
-  T.raises(function() comm:reduce_scatter(a, a) end, "send must hold nranks (2) x recv (2 elements) = 4"
-    .. " elements, got 2")
-  T.raises(function() comm:all_reduce({ a[1], short[2] }) end, "rank 1's arrays give 1 elements, rank 0's 2")
+  T.raises(function() comm:all_reduce(a, short) end, "bad argument #2 to 'comm:all_reduce' (rank 0: send has 2"
+    .. " elements, recv 1: they must be equal)")
+  T.raises(function() comm:all_gather(a, a) end, "bad argument #2 to 'comm:all_gather' (rank 0: recv must hold"
+    .. " nranks (2) x send (2 elements) = 4 elements, got 2)")
+  T.raises(function() comm:reduce_scatter(a, a) end, "bad argument #1 to 'comm:reduce_scatter' (rank 0: send"
+    .. " must hold nranks (2) x recv (2 elements) = 4 elements, got 2)")
+  T.raises(function() comm:all_reduce({ a[1], short[2] }) end, "bad argument #1 to 'comm:all_reduce' (rank 1's"
+    .. " arrays give 1 elements, rank 0's 2: every rank moves the same count)")
+  local mixed = { a[1], per_device("i32", { { 0 }, { 5, 6 } })[2] }
+  T.raises(function() comm:all_reduce(mixed) end, "bad argument #1 to 'comm:all_reduce' (rank 1's dtype i32"
+    .. " differs from rank 0's f32)")
   local s0 = cuda.stream()
-  T.raises(function() comm:all_reduce(a, nil, { stream = s0 }) end, "option 'stream': this communicator"
-    .. " drives 2 devices")
-  T.raises(function() comm:all_reduce(a, nil, { streams = { s0, s0 } }) end,
-    "stream of rank 1: the cuda.stream belongs to device 0, but that rank's communicator is on device 1")
-  T.raises(function() comm:all_reduce(a, nil, { streams = { s0 }, stream = s0 }) end, "not both")
+  T.raises(function() comm:all_reduce(a, nil, { stream = s0 }) end, "bad argument #3 to 'comm:all_reduce'"
+    .. " (field 'stream': this communicator drives 2 devices; give 'streams', one per device)")
+  T.raises(function() comm:all_reduce(a, nil, { streams = { s0, s0 } }) end, "bad argument #3 to"
+    .. " 'comm:all_reduce' (field 'streams': stream of rank 1: the cuda.stream belongs to device 0, but that"
+    .. " rank's communicator is on device 1)")
+  T.raises(function() comm:all_reduce(a, nil, { streams = { s0 } }) end, "bad argument #3 to 'comm:all_reduce'"
+    .. " (field 'streams': one cuda.stream per device (2) expected, got 1)")
+  T.raises(function() comm:all_reduce(a, nil, { streams = { s0, 3 } }) end, "bad argument #3 to"
+    .. " 'comm:all_reduce' (field 'streams': stream of rank 1: cuda.stream expected, got number)")
+  T.raises(function() comm:all_reduce(a, nil, { streams = { s0 }, stream = s0 }) end, "bad argument #3 to"
+    .. " 'comm:all_reduce' (give field 'stream' (one device) or 'streams' (one per device), not both)")
+  T.raises(function() comm:all_reduce(a, { a[1], 5 }) end, "bad argument #2 to 'comm:all_reduce' (recv of"
+    .. " rank 1: cuda.array expected, got number)")
   a[1]:free()
-  T.raises(function() comm:all_reduce(a) end, "argument #1 (send) of rank 0: the cuda.array was freed")
-  T.raises(function() comm.all_reduce(5) end, "comm:all_reduce: bad self: expected cuda.nccl.comm, got number")
+  T.raises(function() comm:all_reduce(a) end, "bad argument #1 to 'comm:all_reduce' (send of rank 0: the"
+    .. " cuda.array was freed)")
+  T.raises(function() comm.all_reduce(5) end, "bad argument #1 to 'comm:all_reduce' (cuda.nccl.comm expected,"
+    .. " got number)")
+  T.raises(function() comm.sync({}) end, "bad argument #1 to 'comm:sync' (cuda.nccl.comm expected, got table)")
+  T.raises(function() comm:sync(1) end, "bad argument #1 to 'comm:sync' (options table {timeout=seconds}"
+    .. " expected, got number)")
+  T.raises(function() comm:sync { timeout = 0 } end, "bad argument #1 to 'comm:sync' (field 'timeout': must be"
+    .. " 0 < seconds <= 1e9, got 0)")
+  T.raises(function() comm:sync { timeout = "x" } end, "bad argument #1 to 'comm:sync' (field 'timeout': number"
+    .. " expected, got string)")
   s0:free()
 end)
 
@@ -271,22 +322,40 @@ T.test("a one-device communicator: rank 0 of 1", function()
 end)
 
 T.test("init checks its options", function()
-  T.raises(function() cuda.nccl.init { devices = { 0, 0 } } end, "device 0 is listed twice in option 'devices'")
-  T.raises(function() cuda.nccl.init { devices = { 5 } } end, "devices[1] = 5 does not exist (3 devices present)")
-  T.raises(function() cuda.nccl.init { devices = {} } end, "option 'devices' lists 0 devices")
-  T.raises(function() cuda.nccl.init { devices = { "0" } } end, "devices[1] must be a device ordinal, got string")
-  T.raises(function() cuda.nccl.init { devices = { 0 }, rank = 0 } end, "option 'rank' belongs to the"
-    .. " multi-process form")
-  T.raises(function() cuda.nccl.init { rank = 0, nranks = 2, device = 0, id = "abc" } end,
-    "option 'id' must be the 256-character hex string of cuda.nccl.unique_id(), got a string of 3 characters")
+  local init = "bad argument #1 to 'cuda.nccl.init' ("
+  T.raises(function() cuda.nccl.init { devices = { 0, 0 } } end, init .. "field 'devices': device 0 is listed twice)")
+  T.raises(function() cuda.nccl.init { devices = { 0, 5 } } end, init .. "field 'devices': entry 2: device 5 does"
+    .. " not exist (3 devices present))")
+  T.raises(function() cuda.nccl.init { devices = {} } end, init .. "field 'devices': lists 0 devices; 1..16 are"
+    .. " supported)")
+  T.raises(function() cuda.nccl.init { devices = { "0" } } end, init .. "field 'devices': entry 1: device ordinal"
+    .. " expected, got string)")
+  T.raises(function() cuda.nccl.init { devices = { 0, 1.5 } } end, init .. "field 'devices': entry 2: device"
+    .. " ordinal expected, got 1.5)")
+  T.raises(function() cuda.nccl.init { devices = 0 } end, init .. "field 'devices': list of device ordinals"
+    .. " expected, got number)")
+  T.raises(function() cuda.nccl.init { devices = { 0 }, rank = 0 } end, init .. "field 'rank': belongs to the"
+    .. " multi-process form; field 'devices' makes one process drive every listed device)")
+  T.raises(function() cuda.nccl.init { rank = 0, nranks = 2, device = 0, id = "abc" } end, init .. "field 'id':"
+    .. " the 256-character hex string of cuda.nccl.unique_id() expected, got a string of 3 characters)")
+  T.raises(function() cuda.nccl.init { rank = 0, nranks = 2, device = 0, id = 12 } end, init .. "field 'id':"
+    .. " the 256-character hex string of cuda.nccl.unique_id() expected, got number)")
   T.raises(function() cuda.nccl.init { rank = 0, nranks = 2, device = 0, id = string.rep("zz", 128) } end,
-    "option 'id' has a non-hex character at position 1")
+    init .. "field 'id': non-hex character at position 1)")
   T.raises(function() cuda.nccl.init { rank = 2, nranks = 2, device = 0, id = cuda.nccl.unique_id() } end,
-    "option 'rank' = 2 is out of range 0..1")
+    init .. "field 'rank': 2 is out of range 0..1)")
   T.raises(function() cuda.nccl.init { rank = 0, nranks = 2, device = 9, id = cuda.nccl.unique_id() } end,
-    "option 'device' = 9 is out of range 0..2")
-  T.raises(function() cuda.nccl.init { devices = { 0 }, color = 1 } end, "unknown option 'color'")
-  T.raises(function() cuda.nccl.init() end, "bad argument #1")
+    init .. "field 'device': 9 is out of range 0..2)")
+  T.raises(function() cuda.nccl.init { rank = 0, device = 0, id = cuda.nccl.unique_id() } end,
+    init .. "field 'nranks': integer expected, got no value)")
+  T.raises(function() cuda.nccl.init { rank = "0", nranks = 2, device = 0, id = cuda.nccl.unique_id() } end,
+    init .. "field 'rank': integer expected, got string)")
+  T.raises(function() cuda.nccl.init { devices = { 0 }, timeout = 0 } end, init .. "field 'timeout': must be"
+    .. " 0 < seconds <= 1e9, got 0)")
+  T.raises(function() cuda.nccl.init { devices = { 0 }, color = 1 } end, init .. "unknown field 'color' (known:"
+    .. " devices, rank, nranks, id, device, timeout))")
+  T.raises(function() cuda.nccl.init() end, init .. "options table {devices=} or {rank=, nranks=, id=, device=}"
+    .. " expected, got no value)")
   T.eq(cuda.nccl.stats().communicators, 0, "nothing left behind by refused inits")
 end)
 
