@@ -317,25 +317,13 @@ static int current_max_dynamic_smem(lua_State *L, gl_kernel *k, const char *fn) 
     return v;
 }
 
-/* k:launch and k:prepare are closures over the kernel metatable and the configuration's key
- * strings, so the hot path neither looks names up in the registry nor interns strings. */
-enum { UP_KERNEL_MT = 1, UP_GRID, UP_BLOCK, UP_SMEM, UP_STREAM, UP_COUNT = UP_STREAM };
+/* k:launch and k:prepare are closures over the configuration's key strings, so the hot path
+ * does not intern strings. */
+enum { UP_GRID = 1, UP_BLOCK, UP_SMEM, UP_STREAM, UP_COUNT = UP_STREAM };
 
 static int cfg_field(lua_State *L, int idx, int up) {
     lua_pushvalue(L, lua_upvalueindex(up));
     return lua_rawget(L, idx);
-}
-
-/* The kernel at index 1: a metatable compare on the common path, the full check (with its
- * message) otherwise. */
-static gl_kernel *self_kernel(lua_State *L, const char *fn) {
-    if (lua_getmetatable(L, 1)) {
-        bool same = lua_rawequal(L, -1, lua_upvalueindex(UP_KERNEL_MT));
-        lua_pop(L, 1);
-        gl_kernel *k = same ? lua_touserdata(L, 1) : NULL;
-        if (k && k->module->handle) return k;
-    }
-    return gl_check_kernel(L, 1, fn);
 }
 
 static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const char *fn) {
@@ -439,7 +427,7 @@ static void recheck_refs(lua_State *L, const gl_kernel *k, const arg_ref *refs, 
 
 static int l_launch(lua_State *L) {
     const char *fn = "k:launch";
-    gl_kernel *k = self_kernel(L, fn);
+    gl_kernel *k = gl_check_kernel(L, 1, fn);
     gl_require_gpu(L, fn);
     check_module_usable(L, k, fn);
     launch_cfg cfg;
@@ -498,7 +486,7 @@ static prepared *check_prepared(lua_State *L, int idx, const char *fn) {
 
 static int l_prepare(lua_State *L) {
     const char *fn = "k:prepare";
-    gl_kernel *k = self_kernel(L, fn);
+    gl_kernel *k = gl_check_kernel(L, 1, fn);
     gl_require_gpu(L, fn);
     check_module_usable(L, k, fn);
     launch_cfg cfg;
@@ -667,7 +655,6 @@ void gl_open_launch(lua_State *L) {
     static const luaL_Reg kernel_methods[] = {{"launch", l_launch}, {"prepare", l_prepare},
                                               {NULL, NULL}};
     gl_push_kernel_methods(L);
-    luaL_getmetatable(L, GL_KERNEL_T);
     lua_pushliteral(L, "grid");
     lua_pushliteral(L, "block");
     lua_pushliteral(L, "smem");

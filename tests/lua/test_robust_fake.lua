@@ -204,6 +204,10 @@ test("a forged metatable makes a method raise, never read another type's memory"
   T.raises(function() return s.numel end, "")
   T.raises(function() tostring(s) end, "")
   T.raises(function() k:launch({ grid = 1, block = 1 }, s) end, "")
+  -- the kernel metatable's methods come through a function __index: not covered by the loop below
+  debug.setmetatable(s, debug.getmetatable(k))
+  T.raises(function() s:launch({ grid = 1, block = 1 }) end, "calling 'k:launch' on bad self (cuda.kernel expected")
+  T.raises(function() s:prepare({ grid = 1, block = 1 }) end, "calling 'k:prepare' on bad self (cuda.kernel expected")
   debug.setmetatable(a, stream_mt)
   T.raises(function() a:sync() end, "cuda.stream")
   T.raises(function() k:launch({ grid = 1, block = 1, stream = a }, 0) end, "")
