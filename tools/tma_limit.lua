@@ -77,16 +77,17 @@ local function stage_bytes(w, h, flags)
   local boxes = math.max(1, flags >> 8)
   return (boxes * w * h * 2 + 127) // 128 * 128
 end
+-- kernel: another build of tma_pipeline (another CONSUMER_WARPS) as {k, threads}
 local function pipe_fn(m, w, h, stages, ctas, out_bufs, flags, linear, l2, kernel)
-  kernel = kernel or k_pipe
+  local k, threads = k_pipe, THREADS
+  if kernel then k, threads = kernel[1], kernel[2] end
   local mp = maps_of(m, w, h, linear, l2)
   local cols, rows = m.cols, m.rows
   if linear then cols, rows = 256, m.n // 256 end
   local tiles_x, ntiles = cols // w, (cols // w) * (rows // h)
   local smem = (stages + out_bufs) * stage_bytes(w, h, flags) + 1024
-  local threads = kernel == k_pipe and THREADS or kernel.threads
-  if smem > dev.smem_per_block_optin - 1024 or ctas > kernel:occupancy(threads, smem) then return nil end
-  local prep = kernel:prepare({ grid = math.min(ntiles, dev.sm_count * ctas), block = threads, smem = smem },
+  if smem > dev.smem_per_block_optin - 1024 or ctas > k:occupancy(threads, smem) then return nil end
+  local prep = k:prepare({ grid = math.min(ntiles, dev.sm_count * ctas), block = threads, smem = smem },
     mp[1], mp[2], tiles_x, ntiles, w, h, stages, out_bufs, flags, 2.0, 4000000000, d_status, d_sched)
   return function() prep() end
 end
@@ -153,11 +154,7 @@ if want.pipe then
     local p = cuda.compile_file(cuda.home .. "/kernels/tma_double_buffer.cu",
       { arch = "sm_90a", defines = { CONSUMER_WARPS = cw } })
     local k = cuda.load(p):kernel("tma_pipeline")
-    local kk = setmetatable({ threads = 32 * (1 + cw) }, { __index = function(_, key)
-      local v = k[key]
-      if type(v) == "function" then return function(_, ...) return v(k, ...) end end
-      return v
-    end })
+    local kk = { k, 32 * (1 + cw) }
     k:set_max_dynamic_smem(dev.smem_per_block_optin - 1024)
     for _, l2 in ipairs({ "128B", "none" }) do
       for _, c in ipairs({ { 2, 1, 2 }, { 3, 1, 0 }, { 2, 2, 2 }, { 3, 2, 0 }, { 4, 2, 0 }, { 3, 2, 2 } }) do
