@@ -412,6 +412,25 @@ static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_
     if (obs >= 0) gl_observe_launch(obs, k->name, cfg->grid, cfg->block, h);
 }
 
+/* The same launch `count` times: a plain loop over cuLaunchKernel, as a C program would write
+ * it, one log entry for the run. Under cuda.trace or cuda.profile each launch is observed. */
+static void submit_repeat(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_track *track,
+                          void *buf, size_t *bufsize, lua_Integer count, const char *fn) {
+    if (count == 1 || gl_observers) {
+        for (lua_Integer i = 0; i < count; i++) submit(L, k, cfg, track, buf, bufsize, fn);
+        return;
+    }
+    void *ptrs[GL_MAX_PARAMS];
+    for (int i = 0; i < k->nparams; i++) ptrs[i] = (unsigned char *)buf + k->params[i].offset;
+    void **params = k->nparams ? ptrs : NULL;
+    CUstream h = gl_track_handle(track);
+    gl_log_launch(k->name, cfg->grid, cfg->block, h);
+    for (lua_Integer i = 0; i < count; i++)
+        GL_CHECK(L, gl_cu.cuLaunchKernel(k->fn, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
+                                         cfg->block[1], cfg->block[2], cfg->smem, h, params, NULL),
+                 fn, "cuLaunchKernel");
+}
+
 #define INLINE_REFS 32
 
 /* After code that may have run Lua: the module and the packed objects must still be alive. */
@@ -536,10 +555,25 @@ static void note_prepared_objects(lua_State *L, const prepared *P) {
         }
 }
 
-/* prepared(): the hot path. Only liveness checks, marks, the log entry and the launch. */
-static int l_prepared_call(lua_State *L) {
-    const char *fn = "cuda.prepared";
+/* A bound on prepared(n): the loop runs in C, where Ctrl-C cannot stop it (about a minute of
+ * back-to-back launches on an H200). */
+#define MAX_REPEAT (1 << 24)
+
+/* prepared() / prepared(n): the hot path. Only liveness checks, marks, the log entry and the
+ * launches; n launches are one C loop. */
+/* count_arg: the argument number the count is reported as. Called as prepared(n) the count is
+ * at stack index 2 (the __call metamethod receives the object first) but is the caller's
+ * argument 1; as prepared:launch(n) gl_argerror's method rule gives #1 from index 2. */
+static int prepared_launch(lua_State *L, const char *fn, int count_arg) {
     prepared *P = check_prepared(L, 1, fn);
+    lua_Integer count = 1;
+    if (!lua_isnoneornil(L, 2)) {
+        int isint = 0;
+        count = lua_tointegerx(L, 2, &isint);
+        if (!isint || count < 1 || count > MAX_REPEAT)
+            gl_argerror(L, count_arg, fn, "launch count 1..%d expected, got %s", MAX_REPEAT,
+                        lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : gl_typename(L, 2));
+    }
     gl_kernel *k = P->k;
     gl_require_gpu(L, fn);
     check_module_usable(L, k, fn);
@@ -569,9 +603,12 @@ static int l_prepared_call(lua_State *L) {
         note_prepared_objects(L, P);
         recheck_refs(L, k, P->refs, P->nargs, fn);
     }
-    submit(L, k, &P->cfg, track, P->buf, &P->bufsize, fn);
+    submit_repeat(L, k, &P->cfg, track, P->buf, &P->bufsize, count, fn);
     return 0;
 }
+
+static int l_prepared_call(lua_State *L) { return prepared_launch(L, "cuda.prepared", 1); }
+static int l_prepared_launch(lua_State *L) { return prepared_launch(L, "prepared:launch", 2); }
 
 /* prepared:set(i, value): repacks kernel argument i. */
 static int l_prepared_set(lua_State *L) {
@@ -650,7 +687,7 @@ void gl_open_launch(lua_State *L) {
                                     {"__close", prepared_free}, {"__tostring", prepared_tostring},
                                     {NULL, NULL}};
     static const luaL_Reg methods[] = {{"set", l_prepared_set}, {"free", prepared_free},
-                                       {"launch", l_prepared_call}, {NULL, NULL}};
+                                       {"launch", l_prepared_launch}, {NULL, NULL}};
     gl_new_class(L, PREPARED_T, meta, methods);
     static const luaL_Reg kernel_methods[] = {{"launch", l_launch}, {"prepare", l_prepare},
                                               {NULL, NULL}};

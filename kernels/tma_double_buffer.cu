@@ -24,6 +24,19 @@
 #ifndef CONSUMER_WARPS
 #define CONSUMER_WARPS 4
 #endif
+// Where the producer leaves the index of the group a stage holds, for the consumers:
+//   0  a global slot, read right after the full-barrier wait
+//   1  a global slot, the read issued after the wait but its value used only once the tile is
+//      scaled, so its latency overlaps the scaling
+//   2  a shared slot with its own barrier, slot_free[s]: each consumer warp's lane 0 arrives
+//      once the warp has read it (after __syncwarp), and the producer waits for it before
+//      writing the slot again
+//   3  the same, with every consumer thread arriving
+#ifndef STAGE_INDEX
+#define STAGE_INDEX 1
+#endif
+#define STAGE_INDEX_SHARED (STAGE_INDEX >= 2)
+#define SLOT_ARRIVALS (STAGE_INDEX == 3 ? 32 * CONSUMER_WARPS : CONSUMER_WARPS)
 
 // tma_pipeline's flags
 #define PIPE_NO_PREFETCH 1  // skip prefetch.tensormap (seed §3: an optimisation, not a requirement)
@@ -110,15 +123,14 @@ __device__ __forceinline__ int next_group(int prev, int ngroups, int flags, int 
 
 // The producer thread: every load of this CTA, each group into the next stage once it is
 // released. group_of[s] tells the consumers which group stage s holds (-1: no more); the full
-// barrier's arrival (release) publishes it to their wait (acquire). It lives in global memory,
-// in this CTA's slots of `sched`, not in shared memory: compute-sanitizer's racecheck does not
-// see mbarrier ordering between ordinary shared accesses and reports every reuse as a WAR
-// hazard. That costs bandwidth (H200, 4 GiB: 4013 GB/s here against 4276 GB/s with the index
-// in shared memory, docs/RESULTS.md §18 and §20). Measured and rejected: st.async (faults with
+// barrier's arrival (release) publishes it to their wait (acquire). Where it lives is
+// STAGE_INDEX (above). Measured and rejected: st.async (faults with
 // CUDA_ERROR_ILLEGAL_INSTRUCTION outside a cluster launch) and a 16-byte cp.async.bulk copy of
-// the index into shared memory (racecheck tracks those writes and reports the same hazard).
+// the index into shared memory (racecheck tracks those writes and, with the stage's own empty
+// barrier as the only release, reports a WAR hazard), docs/RESULTS.md §18 and §20.
 __device__ __forceinline__ void pipeline_produce(const gl_tensormap_t *in_map, const gl_tensormap_t *out_map,
-                                                 unsigned char *buf, gl_u64 *full, gl_u64 *empty, int *group_of,
+                                                 unsigned char *buf, gl_u64 *full, gl_u64 *empty,
+                                                 gl_u64 *slot_free, int *group_of,
                                                  int tiles_x, int ntiles, int box_w, int box_h, int tile_bytes,
                                                  int boxes, int stages, int flags, int *sched, gl_u64 deadline,
                                                  int *status) {
@@ -135,6 +147,10 @@ __device__ __forceinline__ void pipeline_produce(const gl_tensormap_t *in_map, c
         // The buffer's previous group (round-1) must be released before it is overwritten. In
         // round 0 the parity-1 wait on a fresh barrier returns at once.
         if (!gl_mbar_wait(&empty[s], (round & 1) ^ 1, deadline, status, GL_WAIT_CODE(GL_WAIT_EMPTY, s, round)))
+            return;
+        // A shared index slot has its own release: every consumer warp has read it.
+        if (STAGE_INDEX_SHARED &&
+            !gl_mbar_wait(&slot_free[s], (round & 1) ^ 1, deadline, status, GL_WAIT_CODE(GL_WAIT_EMPTY, s, round)))
             return;
         if (group >= ngroups) { // the end: wake the consumers with no bytes to wait for
             *(volatile int *)&group_of[s] = -1;
@@ -161,6 +177,8 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
              unsigned long long timeout_ns, int *status, int *sched) { // sched: 2 + MAX_STAGES x gridDim.x ints
     __shared__ gl_u64 full[MAX_STAGES];  // "tile is filled": 1 arrival (producer) + the tile's bytes
     __shared__ gl_u64 empty[MAX_STAGES]; // "buffer may be overwritten": 1 arrival (consumer 0)
+    __shared__ gl_u64 slot_free[MAX_STAGES]; // STAGE_INDEX 2, 3: "index slot read", SLOT_ARRIVALS
+    __shared__ int slot[MAX_STAGES];         // STAGE_INDEX 2, 3: the index slots
     extern __shared__ unsigned char dyn_smem[];
     unsigned char *buf = align_1024(dyn_smem);
     const int warp = threadIdx.x / 32;
@@ -177,17 +195,18 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
         for (int s = 0; s < stages; s++) {
             gl_mbar_init(&full[s], 1);
             gl_mbar_init(&empty[s], 1);
+            gl_mbar_init(&slot_free[s], SLOT_ARRIVALS);
         }
         gl_fence_mbar_init();
     }
     __syncthreads(); // from here on producer and consumers synchronise only through mbarriers
     const gl_u64 deadline = timeout_ns ? gl_globaltimer_ns() + timeout_ns : 0;
     // sched: [0] the tile counter, [1] producers past the end, then MAX_STAGES slots per CTA
-    int *group_of = sched + 2 + blockIdx.x * MAX_STAGES;
+    int *group_of = STAGE_INDEX_SHARED ? slot : sched + 2 + blockIdx.x * MAX_STAGES;
 
     if (warp == 0) { // ---- producer: one thread issues every load of this CTA
         if (threadIdx.x == 0)
-            pipeline_produce(&in_map, &out_map, buf, full, empty, group_of, tiles_x, ntiles, box_w, box_h, tile_bytes,
+            pipeline_produce(&in_map, &out_map, buf, full, empty, slot_free, group_of, tiles_x, ntiles, box_w, box_h, tile_bytes,
                              boxes, stages, flags, sched, deadline, status);
         return;
     }
@@ -213,13 +232,25 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
             if (out_bufs == 2) gl_tma_store_wait_read<1>();
             else gl_tma_store_wait_read<0>();
         }
+        // Forms 0, 2, 3 read the index here; form 1 issues the read here and first uses it after
+        // the scaling below, which reads every box of the stage (one not loaded is scaled but
+        // never stored).
         const int group = ok ? *(volatile const int *)&group_of[s] : 0;
+        if (STAGE_INDEX_SHARED) {
+            if (STAGE_INDEX == 2) {
+                __syncwarp();
+                if ((ct & 31) == 0) gl_mbar_arrive(&slot_free[s]);
+            } else {
+                gl_mbar_arrive(&slot_free[s]);
+            }
+        }
         if (!consumers_all(ok, nct)) { // every consumer leaves together on a time-out
             if (ct == 0) gl_tma_store_wait_read<0>(); // after the stores already issued read their buffers
             return;
         }
-        if (group < 0) break; // the producer has no more tiles
-        const int first = group * boxes, count = min(boxes, ntiles - first);
+        if (STAGE_INDEX != 1 && group < 0) break; // the producer has no more tiles
+        const int first = group * boxes;
+        const int count = STAGE_INDEX == 1 ? boxes : min(boxes, ntiles - first);
         unsigned char *obuf = tbuf;
         if (out_bufs > 0) {
             obuf = outbuf + (out_bufs == 2 ? (i & 1) : 0) * stride;
@@ -232,9 +263,11 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
         }
         gl_fence_proxy_async_smem(); // the TMA store (async proxy) reads what these threads wrote
         gl_named_barrier(3, nct);    // every consumer's part of the group is written
+        if (STAGE_INDEX == 1 && group < 0) break;
+        const int stored = min(boxes, ntiles - first);
         if (ct == 0) {
             if (out_bufs > 0) gl_mbar_arrive(&empty[s]); // every consumer has read the stage buffer
-            for (int b = 0; b < count; b++) {
+            for (int b = 0; b < stored; b++) {
                 int x, y;
                 tile_xy(first + b, tiles_x, ntiles, box_w, box_h, flags, &x, &y);
                 if (flags & PIPE_EVICT_FIRST) gl_tma_store_2d_hint(&out_map, x, y, obuf + b * tile_bytes, policy);

@@ -5,7 +5,8 @@
 -- plain copy's on the device. Then the store-only kernel under its three waits, the
 -- store-buffer reuse without wait_group.read, and a box-size sweep (16 B .. 32 KB) against the
 -- plain copy, cold and hot. One table per part; device only.
---   gpulab tools/tma_limit.lua [--rows=N --cols=N] [--parts=pipe,store,torn,boxes]
+--   gpulab tools/tma_limit.lua [--rows=N --cols=N] [--parts=pipe,store,torn,boxes,index,index_once]
+--                              [--forms=0,1,2,3]
 local opts = { rows = 32768, cols = 65536, parts = "pipe,store,torn,boxes" }
 for _, a in ipairs(arg) do
   local k, v = a:match("^%-%-(%w+)=(.*)$")
@@ -215,6 +216,78 @@ if want.pipe then
       b.stages, b.ctas, b.out_bufs, gbps(m, r), bad, alternated[1], alternated[3], alternated[5], gbps(m, rp), badp))
   end
   for _, mp in pairs(m.maps) do mp[1]:free(); mp[2]:free() end
+  m.din:free(); m.dout:free(); m.dref:free()
+end
+
+-- Where the stage index lives (the kernel's STAGE_INDEX, 0..3): each form at the configurations
+-- that led before, then the best of each alternated with cuMemcpyDtoD. --parts=index_once
+-- launches each form once on the matrix and checks it (for compute-sanitizer runs).
+local function index_forms()
+  local forms = {}
+  for f in tostring(opts.forms or "0,1,2,3"):gmatch("%d+") do
+    local p = cuda.compile_file(cuda.home .. "/kernels/tma_double_buffer.cu",
+      { arch = "sm_90a", defines = { CONSUMER_WARPS = 4, STAGE_INDEX = tonumber(f) } })
+    local k = cuda.load(p):kernel("tma_pipeline")
+    k:set_max_dynamic_smem(dev.smem_per_block_optin - 1024)
+    forms[#forms + 1] = { form = tonumber(f), kernel = { k, THREADS } }
+  end
+  return forms
+end
+local INDEX_CONFIGS = { { 2, 2, 2 }, { 3, 2, 2 }, { 2, 3, 2 }, { 3, 2, 0 }, { 4, 2, 0 }, { 3, 3, 0 } }
+if want.index_once then
+  local m = matrix(opts.rows, opts.cols)
+  for _, f in ipairs(index_forms()) do
+    for _, c in ipairs({ { 2, 2, 2 }, { 3, 1, 0 }, { 1, 1, 2 }, { 1, 1, 0 } }) do
+      local fn = pipe_fn(m, 256, 32, c[1], c[2], c[3], DYNAMIC, false, "128B", f.kernel)
+      m.dout:fill(0)
+      d_status:fill(0)
+      fn()
+      cuda.sync { timeout = 60 }
+      local bad, st = mismatches(m)
+      print(string.format("index_once form %d s=%d c=%d out_bufs=%d: %d mismatches, status 0x%x", f.form, c[1], c[2],
+        c[3], bad, st))
+    end
+  end
+end
+if want.index then
+  local m = matrix(opts.rows, opts.cols)
+  local dtod_fn = function() m.dout:copy_from(m.din) end
+  local forms = index_forms()
+  print("index form s c out_bufs GB/s pct_dtod_next_to_it mismatches status")
+  for _, f in ipairs(forms) do
+    for _, c in ipairs(INDEX_CONFIGS) do
+      local fn = pipe_fn(m, 256, 32, c[1], c[2], c[3], DYNAMIC, false, "128B", f.kernel)
+      if fn then
+        local r, bad, st = run_checked(m, fn, "hot", 1)
+        if st ~= 0 then d_sched:fill(0) end
+        local d = measure(dtod_fn, "hot", 1)
+        print(string.format("index %d %d %d %d %.0f %.1f %d 0x%x", f.form, c[1], c[2], c[3], gbps(m, r),
+          100 * d.mean / r.mean, bad, st))
+        if bad == 0 and st == 0 and (not f.best or r.mean < f.best.r.mean) then
+          f.best = { r = r, fn = fn, label = string.format("s=%d c=%d out_bufs=%d", c[1], c[2], c[3]) }
+        end
+      end
+    end
+  end
+  local ratios = {}
+  for rep = 1, 7 do -- alternated, so that drift hits every form and DtoD alike
+    for _, f in ipairs(forms) do
+      if f.best then
+        local d = measure(dtod_fn, "hot", 1)
+        local r = measure(f.best.fn, "hot", 1)
+        ratios[f.form] = ratios[f.form] or {}
+        ratios[f.form][rep] = d.mean / r.mean
+      end
+    end
+  end
+  for _, f in ipairs(forms) do
+    local x = ratios[f.form]
+    if x then
+      table.sort(x)
+      print(string.format("index form %d best %s: pipeline/DtoD over 7 alternations min %.4f median %.4f max %.4f",
+        f.form, f.best.label, x[1], x[4], x[7]))
+    end
+  end
   m.din:free(); m.dout:free(); m.dref:free()
 end
 

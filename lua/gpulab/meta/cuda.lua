@@ -336,15 +336,16 @@ function cuda_kernel:prepare(cfg, ...) end
 ---@param bytes integer dynamic shared memory per block
 function cuda_kernel:set_max_dynamic_smem(bytes) end
 
----a launch packed once: calling it (`prepared()`, or `prepared:launch()`) launches it again
+---a launch packed once: calling it (`prepared()`, `prepared(n)`, or `prepared:launch(n)`) launches it again
 ---@class cuda.prepared
 local cuda_prepared = {}
 
 ---releases what it holds (also `<close>`)
 function cuda_prepared:free() end
 
----launches it (the same as `prepared()`)
-function cuda_prepared:launch() end
+---launches it `n` times (the same as `prepared(n)`): the checks run once, then one C loop calls cuLaunchKernel `n` times on the prepared stream (each launch observed under cuda.trace and cuda.profile); a failing launch stops the loop and raises
+---@param n? integer how many times, 1..2^24 (default 1)
+function cuda_prepared:launch(n) end
 
 ---repacks argument `i` (checked as k:launch checks it)
 ---@param i integer 1-based argument index
