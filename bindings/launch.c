@@ -555,23 +555,22 @@ static void note_prepared_objects(lua_State *L, const prepared *P) {
         }
 }
 
-/* A bound on prepared(n): the loop runs in C, where Ctrl-C cannot stop it (about a minute of
+/* A bound on prepared:launch(n): the loop runs in C, where Ctrl-C cannot stop it (about a minute of
  * back-to-back launches on an H200). */
 #define MAX_REPEAT (1 << 24)
 
-/* prepared() / prepared(n): the hot path. Only liveness checks, marks, the log entry and the
- * launches; n launches are one C loop. */
-/* count_arg: the argument number the count is reported as. Called as prepared(n) the count is
- * at stack index 2 (the __call metamethod receives the object first) but is the caller's
- * argument 1; as prepared:launch(n) gl_argerror's method rule gives #1 from index 2. */
-static int prepared_launch(lua_State *L, const char *fn, int count_arg) {
+/* prepared() and prepared:launch(n): the hot path. Only liveness checks, marks, the log entry
+ * and the launches; n launches are one C loop. */
+/* with_count: prepared:launch(n) reads a count; prepared() ignores its arguments, since
+ * cuda.measure calls any callable as fn(stream). */
+static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
     prepared *P = check_prepared(L, 1, fn);
     lua_Integer count = 1;
-    if (!lua_isnoneornil(L, 2)) {
+    if (with_count && !lua_isnoneornil(L, 2)) {
         int isint = 0;
         count = lua_tointegerx(L, 2, &isint);
         if (!isint || count < 1 || count > MAX_REPEAT)
-            gl_argerror(L, count_arg, fn, "launch count 1..%d expected, got %s", MAX_REPEAT,
+            gl_argerror(L, 2, fn, "launch count 1..%d expected, got %s", MAX_REPEAT,
                         lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : gl_typename(L, 2));
     }
     gl_kernel *k = P->k;
@@ -607,8 +606,8 @@ static int prepared_launch(lua_State *L, const char *fn, int count_arg) {
     return 0;
 }
 
-static int l_prepared_call(lua_State *L) { return prepared_launch(L, "cuda.prepared", 1); }
-static int l_prepared_launch(lua_State *L) { return prepared_launch(L, "prepared:launch", 2); }
+static int l_prepared_call(lua_State *L) { return prepared_launch(L, "cuda.prepared", false); }
+static int l_prepared_launch(lua_State *L) { return prepared_launch(L, "prepared:launch", true); }
 
 /* prepared:set(i, value): repacks kernel argument i. */
 static int l_prepared_set(lua_State *L) {

@@ -8,6 +8,8 @@
 //                       full[s] "tile is filled" (producer -> consumers, completed by the copy's
 //                       transaction bytes) and empty[s] "buffer may be overwritten" (consumers ->
 //                       producer: once they read it, or in place once the store finished reading).
+//                       A third, slot_free[s], releases the shared slot that says which tile
+//                       the stage holds (every consumer thread arrives once it has read it).
 //   tma_one_tile        one tile per CTA, same load/scale/store path, no reuse of buffers.
 //   copy_int4_scale     plain 16-byte loads and stores, no TMA: the non-TMA reference.
 //   tma_expect_tx_demo  one CTA loading `nboxes` boxes against a chosen transaction count, to
@@ -24,19 +26,18 @@
 #ifndef CONSUMER_WARPS
 #define CONSUMER_WARPS 4
 #endif
-// Where the producer leaves the index of the group a stage holds, for the consumers:
-//   0  a global slot, read right after the full-barrier wait
-//   1  a global slot, the read issued after the wait but its value used only once the tile is
-//      scaled, so its latency overlaps the scaling
-//   2  a shared slot with its own barrier, slot_free[s]: each consumer warp's lane 0 arrives
-//      once the warp has read it (after __syncwarp), and the producer waits for it before
-//      writing the slot again
-//   3  the same, with every consumer thread arriving
-#ifndef STAGE_INDEX
-#define STAGE_INDEX 1
+// Where the producer leaves the index of the group a stage holds, for the consumers. By default
+// a shared slot per stage with its own barrier, slot_free[s], on which every consumer thread
+// arrives once it has read the slot; the producer waits for it before writing the slot again.
+// compute-sanitizer's racecheck follows each thread's mbarrier arrival to the producer's wait,
+// so it sees that order: with one arrival per warp after __syncwarp it reported 6080 WAR
+// hazards, and with the stage's empty barrier (one arrival, consumer 0) as the only release
+// 28199 (H200, docs/RESULTS.md §18, §20, §21). STAGE_INDEX_GLOBAL=1 keeps the index in a
+// global slot instead (sched), the form that costs 7% at 4 GiB (§20, §21): kept so that
+// tools/tma_limit.lua can measure the difference.
+#ifndef STAGE_INDEX_GLOBAL
+#define STAGE_INDEX_GLOBAL 0
 #endif
-#define STAGE_INDEX_SHARED (STAGE_INDEX >= 2)
-#define SLOT_ARRIVALS (STAGE_INDEX == 3 ? 32 * CONSUMER_WARPS : CONSUMER_WARPS)
 
 // tma_pipeline's flags
 #define PIPE_NO_PREFETCH 1  // skip prefetch.tensormap (seed §3: an optimisation, not a requirement)
@@ -123,8 +124,8 @@ __device__ __forceinline__ int next_group(int prev, int ngroups, int flags, int 
 
 // The producer thread: every load of this CTA, each group into the next stage once it is
 // released. group_of[s] tells the consumers which group stage s holds (-1: no more); the full
-// barrier's arrival (release) publishes it to their wait (acquire). Where it lives is
-// STAGE_INDEX (above). Measured and rejected: st.async (faults with
+// barrier's arrival (release) publishes it to their wait (acquire). Where it lives:
+// STAGE_INDEX_GLOBAL (above). Measured and rejected: st.async (faults with
 // CUDA_ERROR_ILLEGAL_INSTRUCTION outside a cluster launch) and a 16-byte cp.async.bulk copy of
 // the index into shared memory (racecheck tracks those writes and, with the stage's own empty
 // barrier as the only release, reports a WAR hazard), docs/RESULTS.md §18 and §20.
@@ -148,9 +149,9 @@ __device__ __forceinline__ void pipeline_produce(const gl_tensormap_t *in_map, c
         // round 0 the parity-1 wait on a fresh barrier returns at once.
         if (!gl_mbar_wait(&empty[s], (round & 1) ^ 1, deadline, status, GL_WAIT_CODE(GL_WAIT_EMPTY, s, round)))
             return;
-        // A shared index slot has its own release: every consumer warp has read it.
-        if (STAGE_INDEX_SHARED &&
-            !gl_mbar_wait(&slot_free[s], (round & 1) ^ 1, deadline, status, GL_WAIT_CODE(GL_WAIT_EMPTY, s, round)))
+        // The shared index slot has its own release: every consumer thread has read it.
+        if (!STAGE_INDEX_GLOBAL &&
+            !gl_mbar_wait(&slot_free[s], (round & 1) ^ 1, deadline, status, GL_WAIT_CODE(GL_WAIT_SLOT, s, round)))
             return;
         if (group >= ngroups) { // the end: wake the consumers with no bytes to wait for
             *(volatile int *)&group_of[s] = -1;
@@ -174,11 +175,12 @@ __device__ __forceinline__ void pipeline_produce(const gl_tensormap_t *in_map, c
 extern "C" __global__ void __launch_bounds__(32 * (1 + CONSUMER_WARPS))
 tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constant__ gl_tensormap_t out_map,
              int tiles_x, int ntiles, int box_w, int box_h, int stages, int out_bufs, int flags, float scale,
-             unsigned long long timeout_ns, int *status, int *sched) { // sched: 2 + MAX_STAGES x gridDim.x ints
+             unsigned long long timeout_ns, int *status, int *sched) { // sched: 2 ints (STAGE_INDEX_GLOBAL=1:
+                                                                       // + MAX_STAGES x gridDim.x)
     __shared__ gl_u64 full[MAX_STAGES];  // "tile is filled": 1 arrival (producer) + the tile's bytes
     __shared__ gl_u64 empty[MAX_STAGES]; // "buffer may be overwritten": 1 arrival (consumer 0)
-    __shared__ gl_u64 slot_free[MAX_STAGES]; // STAGE_INDEX 2, 3: "index slot read", SLOT_ARRIVALS
-    __shared__ int slot[MAX_STAGES];         // STAGE_INDEX 2, 3: the index slots
+    __shared__ gl_u64 slot_free[MAX_STAGES]; // "index slot read": every consumer thread arrives
+    __shared__ int slot[MAX_STAGES];         // the group each stage holds (STAGE_INDEX_GLOBAL=0)
     extern __shared__ unsigned char dyn_smem[];
     unsigned char *buf = align_1024(dyn_smem);
     const int warp = threadIdx.x / 32;
@@ -195,19 +197,19 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
         for (int s = 0; s < stages; s++) {
             gl_mbar_init(&full[s], 1);
             gl_mbar_init(&empty[s], 1);
-            gl_mbar_init(&slot_free[s], SLOT_ARRIVALS);
+            gl_mbar_init(&slot_free[s], 32 * CONSUMER_WARPS);
         }
         gl_fence_mbar_init();
     }
     __syncthreads(); // from here on producer and consumers synchronise only through mbarriers
     const gl_u64 deadline = timeout_ns ? gl_globaltimer_ns() + timeout_ns : 0;
     // sched: [0] the tile counter, [1] producers past the end, then MAX_STAGES slots per CTA
-    int *group_of = STAGE_INDEX_SHARED ? slot : sched + 2 + blockIdx.x * MAX_STAGES;
+    int *group_of = STAGE_INDEX_GLOBAL ? sched + 2 + blockIdx.x * MAX_STAGES : slot;
 
     if (warp == 0) { // ---- producer: one thread issues every load of this CTA
         if (threadIdx.x == 0)
-            pipeline_produce(&in_map, &out_map, buf, full, empty, slot_free, group_of, tiles_x, ntiles, box_w, box_h, tile_bytes,
-                             boxes, stages, flags, sched, deadline, status);
+            pipeline_produce(&in_map, &out_map, buf, full, empty, slot_free, group_of, tiles_x, ntiles, box_w, box_h,
+                             tile_bytes, boxes, stages, flags, sched, deadline, status);
         return;
     }
 
@@ -232,25 +234,14 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
             if (out_bufs == 2) gl_tma_store_wait_read<1>();
             else gl_tma_store_wait_read<0>();
         }
-        // Forms 0, 2, 3 read the index here; form 1 issues the read here and first uses it after
-        // the scaling below, which reads every box of the stage (one not loaded is scaled but
-        // never stored).
         const int group = ok ? *(volatile const int *)&group_of[s] : 0;
-        if (STAGE_INDEX_SHARED) {
-            if (STAGE_INDEX == 2) {
-                __syncwarp();
-                if ((ct & 31) == 0) gl_mbar_arrive(&slot_free[s]);
-            } else {
-                gl_mbar_arrive(&slot_free[s]);
-            }
-        }
+        if (!STAGE_INDEX_GLOBAL) gl_mbar_arrive(&slot_free[s]); // this thread is done with the slot
         if (!consumers_all(ok, nct)) { // every consumer leaves together on a time-out
             if (ct == 0) gl_tma_store_wait_read<0>(); // after the stores already issued read their buffers
             return;
         }
-        if (STAGE_INDEX != 1 && group < 0) break; // the producer has no more tiles
-        const int first = group * boxes;
-        const int count = STAGE_INDEX == 1 ? boxes : min(boxes, ntiles - first);
+        if (group < 0) break; // the producer has no more tiles
+        const int first = group * boxes, count = min(boxes, ntiles - first);
         unsigned char *obuf = tbuf;
         if (out_bufs > 0) {
             obuf = outbuf + (out_bufs == 2 ? (i & 1) : 0) * stride;
@@ -263,11 +254,9 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
         }
         gl_fence_proxy_async_smem(); // the TMA store (async proxy) reads what these threads wrote
         gl_named_barrier(3, nct);    // every consumer's part of the group is written
-        if (STAGE_INDEX == 1 && group < 0) break;
-        const int stored = min(boxes, ntiles - first);
         if (ct == 0) {
             if (out_bufs > 0) gl_mbar_arrive(&empty[s]); // every consumer has read the stage buffer
-            for (int b = 0; b < stored; b++) {
+            for (int b = 0; b < count; b++) {
                 int x, y;
                 tile_xy(first + b, tiles_x, ntiles, box_w, box_h, flags, &x, &y);
                 if (flags & PIPE_EVICT_FIRST) gl_tma_store_2d_hint(&out_map, x, y, obuf + b * tile_bytes, policy);

@@ -5,7 +5,8 @@
 -- ahead take more, and the tiles in flight stay close together) and runs a ring of `stages`
 -- shared buffers with two mbarriers per stage:
 -- full[s] ("tile is filled": producer -> consumers, completed by the copy's bytes) and empty[s]
--- ("buffer may be overwritten": consumers -> producer). The consumers write each scaled tile to
+-- ("buffer may be overwritten": consumers -> producer); a third, slot_free[s], releases the
+-- shared slot in which the producer tells the consumers which tile the stage holds. The consumers write each scaled tile to
 -- one of two store buffers and release the stage at once, so with 2 stages the next load really
 -- overlaps this tile's work and store; scaled in place instead, the bulk store keeps reading the
 -- stage buffer and holds it (the lab measures both). Then the rest of seed §3, each measured:
@@ -140,10 +141,9 @@ k_pipe:set_max_dynamic_smem(pipe_smem(4, OUT_BUFS, 32768))
 lab:note(string.format("device: %s (%s), %d SMs, L2 %d MB", dev.name, dev.arch, dev.sm_count, dev.l2_bytes >> 20))
 
 local d_status = cuda.array("i32", 4)
--- the pipeline's tile counter (PIPE_DYNAMIC; zero between launches), then each CTA's 8 slots
--- where the producer leaves the tile index of each stage for the consumers
-local MAX_GRID = dev.sm_count * 4
-local d_sched = cuda.array("i32", 2 + 8 * MAX_GRID)
+-- the pipeline's tile counter (PIPE_DYNAMIC; zero between launches) and its count of producers
+-- past the end (the stage's tile index travels in shared memory, kernels/tma_double_buffer.cu)
+local d_sched = cuda.array("i32", 2)
 d_sched:fill(0)
 local h_status = cuda.host("i32", 4)
 local function status_clear() d_status:fill(0) end
@@ -165,7 +165,6 @@ local function pipeline_run(shape, stages, ctas_per_sm, tin, tout, rows, cols, o
   local tiles_x = cols // shape[1]
   local ntiles = opts.ntiles or tiles_x * (rows // shape[2])
   local grid = math.min(dev.sm_count * ctas_per_sm, ntiles, opts.grid_cap or math.huge)
-  assert(grid <= MAX_GRID, "tma_pipeline: grid larger than its tile-index slots")
   local prep = k_pipe:prepare({ grid = grid, block = PIPE_THREADS,
                                 smem = pipe_smem(stages, out_bufs, shape_bytes(shape)) },
     tin, tout, tiles_x, ntiles, shape[1], shape[2], stages, out_bufs, opts.flags or DYNAMIC, P.scale,

@@ -5,8 +5,8 @@
 -- plain copy's on the device. Then the store-only kernel under its three waits, the
 -- store-buffer reuse without wait_group.read, and a box-size sweep (16 B .. 32 KB) against the
 -- plain copy, cold and hot. One table per part; device only.
---   gpulab tools/tma_limit.lua [--rows=N --cols=N] [--parts=pipe,store,torn,boxes,index,index_once]
---                              [--forms=0,1,2,3]
+--   gpulab tools/tma_limit.lua [--rows=N --cols=N] [--parts=pipe,store,torn,boxes,index,near,index_once]
+--                              [--forms=shared,global]
 local opts = { rows = 32768, cols = 65536, parts = "pipe,store,torn,boxes" }
 for _, a in ipairs(arg) do
   local k, v = a:match("^%-%-(%w+)=(.*)$")
@@ -219,21 +219,24 @@ if want.pipe then
   m.din:free(); m.dout:free(); m.dref:free()
 end
 
--- Where the stage index lives (the kernel's STAGE_INDEX, 0..3): each form at the configurations
--- that led before, then the best of each alternated with cuMemcpyDtoD. --parts=index_once
--- launches each form once on the matrix and checks it (for compute-sanitizer runs).
+-- Where the stage index lives (the kernel's STAGE_INDEX_GLOBAL): "shared" (the default, a shared
+-- slot released by every consumer thread) or "global" (a slot in sched). --parts=index runs
+-- each at the configurations that led before, then the best of each alternated with
+-- cuMemcpyDtoD; --parts=near runs the shared form over more configurations (box, stages, CTAs,
+-- store buffers, L2 promotion and hints); --parts=index_once launches each form once on the
+-- matrix and checks it (for compute-sanitizer runs).
 local function index_forms()
   local forms = {}
-  for f in tostring(opts.forms or "0,1,2,3"):gmatch("%d+") do
+  for name in tostring(opts.forms or "shared,global"):gmatch("%a+") do
+    assert(name == "shared" or name == "global", "--forms: shared or global")
     local p = cuda.compile_file(cuda.home .. "/kernels/tma_double_buffer.cu",
-      { arch = "sm_90a", defines = { CONSUMER_WARPS = 4, STAGE_INDEX = tonumber(f) } })
+      { arch = "sm_90a", defines = { CONSUMER_WARPS = 4, STAGE_INDEX_GLOBAL = name == "global" and 1 or 0 } })
     local k = cuda.load(p):kernel("tma_pipeline")
     k:set_max_dynamic_smem(dev.smem_per_block_optin - 1024)
-    forms[#forms + 1] = { form = tonumber(f), kernel = { k, THREADS } }
+    forms[#forms + 1] = { form = name, kernel = { k, THREADS } }
   end
   return forms
 end
-local INDEX_CONFIGS = { { 2, 2, 2 }, { 3, 2, 2 }, { 2, 3, 2 }, { 3, 2, 0 }, { 4, 2, 0 }, { 3, 3, 0 } }
 if want.index_once then
   local m = matrix(opts.rows, opts.cols)
   for _, f in ipairs(index_forms()) do
@@ -244,50 +247,97 @@ if want.index_once then
       fn()
       cuda.sync { timeout = 60 }
       local bad, st = mismatches(m)
-      print(string.format("index_once form %d s=%d c=%d out_bufs=%d: %d mismatches, status 0x%x", f.form, c[1], c[2],
+      print(string.format("index_once form %s s=%d c=%d out_bufs=%d: %d mismatches, status 0x%x", f.form, c[1], c[2],
         c[3], bad, st))
     end
+  end
+  m.din:free(); m.dout:free(); m.dref:free()
+end
+-- candidates: {label, kernel, w, h, stages, ctas, out_bufs, flags, l2}; each measured beside a
+-- DtoD, the best `top` then alternated with DtoD 7 times
+local function against_dtod(m, candidates, top, tag)
+  local dtod_fn = function() m.dout:copy_from(m.din) end
+  print(tag .. " form box s c out_bufs flags l2 GB/s pct_dtod_next_to_it mismatches status")
+  local done = {}
+  for _, c in ipairs(candidates) do
+    local fn = pipe_fn(m, c.w, c.h, c.stages, c.ctas, c.out_bufs, c.flags, false, c.l2, c.kernel)
+    if fn then
+      local r, bad, st = run_checked(m, fn, "hot", 1)
+      if st ~= 0 then d_sched:fill(0) end
+      local d = measure(dtod_fn, "hot", 1)
+      print(string.format("%s %s %dx%d %d %d %d %d %s %.0f %.1f %d 0x%x", tag, c.form, c.w, c.h, c.stages, c.ctas,
+        c.out_bufs, c.flags, c.l2, gbps(m, r), 100 * d.mean / r.mean, bad, st))
+      if bad == 0 and st == 0 then
+        done[#done + 1] = { c = c, fn = fn, ratio = d.mean / r.mean,
+          label = string.format("%s %dx%d s=%d c=%d out_bufs=%d flags=%d %s", c.form, c.w, c.h, c.stages, c.ctas,
+            c.out_bufs, c.flags, c.l2) }
+      end
+    end
+  end
+  table.sort(done, function(a, b) return a.ratio > b.ratio end)
+  local chosen = {}
+  for i = 1, math.min(top, #done) do chosen[i] = done[i] end
+  for _, x in ipairs(chosen) do x.alt = {} end
+  for rep = 1, 7 do -- alternated, so that drift hits every candidate and DtoD alike
+    for _, x in ipairs(chosen) do
+      local d = measure(dtod_fn, "hot", 1)
+      local r = measure(x.fn, "hot", 1)
+      x.alt[rep] = d.mean / r.mean
+    end
+  end
+  for _, x in ipairs(chosen) do
+    table.sort(x.alt)
+    print(string.format("%s best %s: pipeline/DtoD over 7 alternations min %.4f median %.4f max %.4f", tag, x.label,
+      x.alt[1], x.alt[4], x.alt[7]))
   end
 end
 if want.index then
   local m = matrix(opts.rows, opts.cols)
-  local dtod_fn = function() m.dout:copy_from(m.din) end
-  local forms = index_forms()
-  print("index form s c out_bufs GB/s pct_dtod_next_to_it mismatches status")
-  for _, f in ipairs(forms) do
-    for _, c in ipairs(INDEX_CONFIGS) do
-      local fn = pipe_fn(m, 256, 32, c[1], c[2], c[3], DYNAMIC, false, "128B", f.kernel)
-      if fn then
-        local r, bad, st = run_checked(m, fn, "hot", 1)
-        if st ~= 0 then d_sched:fill(0) end
-        local d = measure(dtod_fn, "hot", 1)
-        print(string.format("index %d %d %d %d %.0f %.1f %d 0x%x", f.form, c[1], c[2], c[3], gbps(m, r),
-          100 * d.mean / r.mean, bad, st))
-        if bad == 0 and st == 0 and (not f.best or r.mean < f.best.r.mean) then
-          f.best = { r = r, fn = fn, label = string.format("s=%d c=%d out_bufs=%d", c[1], c[2], c[3]) }
+  local candidates = {}
+  for _, f in ipairs(index_forms()) do
+    for _, c in ipairs({ { 2, 2, 2 }, { 3, 2, 2 }, { 2, 3, 2 }, { 3, 2, 0 }, { 4, 2, 0 }, { 3, 3, 0 } }) do
+      candidates[#candidates + 1] = { form = f.form, kernel = f.kernel, w = 256, h = 32, stages = c[1], ctas = c[2],
+        out_bufs = c[3], flags = DYNAMIC, l2 = "128B" }
+    end
+  end
+  -- the best of each form, alternated
+  local by_form = {}
+  for _, c in ipairs(candidates) do
+    by_form[c.form] = by_form[c.form] or {}
+    table.insert(by_form[c.form], c)
+  end
+  for _, name in ipairs({ "shared", "global" }) do
+    if by_form[name] then against_dtod(m, by_form[name], 1, "index") end
+  end
+  m.din:free(); m.dout:free(); m.dref:free()
+end
+if want.near then
+  local m = matrix(opts.rows, opts.cols)
+  local EVICT_FIRST = 2
+  local candidates = {}
+  for _, shape in ipairs({ { 256, 32 }, { 256, 64 }, { 128, 64 } }) do
+    for _, out_bufs in ipairs({ 2, 0 }) do
+      for _, stages in ipairs({ 2, 3, 4 }) do
+        for _, ctas in ipairs({ 2, 3 }) do
+          candidates[#candidates + 1] = { form = "shared", w = shape[1], h = shape[2], stages = stages, ctas = ctas,
+            out_bufs = out_bufs, flags = DYNAMIC, l2 = "128B" }
         end
       end
     end
   end
-  local ratios = {}
-  for rep = 1, 7 do -- alternated, so that drift hits every form and DtoD alike
-    for _, f in ipairs(forms) do
-      if f.best then
-        local d = measure(dtod_fn, "hot", 1)
-        local r = measure(f.best.fn, "hot", 1)
-        ratios[f.form] = ratios[f.form] or {}
-        ratios[f.form][rep] = d.mean / r.mean
-      end
+  for _, l2 in ipairs({ "256B", "none" }) do
+    for _, c in ipairs({ { 2, 2, 2 }, { 3, 2, 0 } }) do
+      candidates[#candidates + 1] = { form = "shared", w = 256, h = 32, stages = c[1], ctas = c[2], out_bufs = c[3],
+        flags = DYNAMIC, l2 = l2 }
     end
   end
-  for _, f in ipairs(forms) do
-    local x = ratios[f.form]
-    if x then
-      table.sort(x)
-      print(string.format("index form %d best %s: pipeline/DtoD over 7 alternations min %.4f median %.4f max %.4f",
-        f.form, f.best.label, x[1], x[4], x[7]))
-    end
+  for _, c in ipairs({ { 2, 2, 2 }, { 3, 2, 0 } }) do
+    candidates[#candidates + 1] = { form = "shared", w = 256, h = 32, stages = c[1], ctas = c[2], out_bufs = c[3],
+      flags = DYNAMIC | EVICT_FIRST, l2 = "128B" }
+    candidates[#candidates + 1] = { form = "shared", w = 256, h = 32, stages = c[1], ctas = c[2], out_bufs = c[3],
+      flags = DYNAMIC | (2 << 8), l2 = "128B" }
   end
+  against_dtod(m, candidates, 3, "near")
   m.din:free(); m.dout:free(); m.dref:free()
 end
 

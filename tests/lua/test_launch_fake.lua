@@ -664,29 +664,28 @@ T.test("binary images: headers are checked before the driver reads them", functi
   k.module:free()
 end)
 
-T.test("prepared(n) and prepared:launch(n) launch n times from one C loop", function()
+T.test("prepared:launch(n) launches n times from one C loop; prepared() ignores its arguments", function()
   local k = mod:kernel("every_kind")
   local prepared = k:prepare({ grid = 1, block = 32 }, 1, 2, 3, 4, 5, 6, 7, 8, 0.5, 0.25, 0x1000)
   clear_log()
-  prepared(3)
+  prepared:launch(3)
   T.eq(#launches(), 3)
-  prepared:launch(2)
   prepared:launch()
+  prepared(5) -- one launch: cuda.measure calls a callable as fn(stream)
   local l = launches()
-  T.eq(#l, 6)
-  for i = 2, 6 do T.eq(l[i], l[1]) end
+  T.eq(#l, 5)
+  for i = 2, 5 do T.eq(l[i], l[1]) end
   T.ok(l[1]:find("0000003f 000000000000d03f 0010000000000000", 1, true), l[1])
-  T.raises(function() prepared(0) end,
-    "bad argument #1 to 'cuda.prepared' (launch count 1..16777216 expected, got 0)")
+  T.raises(function() prepared:launch(0) end,
+    "bad argument #1 to 'prepared:launch' (launch count 1..16777216 expected, got 0)")
   T.raises(function() prepared:launch(1.5) end,
     "bad argument #1 to 'prepared:launch' (launch count 1..16777216 expected, got 1.5)")
   T.raises(function() prepared:launch("x") end,
     "bad argument #1 to 'prepared:launch' (launch count 1..16777216 expected, got string)")
-  T.raises(function() prepared((1 << 24) + 1) end, "launch count 1..16777216 expected, got 16777217")
-  T.raises(function() prepared(-1) end, "got -1")
-  T.eq(#launches(), 6) -- a refused count launches nothing
+  T.raises(function() prepared:launch((1 << 24) + 1) end, "launch count 1..16777216 expected, got 16777217")
+  T.raises(function() prepared:launch(-1) end, "got -1")
+  T.eq(#launches(), 5) -- a refused count launches nothing
   prepared:free()
-  T.raises(function() prepared(2) end, "cuda.prepared: the prepared launch was freed")
   T.raises(function() prepared:launch(2) end, "prepared:launch: the prepared launch was freed")
 end)
 
@@ -722,15 +721,15 @@ T.test("an injected launch error names the function, the error and its number", 
   T.ok(out:find("true", 1, true), out)
 end)
 
-T.test("a launch failing inside prepared(n) stops the loop and names the function", function()
+T.test("a launch failing inside prepared:launch(n) stops the loop and names the function", function()
   local out, rc = child("GPULAB_FAKE_FAIL=cuLaunchKernel:701:3", [[
     local k = cuda.load(PTX):kernel("empty")
     local prepared = k:prepare({grid=1, block=1})
-    print(pcall(prepared, 5))
+    print(pcall(prepared.launch, prepared, 5))
     print(pcall(prepared.launch, prepared, 2))
   ]])
   T.eq(rc, 0, out)
-  T.ok(out:find("false\tcuda.prepared: cuLaunchKernel: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701)", 1, true), out)
+  T.ok(out:find("false\tprepared:launch: cuLaunchKernel: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701)", 1, true), out)
   T.ok(out:find("\ntrue", 1, true), out) -- the fault was the third call only: the next run goes through
 end)
 

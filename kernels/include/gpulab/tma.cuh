@@ -93,6 +93,7 @@ __device__ __forceinline__ bool gl_mbar_try_wait(gl_u64 *bar, gl_u32 parity) {
 #define GL_WAIT_EMPTY 2 // "buffer may be overwritten"
 #define GL_WAIT_OTHER 3
 #define GL_WAIT_ALIGN 4 // a copy's shared destination was not aligned (gl_tma_dst_aligned)
+#define GL_WAIT_SLOT 5  // "index slot read" (a slot of data the consumers read, not a buffer)
 #define GL_WAIT_CODE(kind, stage, phase) \
     (0x40000000 | ((kind) << 24) | (((stage) & 0xff) << 16) | ((phase) & 0xffff))
 

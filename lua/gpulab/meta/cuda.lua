@@ -336,14 +336,14 @@ function cuda_kernel:prepare(cfg, ...) end
 ---@param bytes integer dynamic shared memory per block
 function cuda_kernel:set_max_dynamic_smem(bytes) end
 
----a launch packed once: calling it (`prepared()`, `prepared(n)`, or `prepared:launch(n)`) launches it again
+---a launch packed once: calling it (`prepared()`, which ignores arguments, as cuda.measure's `fn(s)`) or `prepared:launch(n)` launches it again
 ---@class cuda.prepared
 local cuda_prepared = {}
 
 ---releases what it holds (also `<close>`)
 function cuda_prepared:free() end
 
----launches it `n` times (the same as `prepared(n)`): the checks run once, then one C loop calls cuLaunchKernel `n` times on the prepared stream (each launch observed under cuda.trace and cuda.profile); a failing launch stops the loop and raises
+---launches it `n` times: the checks run once, then one C loop calls cuLaunchKernel `n` times on the prepared stream (each launch observed under cuda.trace and cuda.profile); a failing launch stops the loop and raises
 ---@param n? integer how many times, 1..2^24 (default 1)
 function cuda_prepared:launch(n) end
 
