@@ -97,13 +97,16 @@ static int class_slot(const char *tname) {
 }
 
 void *gl_testudata(lua_State *L, int idx, const char *tname) {
-    const unsigned char *slot = tag_slot(L, idx);
-    if (slot == NULL) return NULL;
+    if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
+    size_t len = lua_rawlen(L, idx);
+    if (len < TAG_BYTES) return NULL;
+    unsigned char *block = lua_touserdata(L, idx);
+    const unsigned char *slot = block + len - TAG_BYTES; /* as tag_slot, with the block kept */
     int c = class_slot(tname);
     if (class_cache[c].tname == tname && read_tag(slot) == class_cache[c].tag && lua_getmetatable(L, idx)) {
         bool same = lua_topointer(L, -1) == class_cache[c].mt;
         lua_pop(L, 1);
-        if (same) return lua_touserdata(L, idx);
+        if (same) return block;
     }
     void *p = luaL_testudata(L, idx, tname);
     if (p == NULL) return NULL;
@@ -115,6 +118,20 @@ void *gl_testudata(lua_State *L, int idx, const char *tname) {
     class_cache[c].mt = lua_topointer(L, -1);
     lua_pop(L, 1);
     return p;
+}
+
+void *gl_test_tagged(lua_State *L, int idx, const char *tname) {
+    if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
+    size_t len = lua_rawlen(L, idx);
+    if (len < TAG_BYTES) return NULL;
+    unsigned char *p = lua_touserdata(L, idx);
+    int c = class_slot(tname);
+    if (class_cache[c].tname != tname) { /* no metatable known yet: gl_testudata fills it in */
+        class_cache[c].tname = tname;
+        class_cache[c].tag = tag_of(tname);
+        class_cache[c].mt = NULL;
+    }
+    return read_tag(p + len - TAG_BYTES) == class_cache[c].tag ? p : NULL;
 }
 
 void *gl_checkudata(lua_State *L, int idx, const char *tname) {

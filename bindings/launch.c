@@ -332,6 +332,14 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
                     gl_typename(L, idx));
     const gl_device_limits *d = k->limits;
     int top = lua_gettop(L);
+    /* the keys are counted first, so that smem and stream are looked up only when the table
+     * has keys beyond those already found (a launch usually gives grid and block alone) */
+    int keys = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        keys++;
+    }
     int present = 0;
     present += cfg_field(L, idx, UP_GRID) != LUA_TNIL;
     read_dims(L, idx, top + 1, fn, "grid", d->max_grid, cfg->grid);
@@ -343,7 +351,8 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
         gl_fielderror(L, idx, fn, "block", "%d threads exceed the limit of %d for kernel '%s' on this device",
                       (int)threads, max_threads, k->name);
     cfg->smem = 0;
-    if (cfg_field(L, idx, UP_SMEM) != LUA_TNIL) {
+    if (present == keys) lua_pushnil(L); /* top + 3: no smem */
+    else if (cfg_field(L, idx, UP_SMEM) != LUA_TNIL) {
         present++;
         int isint = 0;
         lua_Integer s = lua_tointegerx(L, -1, &isint);
@@ -359,18 +368,13 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     }
     cfg->stream = NULL;
     cfg->track = gl_default_track();
-    if (cfg_field(L, idx, UP_STREAM) != LUA_TNIL) {
+    if (present == keys) lua_pushnil(L); /* top + 4: no stream */
+    else if (cfg_field(L, idx, UP_STREAM) != LUA_TNIL) {
         present++;
         cfg->track = gl_opt_stream_field(L, idx, top + 4, "stream", fn);
         cfg->stream = gl_test_stream(L, top + 4);
     }
-    /* unknown keys: counted cheaply here, named by the shared helper only on a mismatch */
-    int keys = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        keys++;
-    }
+    /* unknown keys: counted above, named by the shared helper only on a mismatch */
     if (keys != present) {
         static const char *const known[] = {"grid", "block", "smem", "stream", NULL};
         gl_check_known_fields(L, idx, known, fn);
@@ -564,7 +568,14 @@ static void note_prepared_objects(lua_State *L, const prepared *P) {
 /* with_count: prepared:launch(n) reads a count; prepared() ignores its arguments, since
  * cuda.measure calls any callable as fn(stream). */
 static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
-    prepared *P = check_prepared(L, 1, fn);
+    prepared *P;
+    if (with_count) {
+        P = check_prepared(L, 1, fn);
+    } else { /* prepared(): dispatched through the class's __call, so the tag suffices */
+        P = gl_test_tagged(L, 1, PREPARED_T);
+        if (P == NULL) gl_typeerror(L, 1, fn, "cuda.prepared");
+        if (P->freed) luaL_error(L, "%s: the prepared launch was freed", fn);
+    }
     lua_Integer count = 1;
     if (with_count && !lua_isnoneornil(L, 2)) {
         int isint = 0;
