@@ -49,6 +49,10 @@
                             // close together in memory
 #define PIPE_YMAJOR 16      // tile t is (t / tiles_y, t % tiles_y): consecutive tiles go down a
                             // column of boxes instead of along a row of them
+#define PIPE_WIDE_SHIFT 5   // (flags >> 5) & 3: the tensor maps' element is 2 << that many bytes
+                            // (0: f16; 1: 4 bytes, f16 pairs; 2: 8 bytes): a box row of 256
+                            // elements then spans 512 B, 1 KB or 2 KB. Elementwise, so any
+                            // view of the matrix computes the same output
 #define PIPE_BOXES_SHIFT 8  // flags >> 8: boxes per stage (0 means 1): a stage holds that many
                             // consecutive tiles, loaded against one barrier and stored together
 
@@ -184,9 +188,10 @@ tma_pipeline(const __grid_constant__ gl_tensormap_t in_map, const __grid_constan
     extern __shared__ unsigned char dyn_smem[];
     unsigned char *buf = align_1024(dyn_smem);
     const int warp = threadIdx.x / 32;
-    const int tile_bytes = box_w * box_h * 2;
+    const int wide = (flags >> PIPE_WIDE_SHIFT) & 3;
+    const int tile_bytes = box_w * box_h * (2 << wide);
     const int boxes = (flags >> PIPE_BOXES_SHIFT) > 0 ? (flags >> PIPE_BOXES_SHIFT) : 1;
-    if (boxes > 16 || stages < 1 || stages > MAX_STAGES || out_bufs < 0 || out_bufs > 2 ||
+    if (boxes > 16 || wide > 2 || stages < 1 || stages > MAX_STAGES || out_bufs < 0 || out_bufs > 2 ||
         tile_bytes > MAX_TILE_BYTES || boxes * tile_bytes > MAX_STAGE_BYTES || tile_bytes % 16 != 0 ||
         blockDim.x != 32 * (1 + CONSUMER_WARPS) || sched == nullptr) {
         if (threadIdx.x == 0 && status != nullptr) atomicCAS(status, 0, 0x7fff0000 | (stages & 0xffff));

@@ -50,13 +50,17 @@ local function matrix(rows, cols)
 end
 -- linear: the same bytes seen as rows of 256 elements, so that a 256 x h box is h x 512
 -- contiguous bytes (the operation is elementwise, any view of the matrix computes it)
-local function maps_of(m, w, h, linear, l2)
-  local key = w .. "x" .. h .. (linear and "L" or "") .. (l2 or "")
-  local cols, rows = m.cols, m.rows
-  if linear then cols, rows = 256, m.n // 256 end
+-- wide (0, 1, 2): the elements are f16, or 4 or 8 bytes of f16s (the kernel's PIPE_WIDE_SHIFT)
+local WIDE_DTYPE = { [0] = "f16", "u32", "u64" }
+local function maps_of(m, w, h, linear, l2, wide)
+  wide = wide or 0
+  local key = w .. "x" .. h .. (linear and "L" or "") .. (l2 or "") .. "w" .. wide
+  local cols, rows = m.cols >> wide, m.rows
+  if linear then cols, rows = 256, (m.n >> wide) // 256 end
   if not m.maps[key] then
-    local spec = function(a) return { array = a, dtype = "f16", dims = { cols, rows }, strides = { cols * 2 },
-                                      box = { w, h }, l2_promotion = l2 or "256B" } end
+    local spec = function(a) return { array = a, dtype = WIDE_DTYPE[wide], dims = { cols, rows },
+                                      strides = { cols * (2 << wide) }, box = { w, h },
+                                      l2_promotion = l2 or "256B" } end
     m.maps[key] = { cuda.tensormap(spec(m.din)), cuda.tensormap(spec(m.dout)) }
   end
   return m.maps[key]
@@ -76,15 +80,16 @@ end
 local function gbps(m, r, bytes) return (bytes or m.bytes) / (r.mean * 1e-3) / 1e9 end
 local function stage_bytes(w, h, flags)
   local boxes = math.max(1, flags >> 8)
-  return (boxes * w * h * 2 + 127) // 128 * 128
+  return (boxes * w * h * (2 << ((flags >> 5) & 3)) + 127) // 128 * 128
 end
 -- kernel: another build of tma_pipeline (another CONSUMER_WARPS) as {k, threads}
 local function pipe_fn(m, w, h, stages, ctas, out_bufs, flags, linear, l2, kernel)
   local k, threads = k_pipe, THREADS
   if kernel then k, threads = kernel[1], kernel[2] end
-  local mp = maps_of(m, w, h, linear, l2)
-  local cols, rows = m.cols, m.rows
-  if linear then cols, rows = 256, m.n // 256 end
+  local wide = (flags >> 5) & 3
+  local mp = maps_of(m, w, h, linear, l2, wide)
+  local cols, rows = m.cols >> wide, m.rows
+  if linear then cols, rows = 256, (m.n >> wide) // 256 end
   local tiles_x, ntiles = cols // w, (cols // w) * (rows // h)
   local smem = (stages + out_bufs) * stage_bytes(w, h, flags) + 1024
   if smem > dev.smem_per_block_optin - 1024 or ctas > k:occupancy(threads, smem) then return nil end
@@ -337,7 +342,16 @@ if want.near then
     candidates[#candidates + 1] = { form = "shared", w = 256, h = 32, stages = c[1], ctas = c[2], out_bufs = c[3],
       flags = DYNAMIC | (2 << 8), l2 = "128B" }
   end
-  against_dtod(m, candidates, 3, "near")
+  -- wider elements: box rows of 1 KB (u32, f16 pairs) and 2 KB (u64)
+  for wide, shapes in pairs({ { { 256, 16 }, { 256, 32 }, { 128, 32 } }, { { 256, 8 }, { 256, 16 }, { 128, 16 } } }) do
+    for _, shape in ipairs(shapes) do
+      for _, c in ipairs({ { 2, 2, 2 }, { 3, 2, 0 }, { 2, 3, 2 }, { 4, 2, 0 } }) do
+        candidates[#candidates + 1] = { form = "shared", w = shape[1], h = shape[2], stages = c[1], ctas = c[2],
+          out_bufs = c[3], flags = DYNAMIC | (wide << 5), l2 = "128B" }
+      end
+    end
+  end
+  against_dtod(m, candidates, 4, "near")
   m.din:free(); m.dout:free(); m.dref:free()
 end
 
