@@ -3,10 +3,10 @@
 -- An fp16 matrix is read in tiles (boxes of 8 to 32 KB) with TMA, scaled, and written back with
 -- TMA stores. The persistent kernel takes its tiles from a global counter (so CTAs that run
 -- ahead take more, and the tiles in flight stay close together) and runs a ring of `stages`
--- shared buffers with two mbarriers per stage:
--- full[s] ("tile is filled": producer -> consumers, completed by the copy's bytes) and empty[s]
--- ("buffer may be overwritten": consumers -> producer); a third, slot_free[s], releases the
--- shared slot in which the producer tells the consumers which tile the stage holds. The consumers write each scaled tile to
+-- shared buffers with two mbarriers per stage: full[s] ("tile is filled": producer -> consumers,
+-- completed by the copy's bytes) and empty[s] ("buffer may be overwritten": consumers ->
+-- producer); a third, slot_free[s], releases the shared slot in which the producer tells the
+-- consumers which tile the stage holds. The consumers write each scaled tile to
 -- one of two store buffers and release the stage at once, so with 2 stages the next load really
 -- overlaps this tile's work and store; scaled in place instead, the bulk store keeps reading the
 -- stage buffer and holds it (the lab measures both). Then the rest of seed §3, each measured:
@@ -65,8 +65,13 @@ lab:claim { id = "swizzle_align", seed = "§3", text = "alignment must be checke
   "gl_tma_dst_aligned with map.smem_align refuses it before the copy is issued" }
 
 local TILE_BYTES = 8192                                   -- the one-tile kernel's box, and the 8 KB shapes
--- box {x (innermost), y} of f16: three 8 KB shapes (the seed's 64x64 among them), 16 and 32 KB
-local SHAPES = { { 64, 64 }, { 128, 32 }, { 256, 16 }, { 256, 32 }, { 128, 64 }, { 256, 64 } }
+-- box {x (innermost), y[, wide]} of f16: three 8 KB shapes (the seed's 64x64 among them), 16 and
+-- 32 KB; wide 2: the maps see the matrix as 8-byte elements (four f16), so a 256-element box row
+-- spans 2 KB instead of 512 B (the kernel's PIPE_WIDE; the scale is elementwise, any view of the
+-- matrix computes it). H200, 4 GiB: 256x8 of u64 led tools/tma_limit.lua (docs/RESULTS.md §21).
+local SHAPES = { { 64, 64 }, { 128, 32 }, { 256, 16 }, { 256, 32 }, { 128, 64 }, { 256, 64 }, { 256, 8, 2 } }
+local WIDE_DTYPE = { [0] = "f16", "u32", "u64" }
+local PIPE_WIDE_SHIFT = 5
 local CONSUMER_WARPS = 4                                  -- + 1 producer warp (kernel's CONSUMER_WARPS)
 -- tma_pipeline's flags (kernels/tma_double_buffer.cu)
 local NO_PREFETCH, DYNAMIC = 1, 8
@@ -95,8 +100,17 @@ if os.getenv("GPULAB_SANITIZER") and not lab.params_given.rows and not lab.param
   print("params: under compute-sanitizer: rows=256 cols=2048 (the tool checks the protocol, not the speed)")
 end
 
-local function shape_name(s) return s[1] .. "x" .. s[2] end
-local function shape_bytes(s) return s[1] * s[2] * 2 end
+local function wide_of(s) return s[3] or 0 end
+local function shape_name(s)
+  return s[1] .. "x" .. s[2] .. (wide_of(s) > 0 and " " .. WIDE_DTYPE[wide_of(s)] or "")
+end
+local function shape_bytes(s) return s[1] * s[2] * (2 << wide_of(s)) end
+local function shape_of(name)
+  local w, h, dtype = name:match("^(%d+)x(%d+) ?(%w*)$")
+  local wide = 0
+  for i, d in pairs(WIDE_DTYPE) do if d == dtype then wide = i end end
+  return { tonumber(w), tonumber(h), wide }
+end
 local function fmt(v, d) return string.format("%." .. (d or 0) .. "f", v) end
 
 -- ---------------------------------------------------------------------------------------------
@@ -107,8 +121,9 @@ local prog = lab:compile("kernels/tma_double_buffer.cu",
 
 -- The maps this lab encodes, checked before any device work (rules of cuTensorMapEncodeTiled).
 local function map_spec(shape, rows, cols, target, l2)
-  local s = { dtype = "f16", dims = { cols, rows }, strides = { cols * 2 }, box = { shape[1], shape[2] },
-              l2_promotion = l2 or "256B" }
+  local wide = wide_of(shape)
+  local s = { dtype = WIDE_DTYPE[wide], dims = { cols >> wide, rows }, strides = { cols * 2 },
+              box = { shape[1], shape[2] }, l2_promotion = l2 or "256B" }
   if type(target) == "number" then s.address = target else s.array = target end
   return s
 end
@@ -117,7 +132,7 @@ for _, shape in ipairs(SHAPES) do
   for _, l2 in ipairs(L2S) do
     local ok, msg = cuda.tensormap_check(map_spec(shape, P.rows, P.cols, 0x10000000, l2))
     if not ok then lab:fail("tensor map " .. shape_name(shape) .. ": " .. msg) end
-    check_rows[#check_rows + 1] = { shape_name(shape), shape[1] * 2, l2, ok and "valid" or msg }
+    check_rows[#check_rows + 1] = { shape_name(shape), shape[1] * (2 << wide_of(shape)), l2, ok and "valid" or msg }
   end
 end
 lab:table({ "box", "row bytes", "L2 promotion", "tensormap_check" }, check_rows)
@@ -162,12 +177,13 @@ end
 local function pipeline_run(shape, stages, ctas_per_sm, tin, tout, rows, cols, opts)
   opts = opts or {}
   local out_bufs = opts.out_bufs or OUT_BUFS
-  local tiles_x = cols // shape[1]
+  local tiles_x = (cols >> wide_of(shape)) // shape[1]
   local ntiles = opts.ntiles or tiles_x * (rows // shape[2])
   local grid = math.min(dev.sm_count * ctas_per_sm, ntiles, opts.grid_cap or math.huge)
   local prep = k_pipe:prepare({ grid = grid, block = PIPE_THREADS,
                                 smem = pipe_smem(stages, out_bufs, shape_bytes(shape)) },
-    tin, tout, tiles_x, ntiles, shape[1], shape[2], stages, out_bufs, opts.flags or DYNAMIC, P.scale,
+    tin, tout, tiles_x, ntiles, shape[1], shape[2], stages, out_bufs,
+    (opts.flags or DYNAMIC) | (wide_of(shape) << PIPE_WIDE_SHIFT), P.scale,
     TIMEOUT_NS, d_status, d_sched)
   return function() prep() end, grid, ntiles
 end
@@ -225,7 +241,7 @@ do
     local function maps(a, b)
       return cuda.tensormap(map_spec(shape, rows, cols, a)), cuda.tensormap(map_spec(shape, rows, cols, b))
     end
-    if shape_bytes(shape) == TILE_BYTES then
+    if shape_bytes(shape) == TILE_BYTES and wide_of(shape) == 0 then
       check("one tile/CTA " .. shape_name(shape), function(a, b)
         local ti, to = maps(a, b)
         one_tile_run(shape, ti, to, rows, cols)()
@@ -356,8 +372,7 @@ local function maps_of(shape, l2)
   return maps[key]
 end
 local function config_fn(shape_n, stages, ctas, out_bufs, l2, flags)
-  local w, h = shape_n:match("^(%d+)x(%d+)$")
-  local shape = { tonumber(w), tonumber(h) }
+  local shape = shape_of(shape_n)
   local m = maps_of(shape, l2 or "256B")
   return (pipeline_run(shape, stages, ctas, m[1], m[2], rows, cols, { out_bufs = out_bufs, flags = flags }))
 end
@@ -365,13 +380,13 @@ end
 local sweep, rows_out, one_tile = {}, {}, {}
 local total = 0
 for _, shape in ipairs(SHAPES) do
-  total = total + #L2S * #STAGES * #CTAS + (shape_bytes(shape) == TILE_BYTES and 1 or 0)
+  total = total + #L2S * #STAGES * #CTAS + ((shape_bytes(shape) == TILE_BYTES and wide_of(shape) == 0) and 1 or 0)
 end
 local step = 0
 local best
 for _, shape in ipairs(SHAPES) do
   local name = shape_name(shape)
-  if shape_bytes(shape) == TILE_BYTES then
+  if shape_bytes(shape) == TILE_BYTES and wide_of(shape) == 0 then
     local m = maps_of(shape, "256B")
     step = step + 1
     lab:progress(step, total, name)
@@ -551,6 +566,12 @@ if best then
   row("the same with " .. other_l2 .. " L2 promotion",
     config_fn(best.shape, best.stages, best.ctas_per_sm, OUT_BUFS, other_l2))
   row("the same at 1 CTA/SM", config_fn(best.shape, best.stages, 1, OUT_BUFS, best.l2))
+  local bs = shape_of(best.shape)
+  if bs[3] > 0 then -- the same bytes per box as f16, box rows of 512 B
+    local f16 = shape_name({ bs[1], bs[2] << bs[3] })
+    row(string.format("the same box bytes as f16 %s (512-byte box rows instead of %d)", f16, bs[1] * (2 << bs[3])),
+      config_fn(f16, best.stages, best.ctas_per_sm, OUT_BUFS, best.l2))
+  end
   local b8
   for _, e in ipairs(sweep) do
     if e.ok and e.box_bytes == TILE_BYTES and (not b8 or e.gbps > b8.gbps) then b8 = e end
