@@ -1,7 +1,8 @@
 -- tma_double_buffer.lua — Hopper TMA and its completion protocol (seed §3), measured.
 --
--- An fp16 matrix is read in tiles (boxes of 8 to 32 KB) with TMA, scaled, and written back with
--- TMA stores. The persistent kernel takes its tiles from a global counter (so CTAs that run
+-- An fp16 matrix is read in tiles (boxes of 8 to 32 KB, one of them over the matrix seen as 8-byte
+-- elements so that a box row spans 2 KB) with TMA, scaled, and written back with TMA stores.
+-- The persistent kernel takes its tiles from a global counter (so CTAs that run
 -- ahead take more, and the tiles in flight stay close together) and runs a ring of `stages`
 -- shared buffers with two mbarriers per stage: full[s] ("tile is filled": producer -> consumers,
 -- completed by the copy's bytes) and empty[s] ("buffer may be overwritten": consumers ->
