@@ -567,7 +567,11 @@ static void add_extents_u32(luaL_Buffer *b, const cuuint32_t *v, int n, const ch
 
 static int tm_tostring(lua_State *L) {
     tm_obj *o = test_obj(L, 1);
-    if (o == NULL) return luaL_tolstring(L, 1, NULL), 1;
+    /* Not luaL_tolstring for another object: it would call this __tostring again, down to a C
+     * stack overflow, and the finalizers the collector runs that deep would fail and be lost. */
+    if (o == NULL)
+        gl_argerror(L, 1, "cuda.tensormap.__tostring",
+                    "cuda.tensormap expected, got another %s with the cuda.tensormap metatable", luaL_typename(L, 1));
     if (!o->pub.valid) {
         lua_pushstring(L, "cuda.tensormap (freed)");
         return 1;
