@@ -32,12 +32,18 @@ static uint64_t tag_of(const char *tname) {
     return h == TAG_FRESH || h == 0 ? h ^ 1 : h;
 }
 
-static unsigned char *tag_slot(lua_State *L, int idx) {
+/* The tag at the end of the userdata at idx (NULL when it is no userdata or too small to hold
+ * one); *block, when given, gets the userdata's memory. */
+static unsigned char *tag_slot_of(lua_State *L, int idx, unsigned char **block) {
     if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
     size_t len = lua_rawlen(L, idx);
     if (len < TAG_BYTES) return NULL;
-    return (unsigned char *)lua_touserdata(L, idx) + len - TAG_BYTES;
+    unsigned char *p = lua_touserdata(L, idx);
+    if (block) *block = p;
+    return p + len - TAG_BYTES;
 }
+
+static unsigned char *tag_slot(lua_State *L, int idx) { return tag_slot_of(L, idx, NULL); }
 
 static uint64_t read_tag(const unsigned char *slot) {
     uint64_t t;
@@ -97,11 +103,9 @@ static int class_slot(const char *tname) {
 }
 
 void *gl_testudata(lua_State *L, int idx, const char *tname) {
-    if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
-    size_t len = lua_rawlen(L, idx);
-    if (len < TAG_BYTES) return NULL;
-    unsigned char *block = lua_touserdata(L, idx);
-    const unsigned char *slot = block + len - TAG_BYTES; /* as tag_slot, with the block kept */
+    unsigned char *block = NULL;
+    const unsigned char *slot = tag_slot_of(L, idx, &block);
+    if (slot == NULL) return NULL;
     int c = class_slot(tname);
     if (class_cache[c].tname == tname && read_tag(slot) == class_cache[c].tag && lua_getmetatable(L, idx)) {
         bool same = lua_topointer(L, -1) == class_cache[c].mt;
@@ -120,18 +124,23 @@ void *gl_testudata(lua_State *L, int idx, const char *tname) {
     return p;
 }
 
+/* The tags gl_test_tagged compares, by the caller's literal; apart from class_cache, so that a
+ * tag-only check never evicts a class's metatable there. */
+static struct {
+    const char *tname;
+    uint64_t tag;
+} tag_cache[CLASS_CACHE];
+
 void *gl_test_tagged(lua_State *L, int idx, const char *tname) {
-    if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
-    size_t len = lua_rawlen(L, idx);
-    if (len < TAG_BYTES) return NULL;
-    unsigned char *p = lua_touserdata(L, idx);
+    unsigned char *block = NULL;
+    const unsigned char *slot = tag_slot_of(L, idx, &block);
+    if (slot == NULL) return NULL;
     int c = class_slot(tname);
-    if (class_cache[c].tname != tname) { /* no metatable known yet: gl_testudata fills it in */
-        class_cache[c].tname = tname;
-        class_cache[c].tag = tag_of(tname);
-        class_cache[c].mt = NULL;
+    if (tag_cache[c].tname != tname) {
+        tag_cache[c].tname = tname;
+        tag_cache[c].tag = tag_of(tname);
     }
-    return read_tag(p + len - TAG_BYTES) == class_cache[c].tag ? p : NULL;
+    return read_tag(slot) == tag_cache[c].tag ? block : NULL;
 }
 
 void *gl_checkudata(lua_State *L, int idx, const char *tname) {

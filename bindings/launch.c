@@ -398,41 +398,26 @@ static void mark_ref(const arg_ref *r, gl_stream_track *t, uint64_t seq) {
     else if (r->kind == REF_TENSORMAP) gl_use_mark(&((gl_tensormap *)r->obj)->use, t, seq);
 }
 
+/* `count` launches of the packed arguments, one log entry for them: a plain loop over
+ * cuLaunchKernel, as a C program would write it (prepared:launch(n); every other launch is one).
+ * Under cuda.trace or cuda.profile each launch is observed. */
 static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_track *track,
-                   void *buf, size_t *bufsize, const char *fn) {
+                   void *buf, lua_Integer count, const char *fn) {
     /* kernelParams (one pointer per parameter into the packed buffer), not the
      * CU_LAUNCH_PARAM_BUFFER_POINTER form: on the H200 with driver 580.159 that form misplaced
      * the parameters after a 64-byte aligned 128-byte tensor map (the next pointer read as 0). */
-    (void)bufsize;
     void *ptrs[GL_MAX_PARAMS]; /* bounded: mod:kernel refuses kernels with more */
     for (int i = 0; i < k->nparams; i++) ptrs[i] = (unsigned char *)buf + k->params[i].offset;
     CUstream h = gl_track_handle(track);
     gl_log_launch(k->name, cfg->grid, cfg->block, h);
-    long obs = gl_observers ? gl_observe_begin(h, true) : -1; /* cuda.trace, cuda.profile */
-    GL_CHECK(L, gl_cu.cuLaunchKernel(k->fn, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
-                                     cfg->block[1], cfg->block[2], cfg->smem, h,
-                                     k->nparams ? ptrs : NULL, NULL),
-             fn, "cuLaunchKernel");
-    if (obs >= 0) gl_observe_launch(obs, k->name, cfg->grid, cfg->block, h);
-}
-
-/* The same launch `count` times: a plain loop over cuLaunchKernel, as a C program would write
- * it, one log entry for the run. Under cuda.trace or cuda.profile each launch is observed. */
-static void submit_repeat(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_track *track,
-                          void *buf, size_t *bufsize, lua_Integer count, const char *fn) {
-    if (count == 1 || gl_observers) {
-        for (lua_Integer i = 0; i < count; i++) submit(L, k, cfg, track, buf, bufsize, fn);
-        return;
-    }
-    void *ptrs[GL_MAX_PARAMS];
-    for (int i = 0; i < k->nparams; i++) ptrs[i] = (unsigned char *)buf + k->params[i].offset;
-    void **params = k->nparams ? ptrs : NULL;
-    CUstream h = gl_track_handle(track);
-    gl_log_launch(k->name, cfg->grid, cfg->block, h);
-    for (lua_Integer i = 0; i < count; i++)
+    for (lua_Integer n = 0; n < count; n++) {
+        long obs = gl_observers ? gl_observe_begin(h, true) : -1; /* cuda.trace, cuda.profile */
         GL_CHECK(L, gl_cu.cuLaunchKernel(k->fn, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
-                                         cfg->block[1], cfg->block[2], cfg->smem, h, params, NULL),
+                                         cfg->block[1], cfg->block[2], cfg->smem, h,
+                                         k->nparams ? ptrs : NULL, NULL),
                  fn, "cuLaunchKernel");
+        if (obs >= 0) gl_observe_launch(obs, k->name, cfg->grid, cfg->block, h);
+    }
 }
 
 #define INLINE_REFS 32
@@ -480,8 +465,7 @@ static int l_launch(lua_State *L) {
         /* noting allocates, and a finalizer run by it may have freed what was packed */
         recheck_refs(L, k, refs, inline_refs, fn);
     }
-    size_t size = k->argbytes;
-    submit(L, k, &cfg, cfg.track, buf, &size, fn);
+    submit(L, k, &cfg, cfg.track, buf, 1, fn);
     return 0;
 }
 
@@ -564,9 +548,8 @@ static void note_prepared_objects(lua_State *L, const prepared *P) {
 #define MAX_REPEAT (1 << 24)
 
 /* prepared() and prepared:launch(n): the hot path. Only liveness checks, marks, the log entry
- * and the launches; n launches are one C loop. */
-/* with_count: prepared:launch(n) reads a count; prepared() ignores its arguments, since
- * cuda.measure calls any callable as fn(stream). */
+ * and the launches; n launches are one C loop. with_count: prepared:launch(n) reads a count;
+ * prepared() ignores its arguments, since cuda.measure calls any callable as fn(stream). */
 static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
     prepared *P;
     if (with_count) {
@@ -613,7 +596,7 @@ static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
         note_prepared_objects(L, P);
         recheck_refs(L, k, P->refs, P->nargs, fn);
     }
-    submit_repeat(L, k, &P->cfg, track, P->buf, &P->bufsize, count, fn);
+    submit(L, k, &P->cfg, track, P->buf, count, fn);
     return 0;
 }
 
