@@ -78,36 +78,39 @@ local function python_libs()
   return r, skipped
 end
 
--- microseconds per launch of fn(n), best of 3 after a warm-up; the queue is drained around it
-local function sustained(fn)
-  fn(N // 10)
+-- microseconds per launch of fn(n): n launches back to back, the queue drained around them
+local function time_sustained(fn, n)
   cuda.sync()
-  local best = math.huge
-  for _ = 1, 3 do
+  local t0 = cuda.now()
+  fn(n)
+  cuda.sync()
+  return (cuda.now() - t0) / n * 1e6
+end
+-- microseconds per launch over about n launches in bursts of BURST, each after a drained
+-- queue; only the launching is timed
+local function time_bursts(fn, n)
+  local total, done = 0, 0
+  while done < n do
     cuda.sync()
     local t0 = cuda.now()
-    fn(N)
-    cuda.sync()
-    best = math.min(best, (cuda.now() - t0) / N * 1e6)
+    fn(BURST)
+    total = total + (cuda.now() - t0)
+    done = done + BURST
   end
+  cuda.sync()
+  return total / done * 1e6
+end
+-- the best of 3 runs of N launches after a warm-up
+local function sustained(fn)
+  fn(N // 10)
+  local best = math.huge
+  for _ = 1, 3 do best = math.min(best, time_sustained(fn, N)) end
   return best
 end
--- microseconds per launch over bursts of BURST after a drained queue, launching only
 local function burst(fn)
   fn(BURST)
   local best = math.huge
-  for _ = 1, 3 do
-    local total, done = 0, 0
-    while done < N do
-      cuda.sync()
-      local t0 = cuda.now()
-      fn(BURST)
-      total = total + (cuda.now() - t0)
-      done = done + BURST
-    end
-    cuda.sync()
-    best = math.min(best, total / done * 1e6)
-  end
+  for _ = 1, 3 do best = math.min(best, time_bursts(fn, N)) end
   return best
 end
 
@@ -130,8 +133,9 @@ end
 local graph_empty, graph_empty_launch = graph_of(empty)
 local graph_args4, graph_args4_launch = graph_of(args4, buf_out, buf_in, 1000, 2.0)
 
+local RAW, INPROC = "(a) raw C cuLaunchKernel", "(a') C loop in this process"
 local PATHS = {
-  { name = "(a') C loop in this process", baseline = true,
+  { name = INPROC,
     empty = function(n) prepared_empty:launch(n) end, args4 = function(n) prepared_args4:launch(n) end },
   { name = "(b) k:launch, table config", empty = launch_empty, args4 = launch_args4, target = 1.10 },
   { name = "(b') k:launch, table built per call", empty = built_empty, args4 = built_args4 },
@@ -148,7 +152,7 @@ local rounds, skipped, raw_err = {}, {}, nil
 for round = 1, ROUNDS do
   local got = {}
   local raw, err = raw_c()
-  if raw then got["(a) raw C cuLaunchKernel"] = raw else raw_err = err end
+  if raw then got[RAW] = raw else raw_err = err end
   for _, p in ipairs(PATHS) do
     local r = { empty = sustained(p.empty), args4 = sustained(p.args4) }
     if not p.graph then r.empty_burst, r.args4_burst = burst(p.empty), burst(p.args4) end
@@ -172,22 +176,7 @@ for _, p in ipairs(PATHS) do
   if not p.graph then INTERLEAVED[#INTERLEAVED + 1] = p end
 end
 local function turn(fn, key)
-  if key:find("_burst$") then -- bursts of BURST after a drained queue, only the launching timed
-    local total = 0
-    for _ = 1, CHUNK // BURST do
-      cuda.sync()
-      local t0 = cuda.now()
-      fn(BURST)
-      total = total + (cuda.now() - t0)
-    end
-    cuda.sync()
-    return total / (CHUNK // BURST * BURST) * 1e6
-  end
-  cuda.sync()
-  local t0 = cuda.now()
-  fn(CHUNK)
-  cuda.sync()
-  return (cuda.now() - t0) / CHUNK * 1e6
+  return key:find("_burst$") and time_bursts(fn, CHUNK) or time_sustained(fn, CHUNK)
 end
 local turns = {} -- turns[key][path name] = { per-turn ratio to (a') }
 for _, key in ipairs({ "empty", "args4", "empty_burst", "args4_burst" }) do
@@ -202,7 +191,7 @@ for _, key in ipairs({ "empty", "args4", "empty_burst", "args4_burst" }) do
     if r > 0 then
       for name, us in pairs(got) do
         turns[key][name] = turns[key][name] or {}
-        table.insert(turns[key][name], us / got["(a') C loop in this process"])
+        table.insert(turns[key][name], us / got[INPROC])
       end
     end
   end
@@ -214,7 +203,6 @@ local function median(list)
   if n == 0 then return nil end
   return n % 2 == 1 and list[(n + 1) // 2] or (list[n // 2] + list[n // 2 + 1]) / 2
 end
-local RAW, INPROC = "(a) raw C cuLaunchKernel", "(a') C loop in this process"
 -- the median over rounds of a path's microseconds, or of its ratio to `base` of the same round
 local function median_of(name, key, base)
   local values = {}
