@@ -25,9 +25,17 @@ local k_pipe, k_copy = mod:kernel("tma_pipeline"), mod:kernel("copy_int4_scale")
 local k_diff, k_store = mod:kernel("count_diff_vec16"), mod:kernel("tma_store_only")
 local THREADS = 160
 local NO_PREFETCH, DYNAMIC = 1, 8 -- tma_pipeline flags (EVICT_FIRST = 2: no measurable gain)
-local d_sched = cuda.array("i32", 2 + 8 * 8 * dev.sm_count) -- tile counter, then 8 index slots per CTA
+-- tile counter, then 8 index slots per CTA (the STAGE_INDEX_GLOBAL=1 build uses them)
+local d_sched = cuda.array("i32", 2 + 8 * 8 * dev.sm_count)
 d_sched:fill(0)
 k_pipe:set_max_dynamic_smem(dev.smem_per_block_optin - 1024) -- less the static barriers
+-- another build of tma_pipeline, as {kernel, threads} for pipe_fn
+local function pipeline_build(defines)
+  local p = cuda.compile_file(cuda.home .. "/kernels/tma_double_buffer.cu", { arch = "sm_90a", defines = defines })
+  local k = cuda.load(p):kernel("tma_pipeline")
+  k:set_max_dynamic_smem(dev.smem_per_block_optin - 1024)
+  return { k, 32 * (1 + defines.CONSUMER_WARPS) }
+end
 k_store:set_max_dynamic_smem(32768 + 1024)
 local d_status = cuda.array("i32", 4)
 local h_status = cuda.host("i32", 4)
@@ -157,11 +165,7 @@ if want.pipe then
   end
   local wbest = {}
   for _, cw in ipairs({ 4, 8, 12, 16 }) do -- consumer warps
-    local p = cuda.compile_file(cuda.home .. "/kernels/tma_double_buffer.cu",
-      { arch = "sm_90a", defines = { CONSUMER_WARPS = cw } })
-    local k = cuda.load(p):kernel("tma_pipeline")
-    local kk = { k, 32 * (1 + cw) }
-    k:set_max_dynamic_smem(dev.smem_per_block_optin - 1024)
+    local kk = pipeline_build({ CONSUMER_WARPS = cw })
     for _, l2 in ipairs({ "128B", "none" }) do
       for _, c in ipairs({ { 2, 1, 2 }, { 3, 1, 0 }, { 2, 2, 2 }, { 3, 2, 0 }, { 4, 2, 0 }, { 3, 2, 2 } }) do
         local fn = pipe_fn(m, 256, 32, c[1], c[2], c[3], DYNAMIC, false, l2, kk)
@@ -234,11 +238,8 @@ local function index_forms()
   local forms = {}
   for name in tostring(opts.forms or "shared,global"):gmatch("%a+") do
     assert(name == "shared" or name == "global", "--forms: shared or global")
-    local p = cuda.compile_file(cuda.home .. "/kernels/tma_double_buffer.cu",
-      { arch = "sm_90a", defines = { CONSUMER_WARPS = 4, STAGE_INDEX_GLOBAL = name == "global" and 1 or 0 } })
-    local k = cuda.load(p):kernel("tma_pipeline")
-    k:set_max_dynamic_smem(dev.smem_per_block_optin - 1024)
-    forms[#forms + 1] = { form = name, kernel = { k, THREADS } }
+    forms[#forms + 1] = { form = name,
+      kernel = pipeline_build({ CONSUMER_WARPS = 4, STAGE_INDEX_GLOBAL = name == "global" and 1 or 0 }) }
   end
   return forms
 end
@@ -258,8 +259,8 @@ if want.index_once then
   end
   m.din:free(); m.dout:free(); m.dref:free()
 end
--- candidates: {label, kernel, w, h, stages, ctas, out_bufs, flags, l2}; each measured beside a
--- DtoD, the best `top` then alternated with DtoD 7 times
+-- candidates: {form, kernel (nil: the default build), w, h, stages, ctas, out_bufs, flags, l2};
+-- each measured beside a DtoD, the best `top` then alternated with DtoD 7 times
 local function against_dtod(m, candidates, top, tag)
   local dtod_fn = function() m.dout:copy_from(m.din) end
   print(tag .. " form box s c out_bufs flags l2 GB/s pct_dtod_next_to_it mismatches status")
@@ -298,21 +299,13 @@ local function against_dtod(m, candidates, top, tag)
 end
 if want.index then
   local m = matrix(opts.rows, opts.cols)
-  local candidates = {}
-  for _, f in ipairs(index_forms()) do
+  for _, f in ipairs(index_forms()) do -- the best of each form, alternated
+    local candidates = {}
     for _, c in ipairs({ { 2, 2, 2 }, { 3, 2, 2 }, { 2, 3, 2 }, { 3, 2, 0 }, { 4, 2, 0 }, { 3, 3, 0 } }) do
       candidates[#candidates + 1] = { form = f.form, kernel = f.kernel, w = 256, h = 32, stages = c[1], ctas = c[2],
         out_bufs = c[3], flags = DYNAMIC, l2 = "128B" }
     end
-  end
-  -- the best of each form, alternated
-  local by_form = {}
-  for _, c in ipairs(candidates) do
-    by_form[c.form] = by_form[c.form] or {}
-    table.insert(by_form[c.form], c)
-  end
-  for _, name in ipairs({ "shared", "global" }) do
-    if by_form[name] then against_dtod(m, by_form[name], 1, "index") end
+    against_dtod(m, candidates, 1, "index")
   end
   m.din:free(); m.dout:free(); m.dref:free()
 end
