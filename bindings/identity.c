@@ -35,10 +35,10 @@ static uint64_t tag_of(const char *tname) {
 /* The tag at the end of the userdata at idx (NULL when it is no userdata or too small to hold
  * one); *block, when given, gets the userdata's memory. */
 static unsigned char *tag_slot_of(lua_State *L, int idx, unsigned char **block) {
-    if (lua_type(L, idx) != LUA_TUSERDATA) return NULL;
-    size_t len = lua_rawlen(L, idx);
+    unsigned char *p = lua_touserdata(L, idx); /* NULL unless a full or light userdata */
+    if (p == NULL) return NULL;
+    size_t len = lua_rawlen(L, idx); /* 0 for a light userdata */
     if (len < TAG_BYTES) return NULL;
-    unsigned char *p = lua_touserdata(L, idx);
     if (block) *block = p;
     return p + len - TAG_BYTES;
 }

@@ -271,14 +271,15 @@ static void check_arg_count(lua_State *L, const gl_kernel *k, int given, const c
  * Configuration: {grid=n|{x,y,z}, block=n|{x,y,z}, smem=bytes, stream=s}
  * ------------------------------------------------------------------------------------------ */
 /* One axis of grid/block (field `what` of the configuration at argument cfg_arg). */
-static unsigned check_dim(lua_State *L, int cfg_arg, int idx, const char *fn, const char *what,
+/* t: the value's type, which the caller has read (a string is not coerced). */
+static unsigned check_dim(lua_State *L, int cfg_arg, int idx, int t, const char *fn, const char *what,
                           int axis, int limit) {
     static const char axes[] = "xyz";
     int isint = 0;
-    lua_Integer v = lua_tointegerx(L, idx, &isint);
-    if (!isint || lua_type(L, idx) != LUA_TNUMBER) /* no string coercion */
+    lua_Integer v = t == LUA_TNUMBER ? lua_tointegerx(L, idx, &isint) : 0;
+    if (!isint)
         gl_fielderror(L, cfg_arg, fn, what, "%c: integer expected, got %s", axes[axis],
-                      lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : gl_typename(L, idx));
+                      t == LUA_TNUMBER ? lua_tostring(L, idx) : gl_typename(L, idx));
     if (v < 1 || v > limit)
         gl_fielderror(L, cfg_arg, fn, what, "%c = %lld is out of range 1..%d (device limit)", axes[axis],
                       (long long)v, limit);
@@ -290,7 +291,7 @@ static void read_dims(lua_State *L, int cfg_arg, int idx, const char *fn, const 
     int t = lua_type(L, idx);
     out[1] = out[2] = 1;
     if (t == LUA_TNUMBER) {
-        out[0] = check_dim(L, cfg_arg, idx, fn, what, 0, limits[0]);
+        out[0] = check_dim(L, cfg_arg, idx, t, fn, what, 0, limits[0]);
         return;
     }
     if (t != LUA_TTABLE) {
@@ -301,8 +302,8 @@ static void read_dims(lua_State *L, int cfg_arg, int idx, const char *fn, const 
     if (n < 1 || n > 3) gl_fielderror(L, cfg_arg, fn, what, "1 to 3 entries expected, got %lld",
                                       (long long)n);
     for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, idx, i + 1);
-        out[i] = check_dim(L, cfg_arg, -1, fn, what, i, limits[i]);
+        int ti = lua_rawgeti(L, idx, i + 1);
+        out[i] = check_dim(L, cfg_arg, -1, ti, fn, what, i, limits[i]);
         lua_pop(L, 1);
     }
 }
@@ -317,13 +318,43 @@ static int current_max_dynamic_smem(lua_State *L, gl_kernel *k, const char *fn) 
     return v;
 }
 
-/* k:launch and k:prepare are closures over the configuration's key strings, so the hot path
- * does not intern strings. */
-enum { UP_GRID = 1, UP_BLOCK, UP_SMEM, UP_STREAM, UP_COUNT = UP_STREAM };
+/* The configuration's keys, in the order read_cfg checks their values. */
+enum { CFG_GRID, CFG_BLOCK, CFG_SMEM, CFG_STREAM, CFG_KEYS };
 
-static int cfg_field(lua_State *L, int idx, int up) {
-    lua_pushvalue(L, lua_upvalueindex(up));
-    return lua_rawget(L, idx);
+/* Which configuration key the string s (n bytes) is: its slot, or -1. */
+static int cfg_key_slot(const char *s, size_t n) {
+    static const char *const names[CFG_KEYS] = {"grid", "block", "smem", "stream"};
+    for (int i = 0; i < CFG_KEYS; i++)
+        if (strlen(names[i]) == n && memcmp(s, names[i], n) == 0) return i;
+    return -1;
+}
+
+/* One pass over the configuration table, which is all a launch reads of it (reading grid and
+ * block again by key would cost as much as the walk). at[slot] gets the stack index of that
+ * key's value, 0 when absent; the values stay on the stack (the caller resets its top). A key
+ * is read as a string only when it is one (lua_tolstring on a number key would convert it in
+ * place and break the walk). Returns whether there was any other key; those values are popped,
+ * so the stack grows by at most 8. */
+static bool collect_cfg(lua_State *L, int idx, int at[CFG_KEYS]) {
+    for (int i = 0; i < CFG_KEYS; i++) at[i] = 0;
+    bool unknown = false;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        int slot = -1;
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            size_t n;
+            const char *key = lua_tolstring(L, -2, &n);
+            slot = cfg_key_slot(key, n);
+        }
+        if (slot >= 0) {
+            at[slot] = lua_gettop(L);
+            lua_pushvalue(L, -2); /* the key, for lua_next; the value stays */
+        } else {
+            lua_pop(L, 1);
+            unknown = true;
+        }
+    }
+    return unknown;
 }
 
 static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const char *fn) {
@@ -332,50 +363,42 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
                     gl_typename(L, idx));
     const gl_device_limits *d = k->limits;
     int top = lua_gettop(L);
-    /* the keys are counted first, so that smem and stream are looked up only when the table
-     * has keys beyond those already found (a launch usually gives grid and block alone) */
-    int keys = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        keys++;
+    int at[CFG_KEYS];
+    bool unknown = collect_cfg(L, idx, at);
+    if (at[CFG_GRID] == 0 || at[CFG_BLOCK] == 0) { /* a nil for read_dims to name as missing */
+        lua_pushnil(L);
+        if (at[CFG_GRID] == 0) at[CFG_GRID] = lua_gettop(L);
+        if (at[CFG_BLOCK] == 0) at[CFG_BLOCK] = lua_gettop(L);
     }
-    int present = 0;
-    present += cfg_field(L, idx, UP_GRID) != LUA_TNIL;
-    read_dims(L, idx, top + 1, fn, "grid", d->max_grid, cfg->grid);
-    present += cfg_field(L, idx, UP_BLOCK) != LUA_TNIL;
-    read_dims(L, idx, top + 2, fn, "block", d->max_block, cfg->block);
+    int grid = at[CFG_GRID], block = at[CFG_BLOCK], smem = at[CFG_SMEM], stream = at[CFG_STREAM];
+    read_dims(L, idx, grid, fn, "grid", d->max_grid, cfg->grid);
+    read_dims(L, idx, block, fn, "block", d->max_block, cfg->block);
     unsigned long long threads = (unsigned long long)cfg->block[0] * cfg->block[1] * cfg->block[2];
     int max_threads = k->max_threads < d->max_threads_per_block ? k->max_threads : d->max_threads_per_block;
     if (threads > (unsigned long long)max_threads)
         gl_fielderror(L, idx, fn, "block", "%d threads exceed the limit of %d for kernel '%s' on this device",
                       (int)threads, max_threads, k->name);
     cfg->smem = 0;
-    if (present == keys) lua_pushnil(L); /* top + 3: no smem */
-    else if (cfg_field(L, idx, UP_SMEM) != LUA_TNIL) {
-        present++;
+    if (smem) {
         int isint = 0;
-        lua_Integer s = lua_tointegerx(L, -1, &isint);
-        if (!isint || s < 0 || lua_type(L, -1) != LUA_TNUMBER)
+        lua_Integer s = lua_tointegerx(L, smem, &isint);
+        if (!isint || s < 0 || lua_type(L, smem) != LUA_TNUMBER)
             gl_fielderror(L, idx, fn, "smem", "non-negative integer number of bytes expected, got %s",
-                          lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : gl_typename(L, -1));
+                          lua_type(L, smem) == LUA_TNUMBER ? lua_tostring(L, smem) : gl_typename(L, smem));
         if (s > k->max_dynamic_smem && s > current_max_dynamic_smem(L, k, fn))
             gl_fielderror(L, idx, fn, "smem",
                           "%lld bytes exceed kernel '%s''s dynamic shared memory limit of "
-                                             "%d bytes (k:set_max_dynamic_smem raises it, up to %d minus %d static)",
+                          "%d bytes (k:set_max_dynamic_smem raises it, up to %d minus %d static)",
                           (long long)s, k->name, k->max_dynamic_smem, d->smem_optin, k->static_smem);
         cfg->smem = (unsigned)s;
     }
     cfg->stream = NULL;
     cfg->track = gl_default_track();
-    if (present == keys) lua_pushnil(L); /* top + 4: no stream */
-    else if (cfg_field(L, idx, UP_STREAM) != LUA_TNIL) {
-        present++;
-        cfg->track = gl_opt_stream_field(L, idx, top + 4, "stream", fn);
-        cfg->stream = gl_test_stream(L, top + 4);
+    if (stream) {
+        cfg->track = gl_opt_stream_field(L, idx, stream, "stream", fn);
+        cfg->stream = gl_test_stream(L, stream);
     }
-    /* unknown keys: counted above, named by the shared helper only on a mismatch */
-    if (keys != present) {
+    if (unknown) { /* named by the shared helper */
         static const char *const known[] = {"grid", "block", "smem", "stream", NULL};
         gl_check_known_fields(L, idx, known, fn);
     }
@@ -517,7 +540,8 @@ static int l_prepare(lua_State *L) {
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, self, UV_KERNEL);
     if (cfg.stream) {
-        cfg_field(L, 2, UP_STREAM); /* raw, as read_cfg read it */
+        lua_pushliteral(L, "stream");
+        lua_rawget(L, 2); /* raw, as read_cfg read it */
         lua_setiuservalue(L, self, UV_STREAM);
     }
     for (int i = 0; i < nargs; i++)
@@ -685,11 +709,7 @@ void gl_open_launch(lua_State *L) {
     static const luaL_Reg kernel_methods[] = {{"launch", l_launch}, {"prepare", l_prepare},
                                               {NULL, NULL}};
     gl_push_kernel_methods(L);
-    lua_pushliteral(L, "grid");
-    lua_pushliteral(L, "block");
-    lua_pushliteral(L, "smem");
-    lua_pushliteral(L, "stream");
-    luaL_setfuncs(L, kernel_methods, UP_COUNT);
+    luaL_setfuncs(L, kernel_methods, 0);
     lua_pop(L, 1);
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");

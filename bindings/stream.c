@@ -444,7 +444,7 @@ static bool collect_refs(lua_State *L, int notes, gl_graph *g) {
         else if ((r.obj = luaL_testudata(L, -1, GL_HOST_T))) r.kind = REF_HOST;
         else if ((r.obj = gl_test_tensormap(L, -1))) r.kind = REF_TENSORMAP;
         else if ((r.obj = luaL_testudata(L, -1, GL_MODULE_T))) r.kind = REF_MODULE;
-        else if ((k = luaL_testudata(L, -1, GL_KERNEL_T))) r.kind = REF_MODULE, r.obj = k->module;
+        else if ((k = gl_test_kernel(L, -1))) r.kind = REF_MODULE, r.obj = k->module;
         else if ((r.obj = luaL_testudata(L, -1, EVENT_T))) r.kind = REF_EVENT;
         else if ((r.obj = luaL_testudata(L, -1, GRAPH_T))) r.kind = REF_GRAPH;
         if (r.obj) g->refs[g->nrefs++] = r;

@@ -142,6 +142,40 @@ T.test("module and kernel fields", function()
   T.ok(tostring(h):find("heavy(u64): 128 regs, 65536 B static smem", 1, true), tostring(h))
 end)
 
+T.test("a kernel's own metatable: fields, live fields and forged metatables", function()
+  local k, k2 = mod:kernel("every_kind"), mod:kernel("empty")
+  T.eq(getmetatable(k), "gpulab object")
+  T.eq(k.module, mod)
+  T.eq(k.nothing, nil); T.eq(k[1], nil); T.eq(k[k], nil)
+  -- k.params is a fresh table on every read: changing one changes no later read
+  local p = k.params
+  p[1].kind = "changed"; table.remove(p)
+  T.eq(#k.params, 11); T.eq(k.params[1].kind, "u8")
+  T.ok(k.params ~= k.params)
+  -- the methods are the class's own functions (help() and the API check read them there)
+  T.eq(k.launch, k2.launch); T.eq(k.set_max_dynamic_smem, k2.set_max_dynamic_smem)
+  -- under another metatable, a kernel is no kernel: not under the class metatable, not under
+  -- another kernel's, and another object under a kernel's metatable is none either
+  local mine, other = debug.getmetatable(k), debug.getmetatable(k2)
+  T.ok(mine ~= other)
+  debug.setmetatable(k, debug.getregistry()["cuda.kernel"])
+  T.raises(function() k:launch({ grid = 1, block = 1 }) end, "calling 'k:launch' on bad self (cuda.kernel expected")
+  T.raises(function() return k.regs end, "cuda.kernel expected")
+  debug.setmetatable(k, other)
+  T.raises(function() k:launch({ grid = 1, block = 1 }) end, "calling 'k:launch' on bad self (cuda.kernel expected")
+  T.raises(function() tostring(k) end, "cuda.kernel expected")
+  debug.setmetatable(k, mine)
+  T.ok(tostring(k):find("every_kind", 1, true))
+  local s = cuda.stream()
+  local stream_mt = debug.getmetatable(s)
+  debug.setmetatable(s, mine)
+  T.raises(function() s:prepare({ grid = 1, block = 1 }) end, "calling 'k:prepare' on bad self (cuda.kernel expected")
+  T.raises(function() s:occupancy(32) end, "cuda.kernel expected")
+  T.eq(s.regs, 32, "a fixed field is the metatable's kernel's, read from no object")
+  debug.setmetatable(s, stream_mt)
+  s:free()
+end)
+
 T.test("unknown kernel names the entries", function()
   local err = T.raises(function() mod:kernel("nope") end, "mod:kernel: no kernel named 'nope'")
   T.ok(err:find("every_kind, with_struct, with_tensormap, with_half, unaligned_blob, empty, heavy", 1, true), err)
@@ -349,6 +383,24 @@ T.test("grid, block and smem limits", function()
     "bad argument #1 to 'k:launch' (field 'smem': non-negative integer number of bytes expected, got -1)")
   T.raises(function() k:launch({ grid = 1, block = 1, shmem = 0 }) end,
     "bad argument #1 to 'k:launch' (unknown field 'shmem'")
+  -- the configuration is read in one walk over the table: keys of other types, an array part,
+  -- fields a metatable provides (not read: raw, as before) and many unknown keys
+  T.raises(function() k:launch({ grid = 1, block = 1, [1] = 5 }) end,
+    "bad argument #1 to 'k:launch' (unexpected number key in the options table")
+  T.raises(function() k:launch({ 7, 8, grid = 1, block = 1 }) end, "unexpected number key")
+  T.raises(function() k:launch({ grid = 1, block = 1, [true] = 1 }) end, "unexpected boolean key")
+  T.raises(function() k:launch(setmetatable({ grid = 1 }, { __index = { block = 1 } })) end,
+    "field 'block': required")
+  local wide = { grid = 1, block = 1 }
+  for i = 1, 10000 do wide["x" .. i] = i end
+  T.raises(function() k:launch(wide) end, "unknown field 'x")
+  T.raises(function() k:launch({ grid = "1", block = {}, smem = -1, oops = 1 }) end,
+    "field 'grid': number or {x,y,z} expected, got string", "grid is checked first, in any table order")
+  T.raises(function() k:launch({ oops = 1, block = 1, grid = 1, smem = -1 }) end,
+    "field 'smem': non-negative", "the values are checked before unknown keys")
+  clear_log()
+  k:launch({ stream = nil, smem = 16, block = { 2, 3 }, grid = { 4 } })
+  T.eq(last_launch(), "launch empty grid=4,1,1 block=2,3,1 smem=16 stream=0 args=")
   T.raises(function() k:launch(nil) end,
     "bad argument #1 to 'k:launch' (launch configuration {grid=, block=, smem=, stream=} expected, got nil)")
   T.raises(function() k:launch({ grid = 1, block = 1, stream = 5 }) end,
