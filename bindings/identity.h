@@ -24,7 +24,6 @@ void *gl_checkudata(lua_State *L, int idx, const char *tname);
 /* The block at idx when its tag names `tname`, else NULL; the metatable is not compared. Only
  * for a class's own metamethod (prepared()'s __call): the call was dispatched through that
  * class's metatable, and the tag proves the block's layout. */
-void *gl_test_tagged(lua_State *L, int idx, const char *tname);
 /* Replaces debug.setuservalue (if the debug library is loaded) by one that refuses gpulab objects. */
 void gl_guard_debug_library(lua_State *L);
 /* Creates a metatable named `tname` with methods, __index = methods, __name = tname. */

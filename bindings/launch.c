@@ -321,34 +321,42 @@ static int current_max_dynamic_smem(lua_State *L, gl_kernel *k, const char *fn) 
 /* The configuration's keys, in the order read_cfg checks their values. */
 enum { CFG_GRID, CFG_BLOCK, CFG_SMEM, CFG_STREAM, CFG_KEYS };
 
-/* Which configuration key the string s (n bytes) is: its slot, or -1. */
-static int cfg_key_slot(const char *s, size_t n) {
-    static const char *const names[CFG_KEYS] = {"grid", "block", "smem", "stream"};
-    for (int i = 0; i < CFG_KEYS; i++)
-        if (strlen(names[i]) == n && memcmp(s, names[i], n) == 0) return i;
-    return -1;
+#define CFG_KEYS_REG "gpulab.launch_keys" /* registry: the key strings, which anchors them */
+
+/* The addresses of this Lua state's "grid", "block", "smem" and "stream" strings, cached in the
+ * kernel (which lives in that state). Short strings are interned, so a table key equal to one
+ * of them is that very string as long as it lives, and the registry keeps them alive. */
+static const void *const *cfg_keys(lua_State *L, gl_kernel *k) {
+    if (k->launch_keys[0] == NULL) {
+        lua_getfield(L, LUA_REGISTRYINDEX, CFG_KEYS_REG);
+        for (int i = 0; i < CFG_KEYS; i++) {
+            lua_rawgeti(L, -1, i + 1);
+            k->launch_keys[i] = lua_topointer(L, -1);
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    return k->launch_keys;
 }
 
 /* One pass over the configuration table, which is all a launch reads of it (reading grid and
- * block again by key would cost as much as the walk). at[slot] gets the stack index of that
- * key's value, 0 when absent; the values stay on the stack (the caller resets its top). A key
- * is read as a string only when it is one (lua_tolstring on a number key would convert it in
- * place and break the walk). Returns whether there was any other key; those values are popped,
- * so the stack grows by at most 8. */
-static bool collect_cfg(lua_State *L, int idx, int at[CFG_KEYS]) {
+ * block again by key would cost as much as the walk). at[key] gets the stack index of that
+ * key's value, 0 when absent; the values stay on the stack (the caller resets its top).
+ * lua_topointer on a key neither converts nor moves it, so the walk goes on. Returns whether
+ * there was any other key; those values are popped, so the stack grows by at most 8. */
+static bool collect_cfg(lua_State *L, int idx, const void *const keys[CFG_KEYS], int at[CFG_KEYS]) {
     for (int i = 0; i < CFG_KEYS; i++) at[i] = 0;
     bool unknown = false;
     lua_pushnil(L);
+    int key_at = lua_gettop(L); /* where lua_next leaves the key; the value is above it */
     while (lua_next(L, idx)) {
-        int slot = -1;
-        if (lua_type(L, -2) == LUA_TSTRING) {
-            size_t n;
-            const char *key = lua_tolstring(L, -2, &n);
-            slot = cfg_key_slot(key, n);
-        }
-        if (slot >= 0) {
-            at[slot] = lua_gettop(L);
-            lua_pushvalue(L, -2); /* the key, for lua_next; the value stays */
+        const void *key = lua_topointer(L, key_at);
+        int i = 0;
+        while (i < CFG_KEYS && key != keys[i]) i++;
+        if (i < CFG_KEYS) {
+            at[i] = key_at + 1;
+            lua_pushvalue(L, key_at); /* the key, for lua_next; the value stays */
+            key_at += 2;
         } else {
             lua_pop(L, 1);
             unknown = true;
@@ -364,7 +372,7 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     const gl_device_limits *d = k->limits;
     int top = lua_gettop(L);
     int at[CFG_KEYS];
-    bool unknown = collect_cfg(L, idx, at);
+    bool unknown = collect_cfg(L, idx, cfg_keys(L, k), at);
     if (at[CFG_GRID] == 0 || at[CFG_BLOCK] == 0) { /* a nil for read_dims to name as missing */
         lua_pushnil(L);
         if (at[CFG_GRID] == 0) at[CFG_GRID] = lua_gettop(L);
@@ -575,14 +583,7 @@ static void note_prepared_objects(lua_State *L, const prepared *P) {
  * and the launches; n launches are one C loop. with_count: prepared:launch(n) reads a count;
  * prepared() ignores its arguments, since cuda.measure calls any callable as fn(stream). */
 static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
-    prepared *P;
-    if (with_count) {
-        P = check_prepared(L, 1, fn);
-    } else { /* prepared(): dispatched through the class's __call, so the tag suffices */
-        P = gl_test_tagged(L, 1, PREPARED_T);
-        if (P == NULL) gl_typeerror(L, 1, fn, "cuda.prepared");
-        if (P->freed) luaL_error(L, "%s: the prepared launch was freed", fn);
-    }
+    prepared *P = check_prepared(L, 1, fn);
     lua_Integer count = 1;
     if (with_count && !lua_isnoneornil(L, 2)) {
         int isint = 0;
@@ -710,6 +711,13 @@ void gl_open_launch(lua_State *L) {
                                               {NULL, NULL}};
     gl_push_kernel_methods(L);
     luaL_setfuncs(L, kernel_methods, 0);
+    lua_createtable(L, CFG_KEYS, 0);
+    static const char *const keys[CFG_KEYS] = {"grid", "block", "smem", "stream"};
+    for (int i = 0; i < CFG_KEYS; i++) {
+        lua_pushstring(L, keys[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, LUA_REGISTRYINDEX, CFG_KEYS_REG);
     lua_pop(L, 1);
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");

@@ -27,8 +27,7 @@
 #define UV_ORIGIN 3
 /* a kernel's user values */
 #define KUV_MODULE 1
-#define KUV_META 2
-#define KUV_COUNT 2
+#define KUV_COUNT 1
 
 /* ------------------------------------------------------------------------------------------
  * Modules
@@ -456,13 +455,7 @@ static int l_module_global(lua_State *L) {
 /* ------------------------------------------------------------------------------------------
  * Kernels
  * ------------------------------------------------------------------------------------------ */
-gl_kernel *gl_test_kernel(lua_State *L, int idx) {
-    gl_kernel *k = gl_test_tagged(L, idx, GL_KERNEL_T); /* the tag proves the block's layout */
-    if (k == NULL || !lua_getmetatable(L, idx)) return NULL;
-    bool own = lua_topointer(L, -1) == k->meta;
-    lua_pop(L, 1);
-    return own ? k : NULL;
-}
+gl_kernel *gl_test_kernel(lua_State *L, int idx) { return luaL_testudata(L, idx, GL_KERNEL_T); }
 
 gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn) {
     gl_kernel *k = gl_test_kernel(L, idx);
@@ -597,7 +590,8 @@ static int kernel_live_field(lua_State *L) {
  * kernel's methods and fixed fields. `k:launch` then finds its method by one table lookup: with
  * the class's function __index, that call into C cost about a quarter of k:launch's own time
  * over the driver's (H200 host, driver 580.159). What is left (live fields) goes through the
- * index table's own __index. A kernel is proved by its tag and this metatable (gl_test_kernel). */
+ * index table's own __index. Its tag proves a kernel; under any other metatable (another
+ * kernel's, the class's) it is none (identity.c). */
 static void push_kernel_metatable(lua_State *L, int self) {
     gl_kernel *k = lua_touserdata(L, self);
     luaL_getmetatable(L, GL_KERNEL_T); /* class */
@@ -744,9 +738,6 @@ static int l_module_kernel(lua_State *L) {
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, self, KUV_MODULE);
     push_kernel_metatable(L, self);
-    k->meta = lua_topointer(L, -1);
-    lua_pushvalue(L, -1);
-    lua_setiuservalue(L, self, KUV_META);
     lua_setmetatable(L, self); /* writes the tag, from __name */
     recheck_module(L, m, fn);
     m->nkernels++;

@@ -60,7 +60,7 @@ typedef struct gl_kernel {
     int max_dynamic_smem;   /* as last set/read; re-read before refusing a launch */
     unsigned char *arg_class; /* nparams bytes for launch.c's packing rule per parameter,
                                  zero until launch.c classifies them on first use */
-    const void *meta;       /* its own metatable (kept alive by uservalue 2): see kernel_metatable */
+    const void *launch_keys[4]; /* launch.c's cache: its Lua state's configuration key strings */
     gl_param params[];      /* nparams entries, then arg_class, then the name's bytes */
 } gl_kernel;
 
@@ -74,7 +74,7 @@ void gl_push_registered_names(lua_State *L, int lowered);
 bool gl_is_name_expression(const char *name);
 
 gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn);
-/* The kernel at idx, or NULL: a block tagged as a kernel under the metatable it was made with. */
+/* The kernel at idx, or NULL (also under a metatable other than its own: identity.c). */
 gl_kernel *gl_test_kernel(lua_State *L, int idx);
 
 /* Module methods/fields table for launch.c to add k:launch and k:prepare to. Pushes the
