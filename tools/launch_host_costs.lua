@@ -1,0 +1,101 @@
+-- What a launch from Lua costs beside the driver's own work, against plain Lua work of known
+-- shape done between prepared launches: how many trivial Lua -> C calls k:launch is worth.
+-- Usage: build/gpulab tools/launch_host_costs.lua [--quick]
+-- The paths take turns of CHUNK launches (sustained: the launches, then a sync), REPS times in a
+-- rotating order, and each turn's time is divided by that turn's C loop (prepared:launch(n), no
+-- Lua between launches); medians over the turns. tools/bench_launch.lua judges the targets.
+local quick = arg[1] == "--quick"
+if not cuda.available() then
+  print("launch_host_costs: no GPU: " .. tostring(select(2, cuda.available())))
+  return
+end
+
+local mod = cuda.load(cuda.compile_file(cuda.home .. "/kernels/bench_launch.cu", { name = "bench_launch.cu" }))
+local a, b = cuda.array("f32", 128), cuda.array("f32", 128)
+local cfg = { grid = 1, block = 32 }
+local KERNELS = {
+  { key = "empty", k = mod:kernel("empty_kernel"), args = {} },
+  { key = "args4", k = mod:kernel("args4"), args = { a, b, 1000, 2.0 } },
+}
+
+local abs, floor, ceil, max, min = math.abs, math.floor, math.ceil, math.max, math.min
+local mtype, toint, rawlen_, rawequal_, type_, t0 = math.type, math.tointeger, rawlen, rawequal, type, {}
+
+-- the paths for one kernel: name -> fn(n) doing n launches
+local function paths_of(k, args)
+  local p = k:prepare(cfg, table.unpack(args))
+  local x1, x2, x3, x4 = table.unpack(args)
+  local launch = k.launch
+  local method, hoisted -- the loops written out, so that no extra Lua call is timed
+  if #args == 0 then
+    method = function(n) for _ = 1, n do k:launch(cfg) end end
+    hoisted = function(n) for _ = 1, n do launch(k, cfg) end end
+  else
+    method = function(n) for _ = 1, n do k:launch(cfg, x1, x2, x3, x4) end end
+    hoisted = function(n) for _ = 1, n do launch(k, cfg, x1, x2, x3, x4) end end
+  end
+  return p, {
+    ["C loop"] = function(n) p:launch(n) end,
+    ["prepared()"] = function(n) for _ = 1, n do p() end end,
+    ["prepared() + 1 C call"] = function(n) for _ = 1, n do p(); abs(1) end end,
+    ["prepared() + 3 C calls"] = function(n) for _ = 1, n do p(); abs(1); abs(1); abs(1) end end,
+    ["prepared() + 10 calls, 1 function"] = function(n)
+      for _ = 1, n do p(); abs(1); abs(1); abs(1); abs(1); abs(1); abs(1); abs(1); abs(1); abs(1); abs(1) end
+    end,
+    ["prepared() + 10 calls, 10 functions"] = function(n)
+      for _ = 1, n do
+        p(); abs(1); floor(1); ceil(1); max(1); min(1); mtype(1); toint(1); rawlen_(t0); rawequal_(1, 1); type_(1)
+      end
+    end,
+    ["prepared() + 20 empty loop turns"] = function(n) for _ = 1, n do p(); for _ = 1, 20 do end end end,
+    ["k:launch(cfg, ...)"] = method,
+    ["launch(k, cfg, ...), hoisted"] = hoisted,
+  }
+end
+
+local function time_sustained(fn, n)
+  cuda.sync()
+  local t0_ = cuda.now()
+  fn(n)
+  cuda.sync()
+  return (cuda.now() - t0_) / n * 1e6
+end
+
+local function median(list)
+  table.sort(list)
+  local n = #list
+  return n % 2 == 1 and list[(n + 1) // 2] or (list[n // 2] + list[n // 2 + 1]) / 2
+end
+
+local CHUNK, REPS = quick and 256 or 2048, quick and 4 or 40
+local BASE = "C loop"
+print(string.format("launch host costs on %s: turns of %d launches, %d turns; ratio to the C loop of the same turn",
+  cuda.device().name, CHUNK, REPS))
+for _, kern in ipairs(KERNELS) do
+  local p, paths = paths_of(kern.k, kern.args)
+  local names = {}
+  for name in pairs(paths) do names[#names + 1] = name end
+  table.sort(names)
+  local ratios, us = {}, {}
+  for r = 0, REPS do -- turn 0 warms up and is not kept
+    local got = {}
+    for i = 0, #names - 1 do
+      local name = names[(i + r) % #names + 1]
+      got[name] = time_sustained(paths[name], CHUNK)
+    end
+    if r > 0 then
+      for name, v in pairs(got) do
+        ratios[name] = ratios[name] or {}
+        us[name] = us[name] or {}
+        table.insert(ratios[name], v / got[BASE])
+        table.insert(us[name], v)
+      end
+    end
+  end
+  print(string.format("\n%s kernel%s", kern.key, #kern.args > 0 and " (2 arrays, an integer, a float)" or ""))
+  print(string.format("  %-38s %9s %8s", "path", "us", "ratio"))
+  for _, name in ipairs(names) do
+    print(string.format("  %-38s %9.3f %8.4f", name, median(us[name]), median(ratios[name])))
+  end
+  p:free()
+end
