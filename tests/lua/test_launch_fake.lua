@@ -107,6 +107,15 @@ local PTX = [[
 	ret;
 }
 
+.visible .entry big_params(
+	.param .u32 n,
+	.param .align 8 .b8 blob[6000],
+	.param .u64 p
+)
+{
+	ret;
+}
+
 .visible .entry heavy(
 	.param .u64 a
 )
@@ -178,7 +187,7 @@ end)
 
 T.test("unknown kernel names the entries", function()
   local err = T.raises(function() mod:kernel("nope") end, "mod:kernel: no kernel named 'nope'")
-  T.ok(err:find("every_kind, with_struct, with_tensormap, with_half, unaligned_blob, empty, heavy", 1, true), err)
+  T.ok(err:find("every_kind, with_struct, with_tensormap, with_half, unaligned_blob, empty, big_params, heavy", 1, true), err)
   T.raises(function() mod.kernel(42, "x") end, "cuda.module expected, got number")
   T.raises(function() mod:kernel() end,
     "bad argument #1 to 'mod:kernel' (kernel name or name expression expected, got no value)")
@@ -216,6 +225,44 @@ T.test("by-value struct blob and padding bytes", function()
     "bad argument #3 to 'k:launch' (kernel parameter 2: b8[24] (24 bytes, align 8) expected, got a string of 5 bytes)")
   T.raises(function() k:launch({ grid = 1, block = 32 }, 5, 12, 1) end,
     "bad argument #3 to 'k:launch' (kernel parameter 2: b8[24] (24 bytes, align 8) expected, got 12)")
+end)
+
+T.test("parameters beyond the 4 KB packed on the C stack", function()
+  local k = mod:kernel("big_params")
+  T.eq(k.params[2].offset, 8); T.eq(k.params[3].offset, 6008)
+  local d = cuda.array("u8", 16)
+  local blob = string.rep("\xab", 5999) .. "\x01"
+  clear_log()
+  k:launch({ grid = 1, block = 32 }, 7, blob, d)
+  T.eq(last_launch(), "launch big_params grid=1,1,1 block=32,1,1 smem=0 stream=0 args=07000000 " ..
+    hex(blob) .. " " .. hex(string.pack("<I8", d.ptr)))
+  local p = k:prepare({ grid = 1, block = 32 }, 7, blob, d)
+  clear_log()
+  p()
+  T.eq(last_launch():match("args=(.*)"), "07000000 " .. hex(blob) .. " " .. hex(string.pack("<I8", d.ptr)))
+  p:free()
+  -- the buffer is allocated during the call: finalizers that run there and free the module or
+  -- the stream leave either a launch or a "was freed" error, never a stale read (ASan build)
+  collectgarbage("incremental", 100, 100)
+  local outcomes = { ok = 0, freed = 0 }
+  for round = 1, 200 do
+    local m, s = cuda.load(PTX), cuda.stream()
+    local kk = m:kernel("big_params")
+    for _ = 1, 1 + round % 4 do
+      setmetatable({}, { __gc = function() if round % 2 == 0 then m:free() else s:free() end end })
+    end
+    local ok, err = pcall(kk.launch, kk, { grid = 1, block = 1, stream = s }, 1, blob, d)
+    if ok then outcomes.ok = outcomes.ok + 1
+    else
+      T.ok(tostring(err):find("freed", 1, true), tostring(err))
+      outcomes.freed = outcomes.freed + 1
+    end
+    s:free(); m:free()
+  end
+  collectgarbage("incremental", 200, 100)
+  collectgarbage(); collectgarbage()
+  T.ok(outcomes.ok > 0 and outcomes.freed > 0, string.format("ok %d, freed %d", outcomes.ok, outcomes.freed))
+  d:free()
 end)
 
 T.test("a 128-byte by-value parameter lands at its 64-byte aligned offset", function()
