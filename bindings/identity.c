@@ -153,7 +153,8 @@ void *gl_checkudata(lua_State *L, int idx, const char *tname) {
 static bool under_own_metatable(lua_State *L, int idx) {
     const unsigned char *slot = tag_slot(L, idx);
     if (slot == NULL || !lua_getmetatable(L, idx)) return false;
-    lua_getfield(L, -1, "__name");
+    lua_pushliteral(L, "__name");
+    lua_rawget(L, -2); /* raw: a foreign metatable's own __index runs no code here */
     bool ours = lua_type(L, -1) == LUA_TSTRING && read_tag(slot) == tag_of(lua_tostring(L, -1));
     lua_pop(L, 2);
     return ours;

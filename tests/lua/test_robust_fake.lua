@@ -269,6 +269,13 @@ test("an object under another metatable is refused even by its own methods, unti
   debug.setmetatable(s, own)
   sync(s)
   s:sync()
+  -- the metatables are read raw: a foreign one's own __index runs nothing inside setmetatable
+  local ran = 0
+  local hostile = setmetatable({}, { __index = function() ran = ran + 1 end })
+  debug.setmetatable(s, hostile)
+  debug.setmetatable(s, own)
+  T.eq(ran, 0)
+  s:sync()
   -- a kernel's own metatable is its own: under another kernel's it is no kernel
   local m = cuda.load(PTX)
   local k1, k2 = m:kernel("use_array"), m:kernel("use_array")
