@@ -318,8 +318,10 @@ static int current_max_dynamic_smem(lua_State *L, gl_kernel *k, const char *fn) 
     return v;
 }
 
-/* The configuration's keys, in the order read_cfg checks their values. */
+/* The configuration's keys, in the order read_cfg checks their values (NULL-terminated for
+ * gl_check_known_fields). */
 enum { CFG_GRID, CFG_BLOCK, CFG_SMEM, CFG_STREAM, CFG_KEYS };
+static const char *const cfg_key_names[CFG_KEYS + 1] = {"grid", "block", "smem", "stream", NULL};
 
 #define CFG_KEYS_REG "gpulab.launch_keys" /* registry: the key strings, which anchors them */
 
@@ -406,10 +408,7 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
         cfg->track = gl_opt_stream_field(L, idx, stream, "stream", fn);
         cfg->stream = gl_test_stream(L, stream);
     }
-    if (unknown) { /* named by the shared helper */
-        static const char *const known[] = {"grid", "block", "smem", "stream", NULL};
-        gl_check_known_fields(L, idx, known, fn);
-    }
+    if (unknown) gl_check_known_fields(L, idx, cfg_key_names, fn); /* names the key */
     lua_settop(L, top);
 }
 
@@ -731,9 +730,8 @@ void gl_open_launch(lua_State *L) {
     gl_push_kernel_methods(L);
     luaL_setfuncs(L, kernel_methods, 0);
     lua_createtable(L, CFG_KEYS, 0);
-    static const char *const keys[CFG_KEYS] = {"grid", "block", "smem", "stream"};
     for (int i = 0; i < CFG_KEYS; i++) {
-        lua_pushstring(L, keys[i]);
+        lua_pushstring(L, cfg_key_names[i]);
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, LUA_REGISTRYINDEX, CFG_KEYS_REG);

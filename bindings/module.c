@@ -586,6 +586,27 @@ static int kernel_live_field(lua_State *L) {
     return 1;
 }
 
+/* Copies the fields of the table at `from` into the table at `to`, raw; with `skip_index`, not
+ * __index and __methods (the class's own lookup). */
+static void copy_fields(lua_State *L, int from, int to, bool skip_index) {
+    lua_pushnil(L);
+    while (lua_next(L, from)) {
+        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+        if (skip_index && (strcmp(key, "__index") == 0 || strcmp(key, "__methods") == 0)) {
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, to);
+    }
+}
+
+static void set_int(lua_State *L, const char *name, lua_Integer v) {
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, name);
+}
+
 /* Pushes the kernel's own metatable: the class metatable's fields, with __index a table of this
  * kernel's methods and fixed fields. `k:launch` then finds its method by one table lookup: with
  * the class's function __index, that call into C cost a tenth to a fifth of k:launch's own time
@@ -593,40 +614,21 @@ static int kernel_live_field(lua_State *L) {
  * index table's own __index. Its tag proves a kernel; under any other metatable (another
  * kernel's, the class's) it is none (identity.c). */
 static void push_kernel_metatable(lua_State *L, int self) {
-    gl_kernel *k = lua_touserdata(L, self);
-    luaL_getmetatable(L, GL_KERNEL_T); /* class */
+    const gl_kernel *k = lua_touserdata(L, self);
+    luaL_getmetatable(L, GL_KERNEL_T);
     int class = lua_gettop(L);
     lua_createtable(L, 0, 4); /* the metatable */
-    lua_pushnil(L);
-    while (lua_next(L, class)) {
-        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
-        if (strcmp(key, "__index") == 0 || strcmp(key, "__methods") == 0) {
-            lua_pop(L, 1);
-            continue;
-        }
-        lua_pushvalue(L, -2);
-        lua_insert(L, -2);
-        lua_rawset(L, class + 1);
-    }
-    lua_createtable(L, 0, 16); /* __index: the methods, then the fixed fields */
+    copy_fields(L, class, class + 1, true);
+    lua_createtable(L, 0, 16); /* its __index: the methods, then the fixed fields */
+    int index = lua_gettop(L);
     lua_getfield(L, class, "__methods");
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-        lua_pushvalue(L, -2);
-        lua_insert(L, -2);
-        lua_rawset(L, -5);
-    }
+    copy_fields(L, index + 1, index, false);
     lua_pop(L, 1);
-    static const struct { const char *name; size_t offset; } ints[] = {
-        {"regs", offsetof(gl_kernel, regs)},           {"smem", offsetof(gl_kernel, static_smem)},
-        {"local_bytes", offsetof(gl_kernel, local_bytes)}, {"const_bytes", offsetof(gl_kernel, const_bytes)},
-        {"max_threads", offsetof(gl_kernel, max_threads)}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        int v;
-        memcpy(&v, (const unsigned char *)k + ints[i].offset, sizeof v);
-        lua_pushinteger(L, v);
-        lua_setfield(L, -2, ints[i].name);
-    }
+    set_int(L, "regs", k->regs);
+    set_int(L, "smem", k->static_smem);
+    set_int(L, "local_bytes", k->local_bytes);
+    set_int(L, "const_bytes", k->const_bytes);
+    set_int(L, "max_threads", k->max_threads);
     lua_pushstring(L, k->name);
     lua_setfield(L, -2, "name");
     lua_getiuservalue(L, self, KUV_MODULE);
@@ -635,7 +637,7 @@ static void push_kernel_metatable(lua_State *L, int self) {
     lua_pushvalue(L, self);
     lua_pushcclosure(L, kernel_live_field, 1);
     lua_setfield(L, -2, "__index");
-    lua_setmetatable(L, -2);
+    lua_setmetatable(L, index);
     lua_setfield(L, class + 1, "__index");
     lua_remove(L, class);
 }
