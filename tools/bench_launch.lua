@@ -78,14 +78,8 @@ local function python_libs()
   return r, skipped
 end
 
--- microseconds per launch of fn(n): n launches back to back, the queue drained around them
-local function time_sustained(fn, n)
-  cuda.sync()
-  local t0 = cuda.now()
-  fn(n)
-  cuda.sync()
-  return (cuda.now() - t0) / n * 1e6
-end
+local turns_lib = dofile(root .. "/tools/turns.lua")
+local time_sustained = turns_lib.sustained -- n launches back to back, the queue drained around them
 -- microseconds per launch over about n launches in bursts of BURST, each after a drained
 -- queue; only the launching is timed
 local function time_bursts(fn, n)
@@ -175,34 +169,15 @@ local INTERLEAVED = {}
 for _, p in ipairs(PATHS) do
   if not p.graph then INTERLEAVED[#INTERLEAVED + 1] = p end
 end
-local function turn(fn, key)
-  return key:find("_burst$") and time_bursts(fn, CHUNK) or time_sustained(fn, CHUNK)
-end
 local turns = {} -- turns[key][path name] = { per-turn ratio to (a') }
 for _, key in ipairs({ "empty", "args4", "empty_burst", "args4_burst" }) do
   local kernel = key:match("^(%w+)")
-  turns[key] = {}
-  for r = 0, REPS do -- turn 0 warms up and is not kept
-    local got = {}
-    for i = 0, #INTERLEAVED - 1 do
-      local p = INTERLEAVED[(i + r) % #INTERLEAVED + 1]
-      got[p.name] = turn(p[kernel], key)
-    end
-    if r > 0 then
-      for name, us in pairs(got) do
-        turns[key][name] = turns[key][name] or {}
-        table.insert(turns[key][name], us / got[INPROC])
-      end
-    end
-  end
+  local paths = {}
+  for _, p in ipairs(INTERLEAVED) do paths[#paths + 1] = { name = p.name, fn = p[kernel] } end
+  turns[key] = turns_lib.run(paths, INPROC, CHUNK, REPS, key:find("_burst$") and time_bursts or time_sustained)
 end
 
-local function median(list)
-  table.sort(list)
-  local n = #list
-  if n == 0 then return nil end
-  return n % 2 == 1 and list[(n + 1) // 2] or (list[n // 2] + list[n // 2 + 1]) / 2
-end
+local median = turns_lib.median
 -- the median over rounds of a path's microseconds, or of its ratio to `base` of the same round
 local function median_of(name, key, base)
   local values = {}

@@ -53,19 +53,8 @@ local function paths_of(k, args)
   }
 end
 
-local function time_sustained(fn, n)
-  cuda.sync()
-  local t0_ = cuda.now()
-  fn(n)
-  cuda.sync()
-  return (cuda.now() - t0_) / n * 1e6
-end
-
-local function median(list)
-  table.sort(list)
-  local n = #list
-  return n % 2 == 1 and list[(n + 1) // 2] or (list[n // 2] + list[n // 2 + 1]) / 2
-end
+local turns = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/turns.lua")
+local median = turns.median
 
 local CHUNK, REPS = quick and 256 or 2048, quick and 4 or 40
 local BASE = "C loop"
@@ -73,25 +62,11 @@ print(string.format("launch host costs on %s: turns of %d launches, %d turns; ra
   cuda.device().name, CHUNK, REPS))
 for _, kern in ipairs(KERNELS) do
   local p, paths = paths_of(kern.k, kern.args)
-  local names = {}
+  local names, list = {}, {}
   for name in pairs(paths) do names[#names + 1] = name end
   table.sort(names)
-  local ratios, us = {}, {}
-  for r = 0, REPS do -- turn 0 warms up and is not kept
-    local got = {}
-    for i = 0, #names - 1 do
-      local name = names[(i + r) % #names + 1]
-      got[name] = time_sustained(paths[name], CHUNK)
-    end
-    if r > 0 then
-      for name, v in pairs(got) do
-        ratios[name] = ratios[name] or {}
-        us[name] = us[name] or {}
-        table.insert(ratios[name], v / got[BASE])
-        table.insert(us[name], v)
-      end
-    end
-  end
+  for _, name in ipairs(names) do list[#list + 1] = { name = name, fn = paths[name] } end
+  local ratios, us = turns.run(list, BASE, CHUNK, REPS)
   print(string.format("\n%s kernel%s", kern.key, #kern.args > 0 and " (2 arrays, an integer, a float)" or ""))
   print(string.format("  %-38s %9s %8s", "path", "us", "ratio"))
   for _, name in ipairs(names) do

@@ -1,0 +1,48 @@
+-- Launch paths timed in interleaved turns against a base path of the same process, so that
+-- drift over milliseconds moves them all (tools/bench_launch.lua, tools/launch_host_costs.lua).
+-- Loaded with dofile; needs the cuda module.
+local turns = {}
+
+-- microseconds per launch of fn(n): n launches back to back, the queue drained around them
+function turns.sustained(fn, n)
+  cuda.sync()
+  local t0 = cuda.now()
+  fn(n)
+  cuda.sync()
+  return (cuda.now() - t0) / n * 1e6
+end
+
+-- the median of a list (sorted in place); nil for an empty one
+function turns.median(list)
+  table.sort(list)
+  local n = #list
+  if n == 0 then return nil end
+  return n % 2 == 1 and list[(n + 1) // 2] or (list[n // 2] + list[n // 2 + 1]) / 2
+end
+
+-- Runs paths ({ {name=, fn=fn(n)}, ... }) in turns of `chunk` launches, time(fn, chunk) each:
+-- a warm-up turn, then `reps` turns, the order rotating by one every turn. Returns
+-- ratios[name] = { each kept turn's time over the `base` path's time in that turn } and
+-- us[name] = { each kept turn's microseconds per launch }.
+function turns.run(paths, base, chunk, reps, time)
+  time = time or turns.sustained
+  local ratios, us = {}, {}
+  for r = 0, reps do
+    local got = {}
+    for i = 0, #paths - 1 do
+      local p = paths[(i + r) % #paths + 1]
+      got[p.name] = time(p.fn, chunk)
+    end
+    if r > 0 then
+      for name, v in pairs(got) do
+        ratios[name] = ratios[name] or {}
+        us[name] = us[name] or {}
+        table.insert(ratios[name], v / got[base])
+        table.insert(us[name], v)
+      end
+    end
+  end
+  return ratios, us
+end
+
+return turns
