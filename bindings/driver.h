@@ -34,8 +34,11 @@
     X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuMemcpyPeer) X(cuMemcpyPeerAsync)
 
 /* Entry points gpulab works without (newer than the oldest driver it supports): NULL when the
- * driver lacks them, and every caller checks. cuFuncGetParamInfo came with CUDA 12.4. */
-#define GL_DRIVER_OPTIONAL_FUNCS(X) X(cuFuncGetParamInfo)
+ * driver lacks them, and every caller checks. cuFuncGetParamInfo came with CUDA 12.4; the
+ * launch-attribute and cluster-occupancy calls with CUDA 12.0. */
+#define GL_DRIVER_OPTIONAL_FUNCS(X)                                                             \
+    X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters)                   \
+    X(cuOccupancyMaxPotentialClusterSize)
 
 #define GL_DRIVER_FIELD(name) __typeof__(&name) name;
 typedef struct gl_driver {

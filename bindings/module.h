@@ -60,7 +60,17 @@ typedef struct gl_kernel {
     int max_dynamic_smem;   /* as last set/read; re-read before refusing a launch */
     unsigned char *arg_class; /* nparams bytes for launch.c's packing rule per parameter,
                                  zero until launch.c classifies them on first use */
-    const void *launch_keys[4]; /* launch.c's cache: its Lua state's configuration key strings */
+    const void *launch_keys[16]; /* launch.c's cache: its Lua state's configuration key strings */
+    int cluster_dims[3];    /* compiled in by __cluster_dims__ (the driver's REQUIRED_CLUSTER_*
+                               attributes), all 0 when none */
+    bool cluster_must_be_set; /* CLUSTER_SIZE_MUST_BE_SET: launches need a cluster */
+    int nonportable_cluster; /* NON_PORTABLE_CLUSTER_SIZE_ALLOWED as last set/read: 1 lets
+                               clusters above 8 launch; re-read before refusing a launch */
+    struct gl_launch_checked { /* launch.c's cache of the last cluster/cooperative check that
+                                  passed, so repeated launches ask the driver nothing */
+        unsigned block_threads, smem, cluster[3];
+        int limit;
+    } checked_cluster, checked_coop;
     gl_param params[];      /* nparams entries, then arg_class, then the name's bytes */
 } gl_kernel;
 
