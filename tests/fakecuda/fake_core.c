@@ -239,9 +239,12 @@ static const struct {
     {717, "CUDA_ERROR_INVALID_ADDRESS_SPACE", "operation not supported on global/shared address space"},
     {718, "CUDA_ERROR_INVALID_PC", "invalid program counter"},
     {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {720, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "too many blocks in cooperative launch"},
+    {800, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
     {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
+    {912, "CUDA_ERROR_INVALID_CLUSTER_SIZE", "invalid cluster size"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -283,6 +286,8 @@ CUresult fake_cuGetErrorString(CUresult r, const char **out) {
 #define FAKE_SMEM_PER_SM (228 * 1024)
 #define FAKE_SMEM_RESERVED 1024
 #define FAKE_REGS_PER_SM 65536
+#define FAKE_MAX_PERSISTING_L2 39321600      /* as an H100/H200 reports */
+#define FAKE_MAX_ACCESS_POLICY_WINDOW 134213632
 #define FAKE_THREADS_PER_SM 2048
 #define FAKE_BLOCKS_PER_SM 32
 
@@ -319,6 +324,38 @@ CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice d) {
     return CUDA_SUCCESS;
 }
 
+/* GPULAB_FAKE_CC="8.0" makes the stand-in an older device (default 9.0, Hopper): its compute
+ * capability answers that, and without 9.x it has no clusters and no programmatic dependent
+ * launch (CLUSTER_LAUNCH 0; such launches and the cluster queries answer NOT_SUPPORTED). */
+static void read_cc(int *major, int *minor) {
+    static int ready, maj = 9, min = 0;
+    if (!ready) {
+        ready = 1;
+        const char *cc = getenv("GPULAB_FAKE_CC");
+        int a, b;
+        if (cc && sscanf(cc, "%d.%d", &a, &b) == 2 && a > 0 && b >= 0) {
+            maj = a;
+            min = b;
+        }
+    }
+    *major = maj;
+    *minor = min;
+}
+
+static int fake_cc_major(void) {
+    int a, b;
+    read_cc(&a, &b);
+    return a;
+}
+
+static int fake_cc_minor(void) {
+    int a, b;
+    read_cc(&a, &b);
+    return b;
+}
+
+static bool fake_has_clusters(void) { return fake_cc_major() >= 9; }
+
 static int device_attribute(CUdevice_attribute a) {
     switch (a) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
@@ -347,17 +384,18 @@ static int device_attribute(CUdevice_attribute a) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return FAKE_THREADS_PER_SM;
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 3;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return fake_cc_major();
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return fake_cc_minor();
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return FAKE_SMEM_PER_SM;
     case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: return FAKE_REGS_PER_SM;
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return FAKE_SMEM_OPTIN;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return FAKE_BLOCKS_PER_SM;
-    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: return 48 * 1024 * 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: return FAKE_MAX_PERSISTING_L2;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: return FAKE_MAX_ACCESS_POLICY_WINDOW;
     case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: return FAKE_SMEM_RESERVED;
-    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 1;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return fake_has_clusters();
     default: return 0;
     }
 }
@@ -438,7 +476,7 @@ CUresult fake_cuCtxSynchronize(void) {
 /* ------------------------------------------------------------------------------------------
  * Reading an image: the text of `.entry NAME(...)` when present.
  * ------------------------------------------------------------------------------------------ */
-#define FAKE_MAX_PARAMS 64
+#define FAKE_MAX_PARAMS 1024 /* gpulab's GL_MAX_PARAMS; the driver's limit is 32,764 bytes */
 typedef struct fake_param {
     size_t offset, size;
 } fake_param;
@@ -450,6 +488,12 @@ typedef struct fake_func {
     int nparams; /* -1: unknown (binary image without PTX text) */
     fake_param params[FAKE_MAX_PARAMS];
     int regs, static_smem, max_threads, max_dynamic_smem;
+    int cluster[3];         /* REQUIRED_CLUSTER_*: from .reqnctapercluster or set; 0 = none */
+    bool cluster_compiled;  /* .reqnctapercluster: setting REQUIRED_CLUSTER_* is not permitted */
+    bool cluster_must_be_set; /* .explicitcluster (or compiled-in dims) */
+    int nonportable;        /* NON_PORTABLE_CLUSTER_SIZE_ALLOWED */
+    int sched_policy;       /* CLUSTER_SCHEDULING_POLICY_PREFERENCE */
+    int carveout;           /* PREFERRED_SHARED_MEMORY_CARVEOUT, -1 = no preference */
 } fake_func;
 
 typedef struct fake_global { /* a __device__ / __constant__ variable, zero-initialised */
@@ -494,6 +538,9 @@ static const char *find_entry(const char *img, size_t len, const char *name) {
 static size_t ptx_type_size(const char *t, size_t n) {
     if (n < 2) return 0;
     if (n == 4 && memcmp(t, "pred", 4) == 0) return 1;
+    /* packed types: the bits after the first letter are not the size */
+    if (n == 4 && memcmp(t, "bf16", 4) == 0) return 2;
+    if ((n == 6 && memcmp(t, "bf16x2", 6) == 0) || (n == 5 && memcmp(t, "f16x2", 5) == 0)) return 4;
     int bits = atoi(t + 1);
     if (strchr("usfb", t[0]) == NULL || bits < 8 || bits % 8) return 0;
     return (size_t)bits / 8;
@@ -585,6 +632,29 @@ static int static_shared(const char *b0, const char *b1) {
     return (int)total;
 }
 
+/* `.reqnctapercluster X[, Y[, Z]]` (what __cluster_dims__ compiles to) and `.explicitcluster`,
+ * between the parameter list and the body: the REQUIRED_CLUSTER_* attributes and
+ * CLUSTER_SIZE_MUST_BE_SET. */
+static void read_cluster_directives(fake_func *f, const char *p, const char *body) {
+    const char *d = find_bytes(p, (size_t)(body - p), ".reqnctapercluster", 18);
+    if (d) {
+        const char *q = d + 18;
+        bool more = true;
+        for (int i = 0; i < 3; i++) {
+            char *next = (char *)q;
+            long v = more ? strtol(q, &next, 10) : 1; /* omitted trailing dimensions are 1 */
+            f->cluster[i] = next != q && v > 0 && v <= 1024 ? (int)v : 1;
+            q = next;
+            while (q < body && (*q == ' ' || *q == '\t')) q++;
+            more = q < body && *q == ',';
+            if (more) q++;
+        }
+        f->cluster_compiled = true;
+        f->cluster_must_be_set = true;
+    }
+    if (find_bytes(p, (size_t)(body - p), ".explicitcluster", 16)) f->cluster_must_be_set = true;
+}
+
 static void describe_function(fake_func *f, const char *after_name, const char *end) {
     f->nparams = parse_params(after_name, end, f->params);
     const char *b0, *b1;
@@ -598,7 +668,9 @@ static void describe_function(fake_func *f, const char *after_name, const char *
         long t = directive_number(after_name, b0, ".maxntid");
         if (t > 0 && t <= 1024) f->max_threads = (int)t;
         f->static_smem = static_shared(b0, b1);
+        read_cluster_directives(f, after_name, b0);
     }
+    f->carveout = -1;
     f->max_dynamic_smem = 48 * 1024 - f->static_smem;
     if (f->max_dynamic_smem < 0) f->max_dynamic_smem = 0;
 }
@@ -725,6 +797,7 @@ CUresult fake_cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name)
         describe_function(f, after, end);
     else {
         f->nparams = -1;
+        f->carveout = -1;
         f->regs = 32;
         f->max_threads = 1024;
         f->max_dynamic_smem = 48 * 1024;
@@ -842,10 +915,18 @@ CUresult fake_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule m, co
     return CUDA_SUCCESS;
 }
 
+/* The cluster attributes exist from compute capability 9.0; an older device answers
+ * CUDA_ERROR_INVALID_VALUE for them. */
+static bool is_cluster_attribute(CUfunction_attribute a) {
+    return a >= CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET &&
+           a <= CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+}
+
 CUresult fake_cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction fn) {
     FAKE_ENTER("cuFuncGetAttribute");
     if (v == NULL || fn == NULL) return CUDA_ERROR_INVALID_VALUE;
     const fake_func *f = (const fake_func *)fn;
+    if (is_cluster_attribute(a) && !fake_has_clusters()) return CUDA_ERROR_INVALID_VALUE;
     switch (a) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = f->max_threads; break;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *v = f->static_smem; break;
@@ -854,25 +935,57 @@ CUresult fake_cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction fn) 
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *v = f->regs; break;
     case CU_FUNC_ATTRIBUTE_PTX_VERSION: *v = 90; break;
     case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *v = 90; break;
+    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *v = 0; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = f->max_dynamic_smem; break;
-    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *v = -1; break;
-    default: *v = 0; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *v = f->carveout; break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET: *v = f->cluster_must_be_set; break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH: *v = f->cluster[0]; break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT: *v = f->cluster[1]; break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: *v = f->cluster[2]; break;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *v = f->nonportable; break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: *v = f->sched_policy; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
 }
 
+/* The settable attributes, checked as the driver does; the rest are read-only (INVALID_VALUE).
+ * REQUIRED_CLUSTER_* compiled in by __cluster_dims__ cannot be changed (NOT_PERMITTED). */
 CUresult fake_cuFuncSetAttribute(CUfunction fn, CUfunction_attribute a, int v) {
     FAKE_ENTER("cuFuncSetAttribute");
     if (fn == NULL) return CUDA_ERROR_INVALID_HANDLE;
     fake_func *f = (fake_func *)fn;
-    if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+    if (is_cluster_attribute(a) && !fake_has_clusters()) return CUDA_ERROR_INVALID_VALUE;
+    switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
         if (v < 0 || v + f->static_smem > FAKE_SMEM_OPTIN) return CUDA_ERROR_INVALID_VALUE;
         f->max_dynamic_smem = v;
         fake_log("func_set_attribute %s max_dynamic_smem=%d", f->name, v);
         return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        if (v < -1 || v > 100) return CUDA_ERROR_INVALID_VALUE;
+        f->carveout = v;
+        break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+        if (f->cluster_compiled) return CUDA_ERROR_NOT_PERMITTED;
+        if (v < 0) return CUDA_ERROR_INVALID_VALUE;
+        f->cluster[a - CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH] = v;
+        break;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+        if (v != 0 && v != 1) return CUDA_ERROR_INVALID_VALUE;
+        f->nonportable = v;
+        break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        if (v < 0 || v > 2) return CUDA_ERROR_INVALID_VALUE;
+        f->sched_policy = v;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
-    if (a == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) return CUDA_SUCCESS;
-    return CUDA_ERROR_INVALID_VALUE;
+    fake_log("func_set_attribute %s attr%d=%d", f->name, (int)a, v);
+    return CUDA_SUCCESS;
 }
 
 CUresult fake_cuFuncGetParamInfo(CUfunction fn, size_t index, size_t *offset, size_t *size) {
@@ -889,15 +1002,8 @@ CUresult fake_cuFuncGetParamInfo(CUfunction fn, size_t index, size_t *offset, si
 
 /* The occupancy model gpulab's k:occupancy documents: threads, registers (allocated per warp in
  * units of 256), shared memory (with the per-block reservation) and the blocks-per-SM cap. */
-CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction fn, int block,
-                                                          size_t dyn_smem) {
-    FAKE_ENTER("cuOccupancyMaxActiveBlocksPerMultiprocessor");
-    if (n == NULL || fn == NULL || block <= 0) return CUDA_ERROR_INVALID_VALUE;
-    const fake_func *f = (const fake_func *)fn;
-    if (block > f->max_threads) {
-        *n = 0;
-        return CUDA_SUCCESS;
-    }
+static int blocks_per_sm(const fake_func *f, int block, size_t dyn_smem) {
+    if (block > f->max_threads) return 0;
     int warps = (block + 31) / 32;
     long best = FAKE_BLOCKS_PER_SM;
     long by_threads = FAKE_THREADS_PER_SM / (warps * 32);
@@ -908,7 +1014,117 @@ CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction fn,
     long smem = ((long)f->static_smem + (long)dyn_smem + FAKE_SMEM_RESERVED + 127) / 128 * 128;
     long by_smem = FAKE_SMEM_PER_SM / smem;
     if (by_smem < best) best = by_smem;
-    *n = (int)best;
+    return (int)best;
+}
+
+CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction fn, int block,
+                                                          size_t dyn_smem) {
+    FAKE_ENTER("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (n == NULL || fn == NULL || block <= 0) return CUDA_ERROR_INVALID_VALUE;
+    *n = blocks_per_sm((const fake_func *)fn, block, dyn_smem);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Clusters. A model for plumbing tests only: no GPU result is claimed from it.
+ *
+ * A cluster's blocks run in one GPC (graphics processing cluster). The stand-in's 132 SMs are
+ * laid out as 7 GPCs of 18 SMs and one of 6 (the H100/H200 SXM parts ship 8 GPCs with some
+ * TPCs fused off, so their GPCs are uneven; this layout keeps the sum and the largest GPC).
+ * Clusters per GPC = floor(SMs in the GPC × blocks per SM / blocks per cluster), summed over the
+ * GPCs where at least one cluster fits. Portable clusters hold up to 8 blocks, non-portable
+ * ones (NON_PORTABLE_CLUSTER_SIZE_ALLOWED) up to 16.
+ * ------------------------------------------------------------------------------------------ */
+static const int gpc_sms[] = {18, 18, 18, 18, 18, 18, 18, 6};
+#define FAKE_NGPC ((int)(sizeof gpc_sms / sizeof gpc_sms[0]))
+#define FAKE_CLUSTER_PORTABLE 8
+#define FAKE_CLUSTER_NONPORTABLE 16
+
+static unsigned long cluster_blocks(const int c[3]) {
+    return (unsigned long)c[0] * (unsigned long)c[1] * (unsigned long)c[2];
+}
+
+/* The size checks every cluster use shares (CUDA_ERROR_INVALID_CLUSTER_SIZE when broken). */
+static CUresult check_cluster_size(const fake_func *f, const int c[3]) {
+    if (c[0] <= 0 || c[1] <= 0 || c[2] <= 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    unsigned long n = cluster_blocks(c);
+    if (n > FAKE_CLUSTER_NONPORTABLE) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    if (n > FAKE_CLUSTER_PORTABLE && !f->nonportable) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    if (f->cluster[0] > 0)
+        for (int i = 0; i < 3; i++)
+            if (c[i] != (f->cluster[i] > 0 ? f->cluster[i] : 1)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    return CUDA_SUCCESS;
+}
+
+static bool grid_divisible(const unsigned g[3], const int c[3]) {
+    for (int i = 0; i < 3; i++)
+        if (g[i] % (unsigned)c[i] != 0) return false;
+    return true;
+}
+
+/* The cluster a configuration asks for: its CLUSTER_DIMENSION attribute, else the function's
+ * required one. False when there is neither. */
+static bool config_cluster(const fake_func *f, const CUlaunchConfig *cfg, int c[3]) {
+    for (unsigned i = 0; cfg->attrs && i < cfg->numAttrs; i++)
+        if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+            c[0] = (int)cfg->attrs[i].value.clusterDim.x;
+            c[1] = (int)cfg->attrs[i].value.clusterDim.y;
+            c[2] = (int)cfg->attrs[i].value.clusterDim.z;
+            return true;
+        }
+    if (f->cluster[0] <= 0) return false;
+    for (int i = 0; i < 3; i++) c[i] = f->cluster[i] > 0 ? f->cluster[i] : 1;
+    return true;
+}
+
+static int clusters_in_gpcs(long per_sm, unsigned long blocks) {
+    long total = 0;
+    for (int i = 0; i < FAKE_NGPC; i++) {
+        long fit = gpc_sms[i] * per_sm;
+        if (blocks <= (unsigned long)fit) total += fit / (long)blocks;
+    }
+    return (int)total;
+}
+
+static CUresult check_cluster_query(const CUlaunchConfig *cfg, CUfunction fn) {
+    if (fn == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    if (cfg == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake_has_clusters()) return CUDA_ERROR_NOT_SUPPORTED;
+    const unsigned b[3] = {cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ};
+    if (!b[0] || !b[1] || !b[2] || (unsigned long long)b[0] * b[1] * b[2] > 1024) return CUDA_ERROR_INVALID_VALUE;
+    if (cfg->sharedMemBytes > (unsigned)((const fake_func *)fn)->max_dynamic_smem) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuOccupancyMaxActiveClusters(int *n, CUfunction fn, const CUlaunchConfig *cfg) {
+    FAKE_ENTER("cuOccupancyMaxActiveClusters");
+    if (n == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_cluster_query(cfg, fn);
+    if (r != CUDA_SUCCESS) return r;
+    const fake_func *f = (const fake_func *)fn;
+    int c[3];
+    if (!config_cluster(f, cfg, c)) return CUDA_ERROR_INVALID_VALUE; /* no cluster given */
+    if ((r = check_cluster_size(f, c)) != CUDA_SUCCESS) return r;
+    const unsigned g[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
+    if (!g[0] || !g[1] || !g[2] || !grid_divisible(g, c)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    int block = (int)(cfg->blockDimX * cfg->blockDimY * cfg->blockDimZ);
+    *n = clusters_in_gpcs(blocks_per_sm(f, block, cfg->sharedMemBytes), cluster_blocks(c));
+    return CUDA_SUCCESS;
+}
+
+/* 16 with NON_PORTABLE_CLUSTER_SIZE_ALLOWED, else 8, less while the cluster does not fit in
+ * the largest GPC; the configuration's cluster attribute is ignored, as by the driver. */
+CUresult fake_cuOccupancyMaxPotentialClusterSize(int *n, CUfunction fn, const CUlaunchConfig *cfg) {
+    FAKE_ENTER("cuOccupancyMaxPotentialClusterSize");
+    if (n == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_cluster_query(cfg, fn);
+    if (r != CUDA_SUCCESS) return r;
+    const fake_func *f = (const fake_func *)fn;
+    int block = (int)(cfg->blockDimX * cfg->blockDimY * cfg->blockDimZ);
+    long fit = (long)gpc_sms[0] * blocks_per_sm(f, block, cfg->sharedMemBytes);
+    int size = f->nonportable ? FAKE_CLUSTER_NONPORTABLE : FAKE_CLUSTER_PORTABLE;
+    while (size > 0 && size > fit) size--;
+    *n = size;
     return CUDA_SUCCESS;
 }
 
@@ -917,7 +1133,7 @@ CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction fn,
  * ------------------------------------------------------------------------------------------ */
 static void hex_append(char *out, size_t cap, size_t *pos, const unsigned char *b, size_t n) {
     static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n && *pos + 3 < cap; i++) {
+    for (size_t i = 0; i < n && *pos + 3 <= cap; i++) {
         out[(*pos)++] = digits[b[i] >> 4];
         out[(*pos)++] = digits[b[i] & 15];
     }
@@ -948,20 +1164,8 @@ static int launch_dims_ok(const unsigned g[3], const unsigned b[3]) {
     return (unsigned long long)b[0] * b[1] * b[2] <= 1024;
 }
 
-CUresult fake_cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                             unsigned by, unsigned bz, unsigned smem, CUstream stream,
-                             void **params, void **extra) {
-    FAKE_ENTER("cuLaunchKernel");
-    if (fn == NULL) return CUDA_ERROR_INVALID_HANDLE;
-    const fake_func *f = (const fake_func *)fn;
-    const unsigned g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
-    if (!launch_dims_ok(g, b) || bx * by * bz > (unsigned)f->max_threads)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (smem > (unsigned)f->max_dynamic_smem) return CUDA_ERROR_INVALID_VALUE;
-    if (params && extra) return CUDA_ERROR_INVALID_VALUE;
-    if (f->nparams > 0 && !params && !extra) return CUDA_ERROR_INVALID_VALUE;
-
-    static char hex[64 * 1024];
+/* The launch's parameter bytes in hex, one group per parameter, into hex (cap bytes). */
+static CUresult format_args(const fake_func *f, void **params, void **extra, char *hex, size_t cap) {
     size_t pos = 0;
     hex[0] = '\0';
     if (extra) {
@@ -970,24 +1174,160 @@ CUresult fake_cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned g
         CUresult r = read_extra(extra, &buf, &size);
         if (r != CUDA_SUCCESS) return r;
         if (f->nparams < 0) {
-            hex_append(hex, sizeof hex, &pos, buf, size);
+            hex_append(hex, cap, &pos, buf, size);
         } else {
             for (int i = 0; i < f->nparams; i++) {
                 if (f->params[i].offset + f->params[i].size > size) return CUDA_ERROR_INVALID_VALUE;
-                if (i) hex[pos++] = ' ';
-                hex_append(hex, sizeof hex, &pos, buf + f->params[i].offset, f->params[i].size);
+                if (i && pos + 1 < cap) hex[pos++] = ' ';
+                hex_append(hex, cap, &pos, buf + f->params[i].offset, f->params[i].size);
             }
         }
     } else if (params && f->nparams > 0) {
         for (int i = 0; i < f->nparams; i++) {
             if (params[i] == NULL) return CUDA_ERROR_INVALID_VALUE;
-            if (i) hex[pos++] = ' ';
-            hex_append(hex, sizeof hex, &pos, params[i], f->params[i].size);
+            if (i && pos + 1 < cap) hex[pos++] = ' ';
+            hex_append(hex, cap, &pos, params[i], f->params[i].size);
         }
     }
-    if (!fake_capture_add(stream)) fake_measure_launch(f->name, params);
-    fake_observe_launch(f->name, g, b);
-    fake_log("launch %s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=%#lx args=%s", f->name, gx, gy,
-             gz, bx, by, bz, smem, (unsigned long)(uintptr_t)stream, hex);
     return CUDA_SUCCESS;
+}
+
+/* What cuLaunchKernel and cuLaunchKernelEx share: the driver's checks, then the log line (with
+ * ` attrs=LIST` when attrs is not NULL), the capture, measurement and observer hooks. `cluster`
+ * is the launch's cluster shape (NULL: none asked for; a function with a required one uses it). */
+static CUresult launch_common(const fake_func *f, const unsigned g[3], const unsigned b[3],
+                              unsigned smem, CUstream stream, void **params, void **extra,
+                              const int *cluster, const char *attrs) {
+    if (!launch_dims_ok(g, b) || b[0] * b[1] * b[2] > (unsigned)f->max_threads)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (smem > (unsigned)f->max_dynamic_smem) return CUDA_ERROR_INVALID_VALUE;
+    if (params && extra) return CUDA_ERROR_INVALID_VALUE;
+    if (f->nparams > 0 && !params && !extra) return CUDA_ERROR_INVALID_VALUE;
+    int required[3];
+    if (cluster == NULL && f->cluster_must_be_set) { /* the driver uses the compiled-in shape */
+        if (f->cluster[0] <= 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+        for (int i = 0; i < 3; i++) required[i] = f->cluster[i] > 0 ? f->cluster[i] : 1;
+        cluster = required;
+    }
+    if (cluster && !grid_divisible(g, cluster)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+
+    /* 1,024 parameters of up to 32,764 bytes in all: two hex digits a byte and the spaces */
+    static char hex[2 * 32764 + FAKE_MAX_PARAMS + 16];
+    CUresult r = format_args(f, params, extra, hex, sizeof hex);
+    if (r != CUDA_SUCCESS) return r;
+    char *line = NULL;
+    int n = asprintf(&line, "launch %s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=%#lx%s%s args=%s",
+                     f->name, g[0], g[1], g[2], b[0], b[1], b[2], smem,
+                     (unsigned long)(uintptr_t)stream, attrs ? " attrs=" : "", attrs ? attrs : "", hex);
+    if (n < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!fake_capture_add(stream, line)) fake_measure_launch(f->name, params);
+    fake_observe_launch(f->name, g, b);
+    fake_log("%s", line);
+    free(line);
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned smem, CUstream stream,
+                             void **params, void **extra) {
+    FAKE_ENTER("cuLaunchKernel");
+    if (fn == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    const unsigned g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
+    return launch_common((const fake_func *)fn, g, b, smem, stream, params, extra, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * cuLaunchKernelEx: the attributes gpulab passes, checked as the driver does on an H200.
+ * ------------------------------------------------------------------------------------------ */
+static const char *access_property_name(CUaccessProperty p) {
+    switch (p) {
+    case CU_ACCESS_PROPERTY_NORMAL: return "normal";
+    case CU_ACCESS_PROPERTY_STREAMING: return "streaming";
+    case CU_ACCESS_PROPERTY_PERSISTING: return "persisting";
+    default: return NULL;
+    }
+}
+
+static CUresult check_access_window(const CUaccessPolicyWindow *w) {
+    if (w->num_bytes > FAKE_MAX_ACCESS_POLICY_WINDOW) return CUDA_ERROR_INVALID_VALUE;
+    if (!(w->hitRatio >= 0.0f && w->hitRatio <= 1.0f)) return CUDA_ERROR_INVALID_VALUE;
+    if (access_property_name(w->hitProp) == NULL) return CUDA_ERROR_INVALID_VALUE;
+    /* a miss may only be normal or streaming */
+    if (w->missProp != CU_ACCESS_PROPERTY_NORMAL && w->missProp != CU_ACCESS_PROPERTY_STREAMING)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+/* Cooperative launches: every block must be resident at once. */
+static CUresult check_cooperative(const fake_func *f, const unsigned g[3], const unsigned b[3],
+                                  unsigned smem) {
+    unsigned long long blocks = (unsigned long long)g[0] * g[1] * g[2];
+    int per_sm = blocks_per_sm(f, (int)(b[0] * b[1] * b[2]), smem);
+    if (blocks > (unsigned long long)per_sm * device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))
+        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    return CUDA_SUCCESS;
+}
+
+/* Checks one attribute and appends its log entry to text. */
+static CUresult read_launch_attribute(const fake_func *f, const CUlaunchConfig *cfg,
+                                      const CUlaunchAttribute *a, int cluster[3], bool *has_cluster,
+                                      char *text, size_t cap) {
+    const unsigned g[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
+    const unsigned b[3] = {cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ};
+    size_t len = strlen(text);
+    const char *sep = len ? ";" : "";
+    CUresult r;
+    switch (a->id) {
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+        if (!fake_has_clusters()) return CUDA_ERROR_NOT_SUPPORTED;
+        cluster[0] = (int)a->value.clusterDim.x;
+        cluster[1] = (int)a->value.clusterDim.y;
+        cluster[2] = (int)a->value.clusterDim.z;
+        if ((r = check_cluster_size(f, cluster)) != CUDA_SUCCESS) return r;
+        *has_cluster = true;
+        snprintf(text + len, cap - len, "%scluster:%dx%dx%d", sep, cluster[0], cluster[1], cluster[2]);
+        return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+        if (a->value.cooperative && launch_dims_ok(g, b) &&
+            (r = check_cooperative(f, g, b, cfg->sharedMemBytes)) != CUDA_SUCCESS)
+            return r;
+        snprintf(text + len, cap - len, "%scooperative:%d", sep, a->value.cooperative);
+        return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+        if (!fake_has_clusters()) return CUDA_ERROR_NOT_SUPPORTED; /* PDL: 9.0 and newer */
+        snprintf(text + len, cap - len, "%spdl:%d", sep, a->value.programmaticStreamSerializationAllowed);
+        return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+        snprintf(text + len, cap - len, "%spriority:%d", sep, a->value.priority);
+        return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+        const CUaccessPolicyWindow *w = &a->value.accessPolicyWindow;
+        if ((r = check_access_window(w)) != CUDA_SUCCESS) return r;
+        snprintf(text + len, cap - len, "%sl2_window:%#lx+%zu@%.3g/%s/%s", sep,
+                 (unsigned long)(uintptr_t)w->base_ptr, w->num_bytes, (double)w->hitRatio,
+                 access_property_name(w->hitProp), access_property_name(w->missProp));
+        return CUDA_SUCCESS;
+    }
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult fake_cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction fn, void **params, void **extra) {
+    FAKE_ENTER("cuLaunchKernelEx");
+    if (fn == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    if (cfg == NULL || (cfg->numAttrs > 0 && cfg->attrs == NULL)) return CUDA_ERROR_INVALID_VALUE;
+    const fake_func *f = (const fake_func *)fn;
+    char text[4096] = "";
+    int cluster[3];
+    bool has_cluster = false;
+    for (unsigned i = 0; i < cfg->numAttrs; i++) {
+        if (strlen(text) + 256 > sizeof text) return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = read_launch_attribute(f, cfg, &cfg->attrs[i], cluster, &has_cluster, text, sizeof text);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    const unsigned g[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
+    const unsigned b[3] = {cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ};
+    return launch_common(f, g, b, cfg->sharedMemBytes, cfg->hStream, params, extra,
+                         has_cluster ? cluster : NULL, text);
 }

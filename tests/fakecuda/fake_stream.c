@@ -16,20 +16,27 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #define FAKE_PRIORITY_LEAST 0     /* as an H100/H200 reports */
 #define FAKE_PRIORITY_GREATEST (-5)
 
+/* A graph's nodes: how many, and the log text of each captured launch (NULL for other kinds). */
+typedef struct fake_nodes {
+    size_t nodes, cap;
+    char **texts;
+} fake_nodes;
+
 typedef struct fake_graph {
     struct fake_graph *next;
-    size_t nodes;
+    fake_nodes n;
 } fake_graph;
 
 typedef struct fake_exec {
     struct fake_exec *next;
-    size_t nodes;
+    fake_nodes n;
 } fake_exec;
 
 typedef struct fake_stream {
@@ -108,10 +115,37 @@ static CUresult stream_of(CUstream h, fake_stream **out) {
     return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-bool fake_capture_add(CUstream h) {
+/* Adds one node; a launch keeps a copy of its text (when memory runs out, the node is still
+ * counted and only its text is lost: the count is what most tests rely on). */
+static void add_node(fake_nodes *n, const char *text) {
+    if (n->nodes >= n->cap) {
+        size_t cap = n->cap ? 2 * n->cap : 8;
+        char **t = realloc(n->texts, cap * sizeof *t);
+        if (t) {
+            memset(t + n->cap, 0, (cap - n->cap) * sizeof *t);
+            n->texts = t;
+            n->cap = cap;
+        }
+    }
+    if (n->nodes < n->cap) n->texts[n->nodes] = text ? strdup(text) : NULL;
+    n->nodes++;
+}
+
+static void free_nodes(fake_nodes *n) {
+    for (size_t i = 0; i < n->cap; i++) free(n->texts[i]);
+    free(n->texts);
+    memset(n, 0, sizeof *n);
+}
+
+static void copy_nodes(fake_nodes *to, const fake_nodes *from) {
+    memset(to, 0, sizeof *to);
+    for (size_t i = 0; i < from->nodes; i++) add_node(to, i < from->cap ? from->texts[i] : NULL);
+}
+
+bool fake_capture_add(CUstream h, const char *line) {
     fake_stream *s = is_default_stream(h) ? NULL : find_stream(h);
     if (s == NULL || s->capture == NULL) return false;
-    s->capture->nodes++;
+    add_node(&s->capture->n, line);
     return true;
 }
 
@@ -147,6 +181,7 @@ CUresult fake_cuStreamDestroy(CUstream h) {
     fake_stream *s = is_default_stream(h) ? NULL : find_stream(h);
     if (s == NULL) return CUDA_ERROR_INVALID_HANDLE;
     UNLINK(streams, fake_stream, s);
+    if (s->capture) free_nodes(&s->capture->n);
     if (s->capture) free(s->capture); /* an abandoned capture's graph was never handed out */
     fake_log("stream_destroy %p", (void *)s);
     free(s);
@@ -187,7 +222,7 @@ CUresult fake_cuStreamWaitEvent(CUstream h, CUevent e, unsigned flags) {
     if (r != CUDA_SUCCESS) return r;
     if (find_event(e) == NULL) return CUDA_ERROR_INVALID_HANDLE;
     if (flags != 0 && flags != CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
-    if (s && s->capture) s->capture->nodes++;
+    if (s && s->capture) add_node(&s->capture->n, NULL);
     fake_log("stream_wait_event %p %p", (void *)h, (void *)e);
     return CUDA_SUCCESS;
 }
@@ -226,7 +261,7 @@ CUresult fake_cuEventRecord(CUevent h, CUstream sh) {
     fake_stream *s;
     CUresult r = stream_of(sh, &s);
     if (r != CUDA_SUCCESS) return r;
-    if (s && s->capture) s->capture->nodes++;
+    if (s && s->capture) add_node(&s->capture->n, NULL);
     e->recorded = true;
     e->recorded_at = host_seconds();
     fake_log("event_record %p stream=%p", (void *)e, (void *)sh);
@@ -262,7 +297,7 @@ CUresult fake_cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Capture and graphs: a graph only knows how many nodes it has.
+ * Capture and graphs: a graph knows how many nodes it has and the log text of its launches.
  * ------------------------------------------------------------------------------------------ */
 CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
     FAKE_ENTER("cuStreamBeginCapture");
@@ -290,9 +325,10 @@ CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *out) {
     if (s->capture == NULL) return CUDA_ERROR_ILLEGAL_STATE;
     fake_graph *g = s->capture;
     s->capture = NULL;
-    fake_log("capture_end %p nodes=%zu%s", (void *)s, g->nodes,
+    fake_log("capture_end %p nodes=%zu%s", (void *)s, g->n.nodes,
              s->capture_invalidated ? " invalidated" : "");
     if (s->capture_invalidated || injected != CUDA_SUCCESS) {
+        free_nodes(&g->n);
         free(g);
         return injected != CUDA_SUCCESS ? injected : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
@@ -309,10 +345,10 @@ CUresult fake_cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *count) {
     if (count == NULL) return CUDA_ERROR_INVALID_VALUE;
     if (nodes != NULL) { /* no node objects exist here: only counting is supported */
         for (size_t i = 0; i < *count; i++) nodes[i] = NULL;
-        if (*count > g->nodes) *count = g->nodes;
+        if (*count > g->n.nodes) *count = g->n.nodes;
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    *count = g->nodes;
+    *count = g->n.nodes;
     return CUDA_SUCCESS;
 }
 
@@ -322,6 +358,7 @@ CUresult fake_cuGraphDestroy(CUgraph h) {
     if (g == NULL) return CUDA_ERROR_INVALID_HANDLE;
     UNLINK(graphs, fake_graph, g);
     fake_log("graph_destroy %p", (void *)g);
+    free_nodes(&g->n);
     free(g);
     return CUDA_SUCCESS;
 }
@@ -338,10 +375,10 @@ CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph h, unsigned 
     if (flags & ~known) return CUDA_ERROR_INVALID_VALUE;
     fake_exec *x = calloc(1, sizeof *x);
     if (x == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-    x->nodes = g->nodes;
+    copy_nodes(&x->n, &g->n);
     x->next = execs;
     execs = x;
-    fake_log("graph_instantiate %p nodes=%zu", (void *)x, x->nodes);
+    fake_log("graph_instantiate %p nodes=%zu", (void *)x, x->n.nodes);
     *out = (CUgraphExec)x;
     return CUDA_SUCCESS;
 }
@@ -353,8 +390,10 @@ CUresult fake_cuGraphLaunch(CUgraphExec h, CUstream sh) {
     fake_stream *s;
     CUresult r = stream_of(sh, &s);
     if (r != CUDA_SUCCESS) return r;
-    if (s && s->capture) s->capture->nodes++;
-    fake_log("graph_launch %p stream=%p nodes=%zu", (void *)x, (void *)sh, x->nodes);
+    if (s && s->capture) add_node(&s->capture->n, NULL);
+    fake_log("graph_launch %p stream=%p nodes=%zu", (void *)x, (void *)sh, x->n.nodes);
+    for (size_t i = 0; i < x->n.nodes && i < x->n.cap; i++) /* "launch NAME ..." -> "graph_node NAME ..." */
+        if (x->n.texts[i]) fake_log("graph_node %s", x->n.texts[i] + strlen("launch "));
     return CUDA_SUCCESS;
 }
 
@@ -364,6 +403,7 @@ CUresult fake_cuGraphExecDestroy(CUgraphExec h) {
     if (x == NULL) return CUDA_ERROR_INVALID_HANDLE;
     UNLINK(execs, fake_exec, x);
     fake_log("graph_exec_destroy %p", (void *)x);
+    free_nodes(&x->n);
     free(x);
     return CUDA_SUCCESS;
 }

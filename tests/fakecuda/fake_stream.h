@@ -18,7 +18,9 @@
 bool fake_work_blocked(void);
 
 /* A launch on stream s calls this after its checks: when s is being captured, the launch
- * becomes one node of the capture's graph (it is still logged) and true is returned. */
-bool fake_capture_add(CUstream s);
+ * becomes one node of the capture's graph (it is still logged) and true is returned. The graph
+ * keeps a copy of `line` (the launch's log line): each cuGraphLaunch of it logs
+ * `graph_node LINE-WITHOUT-"launch "` per kept node after its `graph_launch` line. */
+bool fake_capture_add(CUstream s, const char *line);
 
 #endif
