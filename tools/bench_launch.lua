@@ -13,6 +13,13 @@
 -- against both baselines: the child process has its own context and CPU placement, the
 -- in-process loop shares everything with the path it is compared with.
 -- Targets (issue 15): prepared <= 1.05x raw C, k:launch with a table config <= 1.10x, sustained.
+-- Launches with attributes, one section each (cluster = 2 with grid 2, pdl = true, cooperative =
+-- true; block 32): (a) the raw C child's cuLaunchKernelEx loop with the same attribute, (a') the
+-- prepared launch's own C loop (prepared:launch(n), cuLaunchKernelEx), (b) k:launch with a table
+-- config holding the key, (c) a prepared launch, (e) cuda.core's LaunchConfig with the attribute;
+-- the same targets against their (a'), in turns of their own. These sections run N_ATTR = N/8
+-- launches per timing (at least 2048) so that the whole run stays within the plain one's budget.
+-- The plain section runs first and keeps its own targets: both hold in the same run.
 local quick, N, ROUNDS = false, 200000, 3
 for _, a in ipairs(arg) do
   if a == "--quick" then quick = true
@@ -22,6 +29,7 @@ end
 if quick and not tonumber(arg[#arg] or "") then N = 20000 end
 local GRAPH_LEN, BURST = 1000, 256
 N = math.max(GRAPH_LEN, N // GRAPH_LEN * GRAPH_LEN)
+local N_ATTR = math.max(8 * BURST, N // 8)
 
 local ok, why = cuda.available()
 if not ok then
@@ -52,30 +60,50 @@ do
   out:write(prog.cubin or prog.ptx)
   out:close()
 end
+local KEYS = { "empty", "args4", "empty_burst", "args4_burst" }
+-- values[key] for each "key value" line of the child (the plain keys, and "<kind>_<key>" for its
+-- cuLaunchKernelEx loops) and its "skip ..." lines; nil and the child's output when a plain key
+-- is missing
 local function raw_c()
   local exe = gpulab_dir .. "/bench_launch_raw"
   local f = io.open(exe, "r")
   if not f then return nil, "no " .. exe end
   f:close()
-  local text = run_child(string.format("%s %s %d", exe, image, N))
-  local r = {}
-  for _, key in ipairs({ "empty", "args4", "empty_burst", "args4_burst" }) do
-    r[key] = tonumber(text:match("\n?" .. key .. " ([%d.]+)"))
+  local text = run_child(string.format("%s %s %d %d", exe, image, N, N_ATTR))
+  local r, skips = {}, {}
+  for line in text:gmatch("[^\n]+") do
+    local key, us = line:match("^([%w_]+) ([%d.]+)$")
+    if key then r[key] = tonumber(us)
+    elseif line:match("^skip ") then skips[#skips + 1] = "(a) raw C: " .. line end
+  end
+  for _, key in ipairs(KEYS) do
     if not r[key] then return nil, text end
   end
-  return r
+  return r, skips
 end
 
--- (e) CuPy and cuda.core, when this machine's python3 has them
+-- (e) CuPy and cuda.core, when this machine's python3 has them: r[lib][key], key as raw_c's
 local function python_libs()
-  local text = run_child(string.format("python3 %s/tools/bench_launch_py.py %s %d", root, source, N))
+  local text = run_child(string.format("python3 %s/tools/bench_launch_py.py %s %d %d", root, source, N, N_ATTR))
   local r, skipped = {}, {}
-  for lib, kernel, mode, us in text:gmatch("([%w%.]+) (%w+) (%a+) ([%d.]+)") do
-    r[lib] = r[lib] or {}
-    r[lib][kernel .. (mode == "burst" and "_burst" or "")] = tonumber(us)
+  for line in text:gmatch("[^\n]+") do
+    local lib, kernel, mode, us = line:match("^([%w%.]+) ([%w_]+) (%a+) ([%d.]+)$")
+    if lib then
+      r[lib] = r[lib] or {}
+      r[lib][kernel .. (mode == "burst" and "_burst" or "")] = tonumber(us)
+    elseif line:match("^skip ") then skipped[#skipped + 1] = line end
   end
-  for line in text:gmatch("skip [^\n]*") do skipped[#skipped + 1] = line end
   return r, skipped
+end
+
+-- the four values of one section ("" for the plain launches, "cluster_", ...), or nil if none
+local function keyed(values, prefix)
+  local r, any = {}, false
+  for _, key in ipairs(KEYS) do
+    r[key] = values[prefix .. key]
+    any = any or r[key] ~= nil
+  end
+  return any and r or nil
 end
 
 local turns_lib = dofile(root .. "/tools/turns.lua")
@@ -94,17 +122,17 @@ local function time_bursts(fn, n)
   cuda.sync()
   return total / done * 1e6
 end
--- the best of 3 runs of N launches after a warm-up
-local function sustained(fn)
-  fn(N // 10)
+-- the best of 3 runs of n launches after a warm-up
+local function sustained(fn, n)
+  fn(n // 10)
   local best = math.huge
-  for _ = 1, 3 do best = math.min(best, time_sustained(fn, N)) end
+  for _ = 1, 3 do best = math.min(best, time_sustained(fn, n)) end
   return best
 end
-local function burst(fn)
+local function burst(fn, n)
   fn(BURST)
   local best = math.huge
-  for _ = 1, 3 do best = math.min(best, time_bursts(fn, N)) end
+  for _ = 1, 3 do best = math.min(best, time_bursts(fn, n)) end
   return best
 end
 
@@ -139,23 +167,88 @@ local PATHS = {
     empty = function(n) for _ = 1, n // GRAPH_LEN do graph_empty:launch(s) end end,
     args4 = function(n) for _ = 1, n // GRAPH_LEN do graph_args4:launch(s) end end },
 }
-local KEYS = { "empty", "args4", "empty_burst", "args4_burst" }
+-- A section: paths of this process timed N times per round and in turns against its `inproc` path,
+-- beside the raw C child's and the Python launchers' values of the same `prefix`.
+local PLAIN = { prefix = "", raw = RAW, inproc = INPROC, paths = PATHS, n = N, rounds = {},
+  base_words = "the C loop in this process" }
 
--- rounds[r][path name][key] = microseconds
-local rounds, skipped, raw_err = {}, {}, nil
+-- Launches with one attribute each, through cuLaunchKernelEx in every path
+local ATTR_KINDS = {
+  { kind = "cluster", cfg = { grid = 2, block = 32, cluster = 2 },
+    what = "cluster = 2 (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 2x1x1), grid 2, block 32" },
+  { kind = "pdl", cfg = { grid = 1, block = 32, pdl = true },
+    what = "pdl = true (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 1), grid 1, block 32" },
+  { kind = "cooperative", cfg = { grid = 1, block = 32, cooperative = true },
+    what = "cooperative = true (CU_LAUNCH_ATTRIBUTE_COOPERATIVE 1), grid 1, block 32" },
+}
+local RAW_EX, INPROC_EX = "(a) raw C cuLaunchKernelEx", "(a') C Ex loop in this process"
+
+-- Launches each kernel with the attribute, prepares both and launches the prepared ones, then
+-- syncs: the two prepared launches, or nil and the error
+local function probe(attr_cfg)
+  local pe, pa
+  local worked, err = pcall(function()
+    empty:launch(attr_cfg)
+    args4:launch(attr_cfg, buf_out, buf_in, 1000, 2.0)
+    pe, pa = empty:prepare(attr_cfg), args4:prepare(attr_cfg, buf_out, buf_in, 1000, 2.0)
+    pe()
+    pa:launch(2)
+    cuda.sync()
+  end)
+  if worked then return pe, pa end
+  if pe then pe:free() end
+  if pa then pa:free() end
+  return nil, tostring(err)
+end
+
+local function attr_section(a, pe, pa)
+  local attr_cfg = a.cfg
+  return { kind = a.kind, what = a.what, prefix = a.kind .. "_", raw = RAW_EX, inproc = INPROC_EX, n = N_ATTR,
+    rounds = {}, prepared = { pe, pa }, base_words = "its C cuLaunchKernelEx loop in this process", paths = {
+      { name = INPROC_EX, empty = function(n) pe:launch(n) end, args4 = function(n) pa:launch(n) end },
+      { name = "(b) k:launch, table config", target = 1.10,
+        empty = function(n) for _ = 1, n do empty:launch(attr_cfg) end end,
+        args4 = function(n) for _ = 1, n do args4:launch(attr_cfg, buf_out, buf_in, 1000, 2.0) end end },
+      { name = "(c) prepared launch", target = 1.05,
+        empty = function(n) for _ = 1, n do pe() end end, args4 = function(n) for _ = 1, n do pa() end end },
+    } }
+end
+
+-- attr_notes: why attribute sections are missing (one line when k:launch has no such keys at all)
+local SECTIONS, attr_notes = { PLAIN }, {}
+for i, a in ipairs(ATTR_KINDS) do
+  local pe, pa = probe(a.cfg)
+  if pe then
+    SECTIONS[#SECTIONS + 1] = attr_section(a, pe, pa)
+  elseif i == 1 and pa:find("unknown field", 1, true) then
+    attr_notes[1] = "attribute columns (cluster, pdl, cooperative) skipped: this build's k:launch does not take " ..
+      "the launch keys (" .. pa .. ")"
+    break
+  else
+    attr_notes[#attr_notes + 1] = string.format("%s columns skipped: %s", a.kind, pa)
+  end
+end
+
+-- rounds[r][path name][key] = microseconds, one table per section
+local skipped, raw_err = {}, nil
 for round = 1, ROUNDS do
-  local got = {}
-  local raw, err = raw_c()
-  if raw then got[RAW] = raw else raw_err = err end
-  for _, p in ipairs(PATHS) do
-    local r = { empty = sustained(p.empty), args4 = sustained(p.args4) }
-    if not p.graph then r.empty_burst, r.args4_burst = burst(p.empty), burst(p.args4) end
-    got[p.name] = r
+  local raw, more = raw_c()
+  if not raw then raw_err = more end
+  for _, sec in ipairs(SECTIONS) do
+    local got = { [sec.raw] = raw and keyed(raw, sec.prefix) }
+    for _, p in ipairs(sec.paths) do
+      local r = { empty = sustained(p.empty, sec.n), args4 = sustained(p.args4, sec.n) }
+      if not p.graph then r.empty_burst, r.args4_burst = burst(p.empty, sec.n), burst(p.args4, sec.n) end
+      got[p.name] = r
+    end
+    sec.rounds[round] = got
   end
   local py, skip = python_libs()
-  for lib, r in pairs(py) do got["(e) " .. lib] = r end
+  for _, sec in ipairs(SECTIONS) do
+    for lib, r in pairs(py) do sec.rounds[round]["(e) " .. lib] = keyed(r, sec.prefix) end
+  end
   skipped = skip
-  rounds[round] = got
+  for _, line in ipairs(raw and more or {}) do skipped[#skipped + 1] = line end
   io.stderr:write(string.format("bench_launch: round %d of %d done\n", round, ROUNDS))
 end
 os.remove(image)
@@ -163,25 +256,30 @@ os.remove(image)
 -- Interleaved: the paths of this process take turns of CHUNK launches, REPS times, the order
 -- rotating every turn, so that drift over milliseconds moves them all; each turn gives every
 -- path's ratio to (a') of that turn. This decides the targets: (a') shares the process, the
--- context, the kernel and the packed arguments with the paths it is compared with.
+-- context, the kernel and the packed arguments with the paths it is compared with. Each section
+-- takes its turns on its own, against its own (a').
 local CHUNK, REPS = quick and 512 or 2048, quick and 8 or 40
-local INTERLEAVED = {}
-for _, p in ipairs(PATHS) do
-  if not p.graph then INTERLEAVED[#INTERLEAVED + 1] = p end
-end
-local turns = {} -- turns[key][path name] = { per-turn ratio to (a') }
-for _, key in ipairs({ "empty", "args4", "empty_burst", "args4_burst" }) do
-  local kernel = key:match("^(%w+)")
-  local paths = {}
-  for _, p in ipairs(INTERLEAVED) do paths[#paths + 1] = { name = p.name, fn = p[kernel] } end
-  turns[key] = turns_lib.run(paths, INPROC, CHUNK, REPS, key:find("_burst$") and time_bursts or time_sustained)
+for _, sec in ipairs(SECTIONS) do
+  sec.interleaved = {}
+  for _, p in ipairs(sec.paths) do
+    if not p.graph then sec.interleaved[#sec.interleaved + 1] = p end
+  end
+  sec.turns = {} -- turns[key][path name] = { per-turn ratio to (a') }
+  for _, key in ipairs(KEYS) do
+    local kernel = key:match("^(%w+)")
+    local paths = {}
+    for _, p in ipairs(sec.interleaved) do paths[#paths + 1] = { name = p.name, fn = p[kernel] } end
+    sec.turns[key] = turns_lib.run(paths, sec.inproc, CHUNK, REPS,
+      key:find("_burst$") and time_bursts or time_sustained)
+  end
 end
 
 local median = turns_lib.median
--- the median over rounds of a path's microseconds, or of its ratio to `base` of the same round
-local function median_of(name, key, base)
+-- the median over a section's rounds of a path's microseconds, or of its ratio to `base` of the
+-- same round
+local function median_of(sec, name, key, base)
   local values = {}
-  for _, got in ipairs(rounds) do
+  for _, got in ipairs(sec.rounds) do
     local v, b = got[name] and got[name][key], base and got[base] and got[base][key]
     if v and (not base or b) then values[#values + 1] = base and v / b or v end
   end
@@ -195,71 +293,90 @@ local function quartiles(list)
   return at(0.25), median(list), at(0.75)
 end
 
-local names = { RAW }
-for _, p in ipairs(PATHS) do names[#names + 1] = p.name end
-for _, lib in ipairs({ "cupy", "cuda.core" }) do names[#names + 1] = "(e) " .. lib end
-print(string.format("launch overhead on %s, N = %d, %d rounds%s (medians over rounds; ratios to (a) raw C in " ..
-  "a child / (a') the C loop in this process, of the same round)", dev.name, N, ROUNDS, quick and ", quick" or ""))
-if raw_err then print("(a) raw C baseline unavailable: " .. tostring(raw_err)) end
-for _, line in ipairs(skipped) do print(line) end
-print(string.format("%-38s %8s %13s %8s %13s | %8s %13s %8s %13s", "path", "empty us", "/(a) /(a')", "4-arg us",
-  "/(a) /(a')", "burst e.", "/(a) /(a')", "burst 4a", "/(a) /(a')"))
 local function ratio_text(r) return r and string.format("%.3f", r) or "-" end
-local function cell(name, key)
-  local us = median_of(name, key)
-  if not us then return string.format("%8s %13s", "-", "-") end
-  return string.format("%8.3f %6s %6s", us, ratio_text(median_of(name, key, RAW)), ratio_text(median_of(name, key,
-    INPROC)))
-end
-for _, name in ipairs(names) do
-  if median_of(name, "empty") then
-    print(string.format("%-38s %s %s | %s %s", name, cell(name, "empty"), cell(name, "args4"),
-      cell(name, "empty_burst"), cell(name, "args4_burst")))
+
+-- the table over rounds, the interleaved table, the targets and the comparisons with the Python
+-- launchers of one section; `label` prefixes its target lines
+local function print_section(sec, label)
+  local names = { sec.raw }
+  for _, p in ipairs(sec.paths) do names[#names + 1] = p.name end
+  for _, lib in ipairs({ "cupy", "cuda.core" }) do names[#names + 1] = "(e) " .. lib end
+  print(string.format("%-38s %8s %13s %8s %13s | %8s %13s %8s %13s", "path", "empty us", "/(a) /(a')", "4-arg us",
+    "/(a) /(a')", "burst e.", "/(a) /(a')", "burst 4a", "/(a) /(a')"))
+  local function cell(name, key)
+    local us = median_of(sec, name, key)
+    if not us then return string.format("%8s %13s", "-", "-") end
+    return string.format("%8.3f %6s %6s", us, ratio_text(median_of(sec, name, key, sec.raw)),
+      ratio_text(median_of(sec, name, key, sec.inproc)))
   end
-end
-print(string.format("interleaved: turns of %d launches, %d turns per column; ratio to (a') of the same turn, " ..
-  "median [quartiles]", CHUNK, REPS))
-print(string.format("%-38s %22s %22s | %22s %22s", "path", "empty", "4-arg", "burst empty", "burst 4-arg"))
-local interleaved_ratio = {}
-for _, p in ipairs(INTERLEAVED) do
-  local cells = {}
-  for _, key in ipairs(KEYS) do
-    local q1, q2, q3 = quartiles(turns[key][p.name])
-    interleaved_ratio[p.name .. key] = q2
-    cells[#cells + 1] = string.format("%.3f [%.3f, %.3f]", q2, q1, q3)
-  end
-  print(string.format("%-38s %22s %22s | %22s %22s", p.name, cells[1], cells[2], cells[3], cells[4]))
-end
-local by_name = {}
-for _, p in ipairs(PATHS) do
-  by_name[p.name] = p
-  if p.target then
-    for _, key in ipairs({ "empty", "args4" }) do
-      local ratio = interleaved_ratio[p.name .. key]
-      print(string.format("target %-34s %-6s %.3fx the C loop in this process, interleaved (limit %.2fx, " ..
-        "sustained): %s; rounds: %s against (a), %s against (a')", p.name, key, ratio, p.target,
-        ratio <= p.target and "MET" or "MISSED", ratio_text(median_of(p.name, key, RAW)),
-        ratio_text(median_of(p.name, key, INPROC))))
+  for _, name in ipairs(names) do
+    if median_of(sec, name, "empty") then
+      print(string.format("%-38s %s %s | %s %s", name, cell(name, "empty"), cell(name, "args4"),
+        cell(name, "empty_burst"), cell(name, "args4_burst")))
     end
   end
-end
--- against the Python launchers, the same kernels in the same run
-for _, lib in ipairs({ "cupy", "cuda.core" }) do
-  local other = "(e) " .. lib
-  if median_of(other, "empty") then
-    for _, p in ipairs({ by_name["(b) k:launch, table config"], by_name["(c) prepared launch"] }) do
-      local parts = {}
-      for _, key in ipairs(KEYS) do
-        local mine, theirs = median_of(p.name, key), median_of(other, key)
-        if mine and theirs then parts[#parts + 1] = string.format("%s %.2fx", key, mine / theirs) end
+  print(string.format("interleaved: turns of %d launches, %d turns per column; ratio to (a') of the same turn, " ..
+    "median [quartiles]", CHUNK, REPS))
+  print(string.format("%-38s %22s %22s | %22s %22s", "path", "empty", "4-arg", "burst empty", "burst 4-arg"))
+  local interleaved_ratio = {}
+  for _, p in ipairs(sec.interleaved) do
+    local cells = {}
+    for _, key in ipairs(KEYS) do
+      local q1, q2, q3 = quartiles(sec.turns[key][p.name])
+      interleaved_ratio[p.name .. key] = q2
+      cells[#cells + 1] = string.format("%.3f [%.3f, %.3f]", q2, q1, q3)
+    end
+    print(string.format("%-38s %22s %22s | %22s %22s", p.name, cells[1], cells[2], cells[3], cells[4]))
+  end
+  local by_name = {}
+  for _, p in ipairs(sec.paths) do
+    by_name[p.name] = p
+    if p.target then
+      for _, key in ipairs({ "empty", "args4" }) do
+        local ratio = interleaved_ratio[p.name .. key]
+        print(string.format("target %-34s %-6s %.3fx %s, interleaved (limit %.2fx, " ..
+          "sustained): %s; rounds: %s against (a), %s against (a')", label .. p.name, key, ratio, sec.base_words,
+          p.target, ratio <= p.target and "MET" or "MISSED", ratio_text(median_of(sec, p.name, key, sec.raw)),
+          ratio_text(median_of(sec, p.name, key, sec.inproc))))
       end
-      print(string.format("%-30s vs %-9s (time ratio, below 1 is faster): %s", p.name, lib,
-        table.concat(parts, ", ")))
+    end
+  end
+  -- against the Python launchers, the same kernels in the same run
+  for _, lib in ipairs({ "cupy", "cuda.core" }) do
+    local other = "(e) " .. lib
+    if median_of(sec, other, "empty") then
+      for _, p in ipairs({ by_name["(b) k:launch, table config"], by_name["(c) prepared launch"] }) do
+        local parts = {}
+        for _, key in ipairs(KEYS) do
+          local mine, theirs = median_of(sec, p.name, key), median_of(sec, other, key)
+          if mine and theirs then parts[#parts + 1] = string.format("%s %.2fx", key, mine / theirs) end
+        end
+        print(string.format("%-30s vs %-9s (time ratio, below 1 is faster): %s", label .. p.name, lib,
+          table.concat(parts, ", ")))
+      end
     end
   end
 end
 
+print(string.format("launch overhead on %s, N = %d, %d rounds%s (medians over rounds; ratios to (a) raw C in " ..
+  "a child / (a') the C loop in this process, of the same round)", dev.name, N, ROUNDS, quick and ", quick" or ""))
+if raw_err then print("(a) raw C baseline unavailable: " .. tostring(raw_err)) end
+for _, line in ipairs(skipped) do print(line) end
+print_section(PLAIN, "")
+for _, line in ipairs(attr_notes) do print(line) end
+for i = 2, #SECTIONS do
+  local sec = SECTIONS[i]
+  print()
+  print(string.format("launches with %s: N = %d per timing, %d rounds (every path through cuLaunchKernelEx; " ..
+    "ratios to (a) the raw C cuLaunchKernelEx loop in a child / (a') the prepared launch's own C loop)", sec.what,
+    sec.n, ROUNDS))
+  print_section(sec, sec.kind .. " ")
+end
+
 prepared_empty:free(); prepared_args4:free(); graph_empty_launch:free(); graph_args4_launch:free()
+for i = 2, #SECTIONS do
+  for _, p in ipairs(SECTIONS[i].prepared) do p:free() end
+end
 graph_empty:free(); graph_args4:free()
 s:free()
 buf_out:free(); buf_in:free()
