@@ -202,6 +202,22 @@ static int attr(lua_State *L, CUdevice dev, CUdevice_attribute a, const char *fn
     return v;
 }
 
+/* What launches with attributes need (launch.c checks them before the driver). An older driver
+ * that does not know an attribute answers an error: the feature counts as absent. */
+static int attr_or_zero(CUdevice dev, CUdevice_attribute a) {
+    int v = 0;
+    return gl_cu.cuDeviceGetAttribute(&v, a, dev) == CUDA_SUCCESS ? v : 0;
+}
+
+static void read_launch_features(CUdevice dev, gl_device_limits *d) {
+    d->cluster_launch = attr_or_zero(dev, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH);
+    d->cooperative_launch = attr_or_zero(dev, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH);
+    d->max_window_bytes = attr_or_zero(dev, CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE);
+    d->priority_least = d->priority_greatest = 0;
+    if (gl_cu.cuCtxGetStreamPriorityRange(&d->priority_least, &d->priority_greatest) != CUDA_SUCCESS)
+        d->priority_least = d->priority_greatest = 0;
+}
+
 static void read_limits(lua_State *L, int ordinal, gl_device_limits *d, const char *fn) {
     CUdevice dev;
     GL_CHECK(L, gl_cu.cuDeviceGet(&dev, ordinal), fn, "cuDeviceGet");
@@ -226,6 +242,7 @@ static void read_limits(lua_State *L, int ordinal, gl_device_limits *d, const ch
     d->cc_major = attr(L, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, fn);
     d->cc_minor = attr(L, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, fn);
     if (d->warp_size <= 0) d->warp_size = 32; /* keeps the occupancy arithmetic defined */
+    read_launch_features(dev, d);
 }
 
 static const gl_device_limits *limits_of(lua_State *L, int ordinal, const char *fn) {

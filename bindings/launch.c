@@ -32,7 +32,8 @@
 #define MAX_ARG_BYTES 32764 /* the driver's limit for kernel parameters (CUDA 12.1+, Volta+) */
 #define UV_KERNEL 1
 #define UV_STREAM 2
-#define UV_FIRST_ARG 3
+#define UV_WINDOW 3 /* the array of an l2_window */
+#define UV_FIRST_ARG 4
 
 typedef enum { REF_NONE, REF_ARRAY, REF_TENSORMAP } ref_kind;
 typedef struct arg_ref {
@@ -40,11 +41,18 @@ typedef struct arg_ref {
     void *obj; /* gl_array* or gl_tensormap*, kept alive by the caller's stack or a uservalue */
 } arg_ref;
 
+/* Launch attributes a configuration can carry: cluster, cooperative, pdl, priority, l2_window. */
+#define MAX_LAUNCH_ATTRS 5
+
 typedef struct launch_cfg {
     unsigned grid[3], block[3];
     unsigned smem;
     gl_stream *stream;       /* NULL: the default stream */
     gl_stream_track *track;
+    unsigned nattrs;         /* 0: a plain cuLaunchKernel; else cuLaunchKernelEx with attrs */
+    CUlaunchAttribute attrs[MAX_LAUNCH_ATTRS];
+    gl_array *window_array;  /* l2_window={array=}: kept alive by the configuration table (a
+                                launch) or a uservalue (a prepared launch) */
 } launch_cfg;
 
 /* ------------------------------------------------------------------------------------------
@@ -320,12 +328,16 @@ static int current_max_dynamic_smem(lua_State *L, gl_kernel *k, const char *fn) 
 
 /* The configuration's keys, in the order read_cfg checks their values (NULL-terminated for
  * gl_check_known_fields). */
-enum { CFG_GRID, CFG_BLOCK, CFG_SMEM, CFG_STREAM, CFG_KEYS };
-static const char *const cfg_key_names[CFG_KEYS + 1] = {"grid", "block", "smem", "stream", NULL};
+enum { CFG_GRID, CFG_BLOCK, CFG_SMEM, CFG_STREAM, CFG_CLUSTER, CFG_COOPERATIVE, CFG_PDL,
+       CFG_PRIORITY, CFG_L2_WINDOW, CFG_KEYS };
+static const char *const cfg_key_names[CFG_KEYS + 1] = {
+    "grid", "block", "smem", "stream", "cluster", "cooperative", "pdl", "priority", "l2_window", NULL};
+/* The keys from CFG_FIRST_ATTR on make a launch go through cuLaunchKernelEx. */
+#define CFG_FIRST_ATTR CFG_CLUSTER
 
 #define CFG_KEYS_REG "gpulab.launch_keys" /* registry: the key strings, which anchors them */
 
-/* The addresses of this Lua state's "grid", "block", "smem" and "stream" strings, cached in the
+/* The addresses of this Lua state's configuration key strings ("grid", "block", ...), cached in the
  * kernel (which lives in that state). Short strings are interned, so a table key equal to one
  * of them is that very string as long as it lives, and the registry keeps them alive. */
 static const void *const *cfg_keys(lua_State *L, gl_kernel *k) {
@@ -345,7 +357,7 @@ static const void *const *cfg_keys(lua_State *L, gl_kernel *k) {
  * block again by key would cost as much as the walk). at[key] gets the stack index of that
  * key's value, 0 when absent; the values stay on the stack (the caller resets its top).
  * lua_topointer on a key neither converts nor moves it, so the walk goes on. Returns whether
- * there was any other key; those values are popped, so the stack grows by at most 8. */
+ * there was any other key; those values are popped, so the stack grows by at most 2 * CFG_KEYS + 1. */
 static bool collect_cfg(lua_State *L, int idx, const void *const keys[CFG_KEYS], int at[CFG_KEYS]) {
     for (int i = 0; i < CFG_KEYS; i++) at[i] = 0;
     bool unknown = false;
@@ -367,11 +379,16 @@ static bool collect_cfg(lua_State *L, int idx, const void *const keys[CFG_KEYS],
     return unknown;
 }
 
+static void read_attrs(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const int at[CFG_KEYS],
+                       const char *fn);
+static void check_compiled_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
+                                        const char *fn);
+
 static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const char *fn) {
     if (lua_type(L, idx) != LUA_TTABLE)
-        gl_argerror(L, idx, fn, "launch configuration {grid=, block=, smem=, stream=} expected, got %s",
-                    gl_typename(L, idx));
+        gl_argerror(L, idx, fn, "launch configuration {grid=, block=, ...} expected, got %s", gl_typename(L, idx));
     const gl_device_limits *d = k->limits;
+    luaL_checkstack(L, 2 * CFG_KEYS + 8, fn); /* the walk keeps each known key and value */
     int top = lua_gettop(L);
     int at[CFG_KEYS];
     bool unknown = collect_cfg(L, idx, cfg_keys(L, k), at);
@@ -409,7 +426,353 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
         cfg->stream = gl_test_stream(L, stream);
     }
     if (unknown) gl_check_known_fields(L, idx, cfg_key_names, fn); /* names the key */
+    cfg->nattrs = 0;
+    cfg->window_array = NULL;
+    if (at[CFG_CLUSTER] | at[CFG_COOPERATIVE] | at[CFG_PDL] | at[CFG_PRIORITY] | at[CFG_L2_WINDOW])
+        read_attrs(L, idx, k, cfg, at, fn);
+    else if (k->cluster_dims[0]) /* the driver launches it in clusters of the compiled-in shape */
+        check_compiled_cluster_grid(L, idx, k, cfg->grid, fn);
     lua_settop(L, top);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Launch attributes: cluster=, cooperative=, pdl=, priority=, l2_window= (cuLaunchKernelEx).
+ * Each is checked before the driver, against the device's limits, the kernel's compiled-in
+ * cluster shape and the occupancy the driver reports; the occupancy queries are cached in the
+ * kernel, so a repeated launch asks the driver nothing but the launch.
+ * ------------------------------------------------------------------------------------------ */
+static CUlaunchAttribute *add_attr(launch_cfg *cfg, CUlaunchAttributeID id) {
+    CUlaunchAttribute *a = &cfg->attrs[cfg->nattrs++];
+    memset(a, 0, sizeof *a);
+    a->id = id;
+    return a;
+}
+
+static unsigned long long dims_product(const unsigned d[3]) {
+    return (unsigned long long)d[0] * d[1] * d[2];
+}
+
+/* "(2,1,1)" */
+static const char *push_dims(lua_State *L, const unsigned d[3]) {
+    return lua_pushfstring(L, "(%d,%d,%d)", (int)d[0], (int)d[1], (int)d[2]);
+}
+
+static void require_entry(lua_State *L, int idx, const char *fn, const char *key, const void *entry,
+                          const char *name) {
+    if (entry == NULL)
+        gl_fielderror(L, idx, fn, key, "needs the driver entry point %s (a CUDA 12.0 driver or newer); "
+                                       "this driver is %d.%d", name, gl_driver_version() / 1000,
+                      gl_driver_version() % 1000 / 10);
+}
+
+static bool read_flag(lua_State *L, int idx, int value, const char *key, const char *fn) {
+    if (lua_type(L, value) != LUA_TBOOLEAN) gl_fieldtypeerror(L, idx, fn, key, value, "true or false");
+    return lua_toboolean(L, value);
+}
+
+static void check_grid_multiple(lua_State *L, int idx, const unsigned grid[3], const unsigned cluster[3],
+                                const char *fn, const char *key, const char *whose) {
+    static const char axes[] = "xyz";
+    for (int i = 0; i < 3; i++)
+        if (grid[i] % cluster[i] != 0)
+            gl_fielderror(L, idx, fn, key, "grid %c = %u is not a multiple of the %scluster's %c = %u (grid is "
+                                           "counted in blocks, and every cluster must be whole)",
+                          axes[i], grid[i], whose, axes[i], cluster[i]);
+}
+
+static void check_compiled_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
+                                        const char *fn) {
+    const unsigned c[3] = {(unsigned)k->cluster_dims[0], (unsigned)k->cluster_dims[1],
+                           (unsigned)k->cluster_dims[2]};
+    check_grid_multiple(L, idx, grid, c, fn, "grid", "compiled-in __cluster_dims__ ");
+}
+
+/* The non-portable flag as the driver has it now: another kernel object for the same function,
+ * or a kernel attribute set elsewhere, may have changed it since it was read. */
+static int nonportable_now(gl_kernel *k) {
+    int v = 0;
+    if (gl_cu.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, k->fn) == CUDA_SUCCESS)
+        k->nonportable_cluster = v;
+    return k->nonportable_cluster;
+}
+
+static bool same_check(const struct gl_launch_checked *c, unsigned threads, unsigned smem,
+                       const unsigned cluster[3]) {
+    return c->limit > 0 && c->block_threads == threads && c->smem == smem && c->cluster[0] == cluster[0] &&
+           c->cluster[1] == cluster[1] && c->cluster[2] == cluster[2];
+}
+
+static void remember_check(struct gl_launch_checked *c, unsigned threads, unsigned smem,
+                           const unsigned cluster[3], int limit) {
+    c->block_threads = threads;
+    c->smem = smem;
+    memcpy(c->cluster, cluster, sizeof c->cluster);
+    c->limit = limit;
+}
+
+/* Clusters of this shape that can be co-resident (cuOccupancyMaxActiveClusters), 0 when none fit. */
+static int active_clusters(lua_State *L, gl_kernel *k, const launch_cfg *cfg, const unsigned cluster[3],
+                           const char *fn) {
+    CUlaunchAttribute a;
+    memset(&a, 0, sizeof a);
+    a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a.value.clusterDim.x = cluster[0];
+    a.value.clusterDim.y = cluster[1];
+    a.value.clusterDim.z = cluster[2];
+    CUlaunchConfig c;
+    memset(&c, 0, sizeof c);
+    c.gridDimX = cluster[0]; /* one cluster's worth: the query wants a grid the cluster divides */
+    c.gridDimY = cluster[1];
+    c.gridDimZ = cluster[2];
+    c.blockDimX = cfg->block[0];
+    c.blockDimY = cfg->block[1];
+    c.blockDimZ = cfg->block[2];
+    c.sharedMemBytes = cfg->smem;
+    c.attrs = &a;
+    c.numAttrs = 1;
+    int n = 0;
+    GL_CHECK(L, gl_cu.cuOccupancyMaxActiveClusters(&n, k->fn, &c), fn, "cuOccupancyMaxActiveClusters");
+    return n;
+}
+
+static void read_cluster(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, int value, unsigned cluster[3],
+                         const char *fn) {
+    const gl_device_limits *d = k->limits;
+    static const int axis_limit[3] = {16, 16, 16};
+    read_dims(L, idx, value, fn, "cluster", axis_limit, cluster);
+    if (!d->cluster_launch)
+        gl_fielderror(L, idx, fn, "cluster", "device %d (compute capability %d.%d) cannot launch thread block "
+                                             "clusters (they need 9.0 or newer)", d->ordinal, d->cc_major,
+                      d->cc_minor);
+    require_entry(L, idx, fn, "cluster", (const void *)gl_cu.cuLaunchKernelEx, "cuLaunchKernelEx");
+    if (k->cluster_dims[0] && ((int)cluster[0] != k->cluster_dims[0] || (int)cluster[1] != k->cluster_dims[1] ||
+                               (int)cluster[2] != k->cluster_dims[2])) {
+        const unsigned compiled[3] = {(unsigned)k->cluster_dims[0], (unsigned)k->cluster_dims[1],
+                                      (unsigned)k->cluster_dims[2]};
+        gl_fielderror(L, idx, fn, "cluster", "%s contradicts kernel '%s''s compiled-in __cluster_dims__%s "
+                                             "(leave cluster out, or give the same shape)",
+                      push_dims(L, cluster), k->name, push_dims(L, compiled));
+    }
+    check_grid_multiple(L, idx, cfg->grid, cluster, fn, "cluster", "");
+    unsigned long long size = dims_product(cluster);
+    if (size > 16)
+        gl_fielderror(L, idx, fn, "cluster", "%s is %llu blocks; the device allows at most 16 per cluster (8 "
+                                             "portably)", push_dims(L, cluster), size);
+    if (size > 8 && !k->nonportable_cluster && !nonportable_now(k))
+        gl_fielderror(L, idx, fn, "cluster", "%s is %llu blocks, above the portable limit of 8: "
+                                             "k:set_attribute(\"non_portable_cluster_size_allowed\", 1) allows up to 16 "
+                                             "on this device", push_dims(L, cluster), size);
+    unsigned threads = (unsigned)dims_product(cfg->block);
+    if (gl_cu.cuOccupancyMaxActiveClusters == NULL || same_check(&k->checked_cluster, threads, cfg->smem, cluster))
+        return;
+    int n = active_clusters(L, k, cfg, cluster, fn);
+    if (n < 1)
+        gl_fielderror(L, idx, fn, "cluster", "no cluster of %llu blocks of %u threads with %u bytes of dynamic "
+                                             "shared memory can be resident at once on this device "
+                                             "(cuOccupancyMaxActiveClusters = 0; k:max_cluster_size{...} says "
+                                             "how large one can be)", size, threads, cfg->smem);
+    remember_check(&k->checked_cluster, threads, cfg->smem, cluster, n);
+}
+
+/* Blocks that can be resident at once: occupancy x SMs, or co-resident clusters x their size. */
+static void check_cooperative(lua_State *L, int idx, gl_kernel *k, const launch_cfg *cfg,
+                              const unsigned cluster[3], const char *fn) {
+    const gl_device_limits *d = k->limits;
+    if (!d->cooperative_launch)
+        gl_fielderror(L, idx, fn, "cooperative", "device %d does not support cooperative launches", d->ordinal);
+    require_entry(L, idx, fn, "cooperative", (const void *)gl_cu.cuLaunchKernelEx, "cuLaunchKernelEx");
+    unsigned threads = (unsigned)dims_product(cfg->block);
+    unsigned long long blocks = dims_product(cfg->grid);
+    bool clustered = cluster[0] != 0;
+    const unsigned none[3] = {0, 0, 0};
+    const unsigned *key = clustered ? cluster : none;
+    if (!same_check(&k->checked_coop, threads, cfg->smem, key)) {
+        int limit = 0;
+        if (clustered) {
+            if (gl_cu.cuOccupancyMaxActiveClusters)
+                limit = active_clusters(L, k, cfg, cluster, fn) * (int)dims_product(cluster);
+        } else {
+            int per_sm = 0;
+            GL_CHECK(L, gl_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k->fn, (int)threads, cfg->smem),
+                     fn, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+            limit = per_sm * d->sm_count;
+        }
+        if (limit < 1)
+            gl_fielderror(L, idx, fn, "cooperative", "no block of %u threads with %u bytes of dynamic shared "
+                                                     "memory of kernel '%s' can be resident, so no cooperative "
+                                                     "grid can run", threads, cfg->smem, k->name);
+        remember_check(&k->checked_coop, threads, cfg->smem, key, limit);
+    }
+    int limit = k->checked_coop.limit;
+    if (blocks <= (unsigned long long)limit) return;
+    if (clustered)
+        gl_fielderror(L, idx, fn, "cooperative", "a cooperative grid of %llu blocks exceeds the %d that can be "
+                                                 "co-resident (%d clusters of %llu blocks, "
+                                                 "cuOccupancyMaxActiveClusters); every block of a cooperative "
+                                                 "grid must be resident at once, and gpulab never shrinks it",
+                      blocks, limit, limit / (int)dims_product(cluster), dims_product(cluster));
+    gl_fielderror(L, idx, fn, "cooperative", "a cooperative grid of %llu blocks exceeds the %d that can be "
+                                             "co-resident (%d blocks of %u threads per SM with %u bytes of dynamic "
+                                             "shared memory x %d SMs); every block of a cooperative grid must be "
+                                             "resident at once, and gpulab never shrinks it",
+                  blocks, limit, limit / d->sm_count, threads, cfg->smem, d->sm_count);
+}
+
+static void read_pdl(lua_State *L, int idx, const gl_kernel *k, const char *fn) {
+    const gl_device_limits *d = k->limits;
+    if (d->cc_major < 9)
+        gl_fielderror(L, idx, fn, "pdl", "programmatic dependent launch needs compute capability 9.0 or newer; "
+                                         "device %d is %d.%d", d->ordinal, d->cc_major, d->cc_minor);
+    require_entry(L, idx, fn, "pdl", (const void *)gl_cu.cuLaunchKernelEx, "cuLaunchKernelEx");
+}
+
+static int read_priority(lua_State *L, int idx, const gl_kernel *k, int value, const char *fn) {
+    const gl_device_limits *d = k->limits;
+    int isint = 0;
+    lua_Integer p = lua_type(L, value) == LUA_TNUMBER ? lua_tointegerx(L, value, &isint) : 0;
+    if (!isint) {
+        if (lua_type(L, value) == LUA_TNUMBER)
+            gl_fielderror(L, idx, fn, "priority", "integer expected, got %s", lua_tostring(L, value));
+        gl_fieldtypeerror(L, idx, fn, "priority", value, "integer");
+    }
+    if (p < d->priority_greatest || p > d->priority_least)
+        gl_fielderror(L, idx, fn, "priority", "%lld is out of this device's range %d..%d (lower is more urgent: "
+                                              "%d the highest, %d the default)", (long long)p,
+                      d->priority_greatest, d->priority_least, d->priority_greatest, d->priority_least);
+    require_entry(L, idx, fn, "priority", (const void *)gl_cu.cuLaunchKernelEx, "cuLaunchKernelEx");
+    return (int)p;
+}
+
+/* An L2 access property by name; "persisting" only where allowed (a miss cannot persist). */
+static CUaccessProperty read_access_property(lua_State *L, int idx, int value, const char *what,
+                                             bool persisting_ok, const char *fn) {
+    size_t len = 0;
+    const char *s = lua_type(L, value) == LUA_TSTRING ? lua_tolstring(L, value, &len) : NULL;
+    if (s && len == strlen(s)) {
+        if (strcmp(s, "normal") == 0) return CU_ACCESS_PROPERTY_NORMAL;
+        if (strcmp(s, "streaming") == 0) return CU_ACCESS_PROPERTY_STREAMING;
+        if (persisting_ok && strcmp(s, "persisting") == 0) return CU_ACCESS_PROPERTY_PERSISTING;
+    }
+    gl_fielderror(L, idx, fn, "l2_window", "%s: %s expected, got %s", what,
+                  persisting_ok ? "\"persisting\", \"streaming\" or \"normal\"" : "\"streaming\" or \"normal\"",
+                  s ? lua_pushfstring(L, "\"%s\"%s", s, len == strlen(s) ? "" : " (with a NUL byte)")
+                    : gl_typename(L, value));
+    return CU_ACCESS_PROPERTY_NORMAL;
+}
+
+static uint64_t read_window_int(lua_State *L, int idx, int value, const char *what, const char *fn) {
+    int isint = 0;
+    lua_Integer v = lua_type(L, value) == LUA_TNUMBER ? lua_tointegerx(L, value, &isint) : 0;
+    if (!isint || v < 0)
+        gl_fielderror(L, idx, fn, "l2_window", "%s: non-negative integer expected, got %s", what,
+                      lua_type(L, value) == LUA_TNUMBER ? lua_tostring(L, value) : gl_typename(L, value));
+    return (uint64_t)v;
+}
+
+/* l2_window = {array=d | ptr=, bytes=, hit_ratio=1, hit="persisting", miss="streaming"}. The table is
+ * walked raw (lua_next, keys compared as strings): nothing here allocates or runs Lua code, so the
+ * array found stays what was checked. */
+static void read_l2_window(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, int value, const char *fn) {
+    const gl_device_limits *d = k->limits;
+    if (lua_type(L, value) != LUA_TTABLE)
+        gl_fieldtypeerror(L, idx, fn, "l2_window", value, "table {array= | ptr=, bytes=, hit_ratio=, hit=, miss=}");
+    static const char *const known[] = {"array", "ptr", "bytes", "hit_ratio", "hit", "miss", NULL};
+    int at[6] = {0, 0, 0, 0, 0, 0};
+    bool unknown = false;
+    lua_pushnil(L);
+    while (lua_next(L, value)) {
+        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        int i = 0;
+        while (key && known[i] && strcmp(key, known[i]) != 0) i++;
+        if (key && known[i] && lua_rawlen(L, -2) == strlen(known[i])) {
+            at[i] = lua_gettop(L); /* the value stays; a copy of the key goes on for lua_next */
+            lua_pushvalue(L, -2);
+        } else {
+            unknown = true;
+            lua_pop(L, 1);
+        }
+    }
+    if (unknown) gl_check_known_fields(L, value, known, fn);
+    if (d->max_window_bytes <= 0)
+        gl_fielderror(L, idx, fn, "l2_window", "device %d has no L2 access-policy window", d->ordinal);
+    if (at[0] && at[1]) gl_fielderror(L, idx, fn, "l2_window", "give array= or ptr=, not both");
+    uint64_t base = 0, bytes = 0, limit = UINT64_MAX;
+    if (at[0]) {
+        gl_array *a = gl_test_array(L, at[0]);
+        if (a == NULL || a->ptr == 0)
+            gl_fielderror(L, idx, fn, "l2_window", "array: %s",
+                          luaL_testudata(L, at[0], GL_ARRAY_T) ? "the cuda.array was freed"
+                                                               : lua_pushfstring(L, "cuda.array expected, got %s",
+                                                                                 gl_typename(L, at[0])));
+        if (a->device != gl_current_device())
+            gl_fielderror(L, idx, fn, "l2_window", "array: the cuda.array belongs to device %d, but device %d is "
+                                                   "current", a->device, gl_current_device());
+        base = (uint64_t)a->ptr;
+        bytes = limit = a->nbytes;
+        cfg->window_array = a;
+    } else if (at[1]) {
+        base = read_window_int(L, idx, at[1], "ptr", fn);
+        if (!at[2]) gl_fielderror(L, idx, fn, "l2_window", "bytes: required with ptr=");
+    } else {
+        gl_fielderror(L, idx, fn, "l2_window", "array= (a cuda.array) or ptr= (a device address) required");
+    }
+    if (at[2]) bytes = read_window_int(L, idx, at[2], "bytes", fn);
+    if (bytes < 1 || bytes > limit)
+        gl_fielderror(L, idx, fn, "l2_window", "bytes = %llu is outside the array's 1..%llu bytes",
+                      (unsigned long long)bytes, (unsigned long long)limit);
+    if (bytes > (uint64_t)d->max_window_bytes)
+        gl_fielderror(L, idx, fn, "l2_window", "bytes = %llu exceeds device %d's largest access-policy window, "
+                                               "%d bytes", (unsigned long long)bytes, d->ordinal, d->max_window_bytes);
+    double ratio = 1.0;
+    if (at[3]) {
+        if (lua_type(L, at[3]) != LUA_TNUMBER) gl_fielderror(L, idx, fn, "l2_window", "hit_ratio: number expected, "
+                                                             "got %s", gl_typename(L, at[3]));
+        ratio = lua_tonumber(L, at[3]);
+        if (!(ratio >= 0.0 && ratio <= 1.0))
+            gl_fielderror(L, idx, fn, "l2_window", "hit_ratio = %s is outside 0..1", lua_tostring(L, at[3]));
+    }
+    CUaccessProperty hit = at[4] ? read_access_property(L, idx, at[4], "hit", true, fn)
+                                 : CU_ACCESS_PROPERTY_PERSISTING;
+    CUaccessProperty miss = at[5] ? read_access_property(L, idx, at[5], "miss", false, fn)
+                                  : CU_ACCESS_PROPERTY_STREAMING;
+    require_entry(L, idx, fn, "l2_window", (const void *)gl_cu.cuLaunchKernelEx, "cuLaunchKernelEx");
+    CUlaunchAttribute *a = add_attr(cfg, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW);
+    a->value.accessPolicyWindow.base_ptr = (void *)(uintptr_t)base;
+    a->value.accessPolicyWindow.num_bytes = (size_t)bytes;
+    a->value.accessPolicyWindow.hitRatio = (float)ratio;
+    a->value.accessPolicyWindow.hitProp = hit;
+    a->value.accessPolicyWindow.missProp = miss;
+}
+
+static void read_attrs(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const int at[CFG_KEYS],
+                       const char *fn) {
+    unsigned cluster[3] = {0, 0, 0};
+    if (at[CFG_CLUSTER]) {
+        read_cluster(L, idx, k, cfg, at[CFG_CLUSTER], cluster, fn);
+        CUlaunchAttribute *a = add_attr(cfg, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+        a->value.clusterDim.x = cluster[0];
+        a->value.clusterDim.y = cluster[1];
+        a->value.clusterDim.z = cluster[2];
+    } else if (k->cluster_dims[0]) {
+        check_compiled_cluster_grid(L, idx, k, cfg->grid, fn);
+    }
+    if (at[CFG_COOPERATIVE] && read_flag(L, idx, at[CFG_COOPERATIVE], "cooperative", fn)) {
+        const unsigned *shape = cluster;
+        const unsigned compiled[3] = {(unsigned)k->cluster_dims[0], (unsigned)k->cluster_dims[1],
+                                      (unsigned)k->cluster_dims[2]};
+        if (!cluster[0] && k->cluster_dims[0]) shape = compiled;
+        check_cooperative(L, idx, k, cfg, shape, fn);
+        add_attr(cfg, CU_LAUNCH_ATTRIBUTE_COOPERATIVE)->value.cooperative = 1;
+    }
+    if (at[CFG_PDL] && read_flag(L, idx, at[CFG_PDL], "pdl", fn)) {
+        read_pdl(L, idx, k, fn);
+        add_attr(cfg, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)->value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (at[CFG_PRIORITY]) {
+        int p = read_priority(L, idx, k, at[CFG_PRIORITY], fn);
+        add_attr(cfg, CU_LAUNCH_ATTRIBUTE_PRIORITY)->value.priority = p;
+    }
+    if (at[CFG_L2_WINDOW]) read_l2_window(L, idx, k, cfg, at[CFG_L2_WINDOW], fn);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -428,6 +791,21 @@ static void mark_ref(const arg_ref *r, gl_stream_track *t, uint64_t seq) {
     else if (r->kind == REF_TENSORMAP) gl_use_mark(&((gl_tensormap *)r->obj)->use, t, seq);
 }
 
+/* The same loop over cuLaunchKernelEx, for a configuration with launch attributes. */
+static void submit_with_attrs(lua_State *L, const gl_kernel *k, const launch_cfg *cfg, CUstream h, void **ptrs,
+                              lua_Integer count, const char *fn) {
+    CUlaunchConfig c = {.gridDimX = cfg->grid[0], .gridDimY = cfg->grid[1], .gridDimZ = cfg->grid[2],
+                        .blockDimX = cfg->block[0], .blockDimY = cfg->block[1], .blockDimZ = cfg->block[2],
+                        .sharedMemBytes = cfg->smem, .hStream = h, .attrs = (CUlaunchAttribute *)cfg->attrs,
+                        .numAttrs = cfg->nattrs};
+    void **params = k->nparams ? ptrs : NULL;
+    for (lua_Integer n = 0; n < count; n++) {
+        long obs = gl_observers ? gl_observe_begin(h, true) : -1;
+        GL_CHECK(L, gl_cu.cuLaunchKernelEx(&c, k->fn, params, NULL), fn, "cuLaunchKernelEx");
+        if (obs >= 0) gl_observe_launch(obs, k->name, cfg->grid, cfg->block, h);
+    }
+}
+
 /* `count` launches of the packed arguments, one log entry for them: a plain loop over
  * cuLaunchKernel, as a C program would write it (prepared:launch(n); every other launch is one).
  * Under cuda.trace or cuda.profile each launch is observed. */
@@ -440,6 +818,10 @@ static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_
     for (int i = 0; i < k->nparams; i++) ptrs[i] = (unsigned char *)buf + k->params[i].offset;
     CUstream h = gl_track_handle(track);
     gl_log_launch(k->name, cfg->grid, cfg->block, h);
+    if (cfg->nattrs) {
+        submit_with_attrs(L, k, cfg, h, ptrs, count, fn);
+        return;
+    }
     for (lua_Integer n = 0; n < count; n++) {
         long obs = gl_observers ? gl_observe_begin(h, true) : -1; /* cuda.trace, cuda.profile */
         GL_CHECK(L, gl_cu.cuLaunchKernel(k->fn, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
@@ -451,6 +833,24 @@ static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_
 }
 
 #define INLINE_REFS 32
+
+/* During a capture: the graph keeps the l2_window's array alive (read raw from the configuration
+ * table at cfg_idx, as read_cfg read it). */
+static void note_window_array(lua_State *L, int cfg_idx) {
+    lua_pushliteral(L, "l2_window");
+    if (lua_rawget(L, cfg_idx) == LUA_TTABLE) {
+        lua_pushliteral(L, "array");
+        lua_rawget(L, -2);
+        gl_capture_note(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+static void recheck_window(lua_State *L, const launch_cfg *cfg, const char *fn) {
+    if (cfg->window_array && cfg->window_array->ptr == 0)
+        luaL_error(L, "%s: l2_window: the cuda.array was freed during the call", fn);
+}
 
 /* After code that may have run Lua: the module and the packed objects must still be alive. */
 static void recheck_refs(lua_State *L, const gl_kernel *k, const arg_ref *refs, int n, const char *fn) {
@@ -499,6 +899,7 @@ static int l_launch(lua_State *L) {
 
     uint64_t seq = gl_next_seq();
     gl_use_mark(&k->module->use, cfg.track, seq);
+    if (cfg.window_array) gl_use_mark(&cfg.window_array->use, cfg.track, seq);
     int inline_refs = k->nparams < INLINE_REFS ? k->nparams : INLINE_REFS;
     for (int i = 0; i < inline_refs; i++) mark_ref(&refs[i], cfg.track, seq);
     for (int i = INLINE_REFS; i < k->nparams; i++) { /* rare: many parameters */
@@ -511,8 +912,10 @@ static int l_launch(lua_State *L) {
         gl_capture_note(L, 1);
         for (int i = 0; i < k->nparams; i++)
             if (lua_type(L, 3 + i) == LUA_TUSERDATA) gl_capture_note(L, 3 + i);
+        if (cfg.window_array) note_window_array(L, 2);
         /* noting allocates, and a finalizer run by it may have freed what was packed */
         recheck_refs(L, k, refs, inline_refs, fn);
+        recheck_window(L, &cfg, fn);
     }
     submit(L, k, &cfg, cfg.track, buf, 1, fn);
     return 0;
@@ -570,6 +973,14 @@ static int l_prepare(lua_State *L) {
         lua_rawget(L, 2); /* raw, as read_cfg read it */
         lua_setiuservalue(L, self, UV_STREAM);
     }
+    if (cfg.window_array) {
+        lua_pushliteral(L, "l2_window");
+        lua_rawget(L, 2);
+        lua_pushliteral(L, "array");
+        lua_rawget(L, -2);
+        lua_setiuservalue(L, self, UV_WINDOW);
+        lua_pop(L, 1);
+    }
     for (int i = 0; i < nargs; i++)
         if (P->refs[i].kind != REF_NONE) {
             lua_pushvalue(L, 3 + i);
@@ -585,6 +996,11 @@ static void note_prepared_objects(lua_State *L, const prepared *P) {
     lua_getiuservalue(L, 1, UV_KERNEL);
     gl_capture_note(L, -1);
     lua_pop(L, 1);
+    if (P->cfg.window_array) {
+        lua_getiuservalue(L, 1, UV_WINDOW);
+        gl_capture_note(L, -1);
+        lua_pop(L, 1);
+    }
     for (int i = 0; i < P->nargs; i++)
         if (P->refs[i].kind != REF_NONE) {
             lua_getiuservalue(L, 1, UV_FIRST_ARG + i);
@@ -635,9 +1051,14 @@ static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
         }
     }
     gl_use_mark(&k->module->use, track, seq);
+    if (P->cfg.window_array) {
+        if (P->cfg.window_array->ptr == 0) luaL_error(L, "%s: l2_window: the cuda.array was freed", fn);
+        gl_use_mark(&P->cfg.window_array->use, track, seq);
+    }
     if (gl_capture_active()) {
         note_prepared_objects(L, P);
         recheck_refs(L, k, P->refs, P->nargs, fn);
+        recheck_window(L, &P->cfg, fn);
     }
     submit(L, k, &P->cfg, track, P->buf, count, fn);
     return 0;
@@ -679,6 +1100,8 @@ static int prepared_free(lua_State *L) {
     /* drop the references so the arguments, stream and kernel can be collected */
     lua_pushnil(L);
     lua_setiuservalue(L, 1, UV_STREAM);
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, UV_WINDOW);
     for (int i = 0; i < P->nargs; i++) {
         lua_pushnil(L);
         lua_setiuservalue(L, 1, UV_FIRST_ARG + i);
@@ -692,6 +1115,27 @@ static void add_dims(luaL_Buffer *b, lua_State *L, const unsigned d[3]) {
     luaL_addvalue(b);
 }
 
+/* " cluster=(2,1,1) cooperative pdl priority=-1 l2_window=4096B" for the attributes a launch carries */
+static void add_attr_names(luaL_Buffer *b, lua_State *L, const launch_cfg *cfg) {
+    for (unsigned i = 0; i < cfg->nattrs; i++) {
+        const CUlaunchAttributeValue *v = &cfg->attrs[i].value;
+        switch (cfg->attrs[i].id) {
+        case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+            lua_pushfstring(L, " cluster=(%d,%d,%d)", (int)v->clusterDim.x, (int)v->clusterDim.y,
+                            (int)v->clusterDim.z);
+            break;
+        case CU_LAUNCH_ATTRIBUTE_COOPERATIVE: lua_pushliteral(L, " cooperative"); break;
+        case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: lua_pushliteral(L, " pdl"); break;
+        case CU_LAUNCH_ATTRIBUTE_PRIORITY: lua_pushfstring(L, " priority=%d", v->priority); break;
+        case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+            lua_pushfstring(L, " l2_window=%I bytes", (lua_Integer)v->accessPolicyWindow.num_bytes);
+            break;
+        default: lua_pushliteral(L, ""); break;
+        }
+        luaL_addvalue(b);
+    }
+}
+
 static int prepared_tostring(lua_State *L) {
     prepared *P = luaL_checkudata(L, 1, PREPARED_T);
     luaL_Buffer b;
@@ -702,9 +1146,10 @@ static int prepared_tostring(lua_State *L) {
     add_dims(&b, L, P->cfg.grid);
     luaL_addstring(&b, ", ");
     add_dims(&b, L, P->cfg.block);
-    lua_pushfstring(L, ", %d>>> (%d args, %d bytes)%s", (int)P->cfg.smem, P->nargs,
-                    (int)P->bufsize, P->freed ? " (freed)" : "");
+    lua_pushfstring(L, ", %d>>> (%d args, %d bytes)", (int)P->cfg.smem, P->nargs, (int)P->bufsize);
     luaL_addvalue(&b);
+    add_attr_names(&b, L, &P->cfg);
+    if (P->freed) luaL_addstring(&b, " (freed)");
     luaL_pushresult(&b);
     return 1;
 }

@@ -23,6 +23,9 @@ typedef struct gl_device_limits {
     int smem_per_sm, smem_reserved;
     int regs_per_sm, threads_per_sm, blocks_per_sm, warp_size, sm_count;
     int cc_major, cc_minor;
+    int cluster_launch, cooperative_launch; /* 1 when the device supports them */
+    int max_window_bytes;    /* largest L2 access-policy window, 0 when none */
+    int priority_least, priority_greatest; /* launch priority range (greatest <= least) */
 } gl_device_limits;
 
 /* The limits of the current device (gl_require_gpu first). Raises "fn: ..." on a driver error. */

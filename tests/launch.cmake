@@ -9,3 +9,12 @@ gl_add_lua_test(device_fake_none tests/lua/test_device_fake.lua FAKE ENV GPULAB_
 # The raw C baseline of tools/bench_launch.lua (run on a GPU machine: build/gpulab tools/bench_launch.lua).
 add_executable(bench_launch_raw ${CMAKE_SOURCE_DIR}/tools/bench_launch.c)
 target_link_libraries(bench_launch_raw PRIVATE gpulab_core)
+
+# Launches with attributes (cluster, cooperative, pdl, priority, l2_window) through the stand-in, on
+# an H200-like device, an older device (compute capability 8.0) and a driver without cuLaunchKernelEx.
+gl_add_lua_test(launch_attrs_fake tests/lua/test_launch_attrs_fake.lua FAKE
+  ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_attrs_fake.log)
+gl_add_lua_test(launch_attrs_fake_cc80 tests/lua/test_launch_attrs_fake.lua FAKE
+  ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_attrs_fake_cc80.log GPULAB_FAKE_CC=8.0)
+gl_add_lua_test(launch_attrs_fake_noex tests/lua/test_launch_attrs_fake.lua FAKE
+  ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_attrs_fake_noex.log GPULAB_FAKE_NO_ENTRY=cuLaunchKernelEx)
