@@ -1,0 +1,567 @@
+-- hopper_clusters.lua — what Hopper's launch features buy, measured: thread-block clusters and how
+-- many fit at once (seed §1's residency, carried to clusters), distributed shared memory (DSM)
+-- latency and bandwidth, TMA multicast (seed §3's TMA, carried to clusters), programmatic
+-- dependent launch (PDL) and cooperative launches against kernel boundaries.
+--
+-- Kernels: kernels/hopper_clusters.cu; device helpers: kernels/include/gpulab/cluster.cuh. Every
+-- kernel result that a verdict reads is checked against what the host computes (outputs are
+-- poisoned, or start from zero where the kernel accumulates); every wait that can hang has a
+-- %globaltimer deadline; times are cuda.measure results and comparisons decide from intervals.
+--
+--   gpulab labs/hopper_clusters.lua [--quick] [--json FILE] [--svg PREFIX]
+local harness = require("gpulab.lab")
+
+local lab = harness.new {
+  name = "hopper_clusters",
+  title = "Clusters, distributed shared memory, TMA multicast, PDL and cooperative launches: what each buys",
+  claims = "seed §1 (residency) and §3 (TMA), carried to clusters; the rest the lab's own questions",
+  budget_s = 240, quick_budget_s = 25,
+  params = {
+    { name = "hold_us", default = 200, quick = 100, min = 20, max = 100000,
+      help = "how long each cluster stays resident in the co-residency launch (µs)" },
+    { name = "waves", default = 3, quick = 2, min = 2, max = 20,
+      help = "clusters launched, as a multiple of what the occupancy API says fits" },
+    { name = "chase_steps", default = 8192, quick = 4096, min = 64, max = 1000000,
+      help = "dependent loads in the DSM latency chain" },
+    { name = "stream_reps", default = 64, quick = 16, min = 1, max = 100000,
+      help = "passes over the neighbour's 64 KB buffer in the DSM bandwidth kernel" },
+    { name = "tiles", default = 256, quick = 64, min = 1, max = 100000, help = "tiles per cluster (TMA multicast)" },
+    { name = "chain", default = 32, min = 2, max = 1000, help = "kernels in the PDL chain" },
+    { name = "chain_runs", default = 7, quick = 3, min = 1, max = 100, help = "recorded runs of the PDL chain" },
+    { name = "coop_steps", default = 64, quick = 32, min = 2, max = 100000,
+      help = "steps of the cooperative kernel (grid.sync() between them)" },
+    { name = "min_time", default = 0.3, quick = 0.08, min = 0.01, max = 60,
+      help = "cuda.measure's measuring time per configuration (s)" },
+  },
+}
+local P = lab.params
+
+lab:claim { id = "residency", seed = "§1", text = "how many blocks are resident is set by the resources and " ..
+  "the architecture and is to be queried: for clusters of 1, 2, 4, 8 and 16 CTAs, k:max_active_clusters equals " ..
+  "the peak number of clusters the kernel itself records running at once" }
+lab:claim { id = "dsm_latency", own = true, text = "a dependent ld.shared::cluster into another CTA's shared memory " ..
+  "takes more cycles than a local ld.shared" }
+lab:claim { id = "dsm_bandwidth", own = true, text = "reading the neighbour CTA's shared memory (DSM) is slower " ..
+  "than reading one's own, at every cluster size from 2 to 16" }
+lab:claim { id = "mc_bytes", own = true, text = "a TMA load multicast to the N CTAs of a cluster (N = 2, 4) cuts " ..
+  "the L2->SM bytes the counters see to about 1/N of N CTAs each loading the tile (at most 1.25/N)" }
+lab:claim { id = "mc_time", seed = "§3", text = "TMA pays off only where setup and synchronisation are amortised: " ..
+  "carried to clusters, the question is whether one multicast load for N CTAs is faster than N loads of the " ..
+  "same tile (measured, not assumed: it is faster for N = 2 and 4)" }
+lab:claim { id = "pdl_correct", own = true, text = "a chain of dependent kernels reading the previous output after " ..
+  "griddepcontrol.wait computes the same values with and without PDL" }
+lab:claim { id = "pdl_gap", own = true, text = "PDL shrinks the gap between one kernel's end and the next one's " ..
+  "start (median over the chain)" }
+lab:claim { id = "pdl_time", own = true, text = "a chain of short dependent kernels takes less time with PDL" }
+lab:claim { id = "coop_correct", own = true, text = "a cooperative kernel with grid.sync() between steps computes " ..
+  "what one launch per step computes" }
+lab:claim { id = "coop_step", own = true, text = "a grid.sync() step costs less than a kernel boundary (one launch " ..
+  "per step)" }
+lab:claim { id = "coop_refused", own = true, text = "a cooperative grid one block larger than occupancy x SMs is " ..
+  "refused by gpulab before the driver, with a message naming the blocks per SM and the SM count" }
+
+local CLUSTER_SIZES = { 1, 2, 4, 8, 16 }
+local MC_SIZES = { 2, 4 }
+local CHASE_LOCAL, CHASE_SELF, CHASE_REMOTE = 0, 1, 2 -- dsmem_chase's modes
+local CHASE_WORDS, CHASE_STEP = 4096, 97
+local STREAM_WORDS, STREAM_BLOCK = 16384, 512        -- 64 KB per CTA
+local MAT, BOX = 2048, 64                             -- u32 matrix for the multicast tiles, box BOX x BOX
+local POISON = 0xdeadbeef
+-- In-kernel deadline: 2 s, or 60 s under compute-sanitizer, where every instruction is slower.
+local TIMEOUT_NS = os.getenv("GPULAB_LINEINFO") and 60000000000 or 2000000000
+-- L2 -> SM traffic, as the counters of sm_90 name it; the first that exists and sees traffic decides.
+local BYTE_METRICS = { "lts__t_sectors_srcunit_tex_op_read.sum", "l1tex__m_xbar2l1tex_read_bytes.sum",
+  "lts__t_bytes.sum" }
+
+local function fmt(v, d) return string.format("%." .. (d or 1) .. "f", v) end
+local function u32(v) return v & 0xffffffff end
+local function first_line(e) return (tostring(e):match("^[^\n]*")) end
+
+-- ---------------------------------------------------------------------------------------------
+lab:section("Kernels")
+local prog = lab:compile("kernels/hopper_clusters.cu", { arch = "sm_90a", what = "cluster_residency, dsmem_chase, " ..
+  "dsmem_stream, tma_multicast_tiles, pdl_step, coop_steps, coop_one_step" })
+lab:note(string.format("cubin %d B; helpers from kernels/include/gpulab/cluster.cuh", #(prog.cubin or "")))
+
+local ok_gpu = lab:gpu()
+if not ok_gpu then
+  lab:note("there is no device: the kernels were compiled; nothing measured")
+  os.exit(lab:finish())
+end
+
+local dev = cuda.device(0)
+local mod = cuda.load(prog)
+lab:note(string.format("device: %s (%s), %d SMs, %d KB shared memory per block (opt-in)", dev.name, dev.arch,
+  dev.sm_count, dev.smem_per_block_optin // 1024))
+
+-- Runs one part of the lab; an error (a missing launch key, a CUDA failure) fails the lab and
+-- leaves that part's claims unclear instead of stopping the other parts.
+local function part(title, claims, fn)
+  lab:section(title)
+  local ok, err = xpcall(fn, debug.traceback)
+  if not ok then
+    lab:fail(title .. ": " .. tostring(err))
+    for _, id in ipairs(claims) do lab:verdict(id, "not measured: " .. first_line(err), nil) end
+  end
+end
+
+-- A gpulab method the launch features need; raises naming it when this gpulab lacks it.
+local function need(obj, method)
+  if type(obj[method]) ~= "function" then error("this gpulab has no k:" .. method .. " (Hopper launch API)", 2) end
+end
+
+local function fetch(d, first, count)
+  local src = first and d:view(first, count) or d
+  local h = cuda.host(d.dtype, src.numel)
+  h:copy_from(src)
+  return h
+end
+
+local function measure(fn, stream)
+  return harness.measure(fn, { regime = "hot", min_time = P.min_time, timeout = 30, stream = stream })
+end
+
+-- A verdict from evidence: nil (unclear) when the evidence is not valid or not decided.
+local function judged(valid, holds, undecided)
+  if not valid or undecided then return nil end
+  return holds and true or false
+end
+
+-- Per-size decisions of lab:compare: holds when every one is "faster", refuted when any is
+-- "slower" or "same", unclear otherwise.
+local function all_faster(decisions)
+  local against, unclear = false, false
+  for _, d in ipairs(decisions) do
+    if d == "slower" or d == "same" then against = true end
+    if d == "unclear" then unclear = true end
+  end
+  if against then return false end
+  if unclear or #decisions == 0 then return nil end
+  return true
+end
+
+local function verdict_of_compare(decision)
+  if decision == "faster" then return true end
+  if decision == "slower" or decision == "same" then return false end
+  return nil
+end
+
+-- Most intervals open at once; an end and a start at the same nanosecond do not overlap.
+local function peak_overlap(starts, ends)
+  local ev = {}
+  for i = 1, #starts do
+    ev[#ev + 1] = { starts[i], 1 }
+    ev[#ev + 1] = { ends[i], -1 }
+  end
+  table.sort(ev, function(a, b) if a[1] ~= b[1] then return a[1] < b[1] end return a[2] < b[2] end)
+  local cur, peak = 0, 0
+  for _, e in ipairs(ev) do
+    cur = cur + e[2]
+    if cur > peak then peak = cur end
+  end
+  return peak
+end
+
+local function median(list)
+  local v = {}
+  for i, x in ipairs(list) do v[i] = x end
+  table.sort(v)
+  local n = #v
+  if n == 0 then return 0 / 0 end
+  return n % 2 == 1 and v[(n + 1) // 2] or (v[n // 2] + v[n // 2 + 1]) / 2
+end
+
+-- ---------------------------------------------------------------------------------------------
+part("1. Co-residency: the occupancy API against what the clusters record", { "residency" }, function()
+  local k = mod:kernel("cluster_residency")
+  need(k, "max_active_clusters")
+  need(k, "set_attribute")
+  k:set_attribute("non_portable_cluster_size_allowed", 1) -- clusters of 16
+  local big = dev.smem_per_block_optin - k.smem
+  k:set_max_dynamic_smem(big)
+  -- two shapes: small blocks (many per SM) and one block per SM (all of its shared memory), where
+  -- a cluster must find its SMs within one GPC
+  local shapes = { { block = 128, smem = 0, what = "128 threads, no smem" },
+                   { block = 128, smem = big, what = string.format("128 threads, %d KB smem", big // 1024) } }
+  local rows, all_equal, all_valid, launched = {}, true, true, 0
+  for _, shape in ipairs(shapes) do
+    for _, cs in ipairs(CLUSTER_SIZES) do
+      local predicted = k:max_active_clusters { block = shape.block, smem = shape.smem, cluster = cs }
+      if predicted == 0 then
+        rows[#rows + 1] = { shape.what, cs, 0, "-", "-", "-", "cannot be resident" }
+      else
+        local nclusters = predicted * P.waves
+        local d_start, d_end = cuda.array("u64", nclusters), cuda.array("u64", nclusters)
+        local d_sm, d_seen = cuda.array("u32", nclusters), cuda.array("u32", nclusters)
+        d_start:fill(0)
+        d_end:fill(0)
+        d_seen:fill(0)
+        k:launch({ grid = nclusters * cs, block = shape.block, smem = shape.smem, cluster = cs }, d_start, d_end, d_sm,
+          d_seen, P.hold_us * 1000)
+        cuda.sync { timeout = 30 }
+        local hs, he, hseen = fetch(d_start), fetch(d_end), fetch(d_seen)
+        local starts, ends, bad = {}, {}, 0
+        for c = 1, nclusters do
+          if hseen[c] ~= cs or hs[c] == 0 or he[c] < hs[c] then bad = bad + 1 end
+          starts[c], ends[c] = hs[c], he[c]
+        end
+        for _, d in ipairs { d_start, d_end, d_sm, d_seen } do d:free() end
+        local peak = peak_overlap(starts, ends)
+        if bad > 0 then
+          all_valid = false
+          lab:fail(string.format("%s, cluster %d: %d of %d clusters did not record every CTA and a time", shape.what,
+            cs, bad, nclusters))
+        end
+        launched = launched + 1
+        if peak ~= predicted then all_equal = false end
+        rows[#rows + 1] = { shape.what, cs, predicted, nclusters, peak, peak - predicted,
+          bad == 0 and "every CTA of every cluster ran" or (bad .. " clusters incomplete") }
+        lab:record(string.format("residency %s cluster %d", shape.what, cs),
+          { predicted = predicted, observed_peak = peak, clusters = nclusters, incomplete = bad })
+      end
+    end
+  end
+  lab:table({ "blocks", "cluster", "k:max_active_clusters", "clusters launched", "peak resident (recorded)",
+    "difference", "records" }, rows)
+  local diffs = {}
+  for _, r in ipairs(rows) do
+    if type(r[6]) == "number" and r[6] ~= 0 then
+      diffs[#diffs + 1] = string.format("%s cluster %d: %+d", r[1], r[2], r[6])
+    end
+  end
+  lab:verdict("residency", string.format("%d configurations launched; %s", launched,
+    #diffs == 0 and "the recorded peak equals the driver's count in every one" or
+    ("they differ: " .. table.concat(diffs, ", "))), judged(all_valid and launched > 0, all_equal))
+end)
+
+-- ---------------------------------------------------------------------------------------------
+part("2. Distributed shared memory: latency and bandwidth", { "dsm_latency", "dsm_bandwidth" }, function()
+  local chase = mod:kernel("dsmem_chase")
+  local d_out, d_cyc = cuda.array("u32", 1), cuda.array("u64", 1)
+  local want = (P.chase_steps * CHASE_STEP) % CHASE_WORDS
+  local per_mode, valid = {}, true
+  for _, mode in ipairs { CHASE_LOCAL, CHASE_SELF, CHASE_REMOTE } do
+    local samples = {}
+    for _ = 1, 5 do
+      d_out:fill(POISON)
+      chase:launch({ grid = 2, block = 128, cluster = 2 }, d_out, d_cyc, CHASE_WORDS, P.chase_steps, mode)
+      cuda.sync { timeout = 10 }
+      local o, c = fetch(d_out), fetch(d_cyc)
+      if o[1] ~= want then
+        valid = false
+        lab:fail(string.format("dsmem_chase mode %d ended on index %d, expected %d", mode, o[1], want))
+      end
+      samples[#samples + 1] = c[1] / P.chase_steps
+    end
+    per_mode[mode] = median(samples)
+  end
+  d_out:free()
+  d_cyc:free()
+  lab:table({ "load", "cycles per dependent load (median of 5)" }, {
+    { "ld.shared (own CTA)", fmt(per_mode[CHASE_LOCAL]) },
+    { "ld.shared::cluster to own CTA", fmt(per_mode[CHASE_SELF]) },
+    { "ld.shared::cluster to the other CTA", fmt(per_mode[CHASE_REMOTE]) } })
+  lab:record("dsm_latency_cycles", { local_ = per_mode[CHASE_LOCAL], self = per_mode[CHASE_SELF],
+    remote = per_mode[CHASE_REMOTE], steps = P.chase_steps })
+  lab:verdict("dsm_latency", string.format("%s cycles remote vs %s local (%.1fx); through the cluster window to " ..
+    "its own CTA %s", fmt(per_mode[CHASE_REMOTE]), fmt(per_mode[CHASE_LOCAL]),
+    per_mode[CHASE_REMOTE] / per_mode[CHASE_LOCAL], fmt(per_mode[CHASE_SELF])),
+    judged(valid, per_mode[CHASE_REMOTE] > per_mode[CHASE_LOCAL]))
+
+  -- bandwidth: every CTA sums its own buffer (ld.shared) or its neighbour's (ld.shared::cluster)
+  local k = mod:kernel("dsmem_stream")
+  need(k, "max_active_clusters")
+  need(k, "set_attribute")
+  k:set_attribute("non_portable_cluster_size_allowed", 1)
+  local smem = STREAM_WORDS * 4
+  k:set_max_dynamic_smem(smem)
+  local stream = cuda.stream { nonblocking = true }
+  local rows, decisions, all_valid = {}, {}, true
+  local per_pass = 0
+  for i = 0, STREAM_WORDS - 1 do per_pass = per_pass + i end
+  for _, cs in ipairs { 2, 4, 8, 16 } do
+    local nclusters = k:max_active_clusters { block = STREAM_BLOCK, smem = smem, cluster = cs }
+    if nclusters > 0 then
+      local grid = nclusters * cs
+      local d_sums = cuda.array("u32", grid)
+      local bytes = grid * smem * P.stream_reps
+      local res = {}
+      for _, remote in ipairs { 0, 1 } do
+        local prep = k:prepare({ grid = grid, block = STREAM_BLOCK, smem = smem, cluster = cs, stream = stream },
+          d_sums, STREAM_WORDS, P.stream_reps, remote)
+        d_sums:fill(0)
+        prep()
+        stream:sync { timeout = 30 }
+        local h = fetch(d_sums)
+        local bad = 0
+        for b = 1, grid do
+          local rank = (b - 1) % cs
+          local src = remote == 1 and (rank + 1) % cs or rank
+          if h[b] ~= u32(P.stream_reps * ((src << 16) * STREAM_WORDS + per_pass)) then bad = bad + 1 end
+        end
+        if bad > 0 then
+          all_valid = false
+          lab:fail(string.format("dsmem_stream cluster %d remote=%d: %d of %d blocks summed wrong", cs, remote, bad,
+            grid))
+        end
+        res[remote] = measure(prep, stream)
+        res[remote].label = remote == 1 and "neighbour (DSM)" or "own (ld.shared)"
+      end
+      d_sums:free()
+      local decision, ratio = lab:compare(res[0], res[1], { margin = 0.02 })
+      decisions[#decisions + 1] = decision
+      rows[#rows + 1] = { cs, grid, fmt(bytes / (res[0].mean * 1e6)), fmt(bytes / (res[1].mean * 1e6)),
+        fmt(1 / ratio, 2), decision }
+      lab:record("dsm_bandwidth cluster " .. cs, { grid = grid, bytes = bytes, own_ms = res[0].mean,
+        neighbour_ms = res[1].mean, own_bytes_per_ns = bytes / (res[0].mean * 1e6),
+        neighbour_bytes_per_ns = bytes / (res[1].mean * 1e6), decision = decision })
+    else
+      rows[#rows + 1] = { cs, 0, "-", "-", "-", "cannot be resident" }
+    end
+  end
+  stream:free()
+  lab:table({ "cluster", "blocks", "own smem (B/ns)", "neighbour's smem (B/ns)", "own / neighbour",
+    "own time vs neighbour" }, rows)
+  lab:verdict("dsm_bandwidth", "own-buffer time against the neighbour's, per cluster size (a 'faster' row: " ..
+    "reading one's own is faster)", judged(all_valid, all_faster(decisions), all_faster(decisions) == nil))
+end)
+
+-- ---------------------------------------------------------------------------------------------
+part("3. TMA multicast: one load for N CTAs against N loads", { "mc_bytes", "mc_time" }, function()
+  local k = mod:kernel("tma_multicast_tiles")
+  need(k, "max_active_clusters")
+  local h = cuda.host("u32", MAT * MAT)
+  h:iota()
+  local d = cuda.array("u32", MAT * MAT)
+  d:copy_from(h)
+  local tm = cuda.tensormap { array = d, dtype = "u32", dims = { MAT, MAT }, box = { BOX, BOX } }
+  local tiles_x, ntiles = MAT // BOX, (MAT // BOX) * (MAT // BOX)
+  local smem = tm.box_bytes + 128
+  local d_status = cuda.array("i32", 4)
+  d_status:fill(0)
+  local stream = cuda.stream { nonblocking = true }
+  -- sum of every value (row * MAT + col) of tile t, mod 2^32
+  local function tile_sum(t)
+    local x0, y0 = (t % tiles_x) * BOX, (t // tiles_x) * BOX
+    return BOX * MAT * (BOX * y0 + BOX * (BOX - 1) // 2) + BOX * (BOX * x0 + BOX * (BOX - 1) // 2)
+  end
+  local profile_ok, profile_why = type(cuda.profile) == "function", "this gpulab has no cuda.profile"
+  if profile_ok and cuda.profile_available then
+    local ok, why = cuda.profile_available()
+    if not ok then profile_ok, profile_why = false, "CUPTI cannot be used: " .. tostring(why) end
+  end
+  local rows, byte_rows = {}, {}
+  local bytes_ok, bytes_judged, decisions, valid = true, 0, {}, true
+  for _, n in ipairs(MC_SIZES) do
+    local nclusters = k:max_active_clusters { block = 256, smem = smem, cluster = n }
+    local grid = nclusters * n
+    local d_sums = cuda.array("u32", grid)
+    local res, counters = {}, {}
+    for _, mc in ipairs { 1, 0 } do
+      local prep = k:prepare({ grid = grid, block = 256, smem = smem, cluster = n, stream = stream },
+        tm, d_sums, ntiles, P.tiles, tiles_x, BOX, BOX, mc, TIMEOUT_NS, d_status)
+      d_sums:fill(0)
+      prep()
+      stream:sync { timeout = 30 }
+      local st = fetch(d_status)
+      if st[1] ~= 0 then
+        valid = false
+        lab:fail(string.format("multicast=%d cluster %d: a tile wait timed out (code 0x%x, block %d)", mc, n, st[1],
+          st[2]))
+        d_status:fill(0)
+      end
+      local sums, bad = fetch(d_sums), 0
+      for b = 1, grid do
+        local c, want = (b - 1) // n, 0
+        for t = 0, P.tiles - 1 do want = want + tile_sum((c * P.tiles + t) % ntiles) end
+        if sums[b] ~= u32(want) then bad = bad + 1 end
+      end
+      if bad > 0 then
+        valid = false
+        lab:fail(string.format("multicast=%d cluster %d: %d of %d blocks summed their tiles wrong", mc, n, bad, grid))
+      end
+      res[mc] = measure(prep, stream)
+      res[mc].label = mc == 1 and "multicast" or "each CTA loads"
+      if profile_ok then
+        counters[mc] = {}
+        for _, m in ipairs(BYTE_METRICS) do
+          local ok, prof = pcall(cuda.profile, function() prep() end, { metrics = { m } })
+          if ok and prof[1] and prof[1].metrics then counters[mc][m] = prof[1].metrics[m]
+          elseif not ok then counters[mc][m] = "unavailable: " .. first_line(prof) end
+        end
+      end
+    end
+    local decision, ratio = lab:compare(res[1], res[0], { margin = 0.02 })
+    decisions[#decisions + 1] = decision
+    local moved = grid * P.tiles * tm.box_bytes
+    rows[#rows + 1] = { n, grid, P.tiles, harness.format_result(res[1], "µs", 1e3),
+      harness.format_result(res[0], "µs", 1e3), fmt(ratio, 3), decision, fmt(moved / (res[1].mean * 1e6)) }
+    lab:record("multicast " .. n, { grid = grid, multicast_ms = res[1].mean, self_ms = res[0].mean, ratio = ratio,
+      decision = decision, counters_multicast = counters[1], counters_self = counters[0] })
+    if profile_ok then
+      local decided = false
+      for _, m in ipairs(BYTE_METRICS) do
+        local a, b = counters[1][m], counters[0][m]
+        if type(a) == "number" and type(b) == "number" then
+          byte_rows[#byte_rows + 1] = { n, m, a, b, b > 0 and fmt(a / b, 3) or "-", fmt(1 / n, 3) }
+          if not decided and b > 0 then
+            decided = true
+            bytes_judged = bytes_judged + 1
+            if a / b > 1.25 / n then bytes_ok = false end
+          end
+        else
+          byte_rows[#byte_rows + 1] = { n, m, tostring(a), tostring(b), "-", fmt(1 / n, 3) }
+        end
+      end
+    end
+    d_sums:free()
+  end
+  lab:table({ "N", "blocks", "tiles/cluster", "multicast", "each CTA loads", "time ratio", "multicast is",
+    "SMEM fill (B/ns)" }, rows)
+  lab:verdict("mc_time", "multicast against each CTA loading the tile, per N (a = multicast)",
+    judged(valid, all_faster(decisions), all_faster(decisions) == nil))
+  if not profile_ok then
+    lab:note("no counters: " .. profile_why)
+    lab:verdict("mc_bytes", "not measured: " .. profile_why, nil)
+  else
+    lab:table({ "N", "counter", "multicast", "each CTA loads", "ratio", "1/N" }, byte_rows)
+    lab:verdict("mc_bytes", string.format("%d of %d cluster sizes judged from the first counter that saw traffic",
+      bytes_judged, #MC_SIZES), judged(valid and bytes_judged == #MC_SIZES, bytes_ok))
+  end
+  d_status:free()
+  stream:free()
+  tm:free()
+  d:free()
+end)
+
+-- ---------------------------------------------------------------------------------------------
+part("4. PDL: a chain of dependent kernels", { "pdl_correct", "pdl_gap", "pdl_time" }, function()
+  local k = mod:kernel("pdl_step")
+  local K, G, B = P.chain, dev.sm_count, 256
+  local n = G * B * 4
+  local h = cuda.host("u32", (K + 1) * n)
+  h:fill(POISON)
+  h:view(1, n):iota()
+  local d = cuda.array("u32", (K + 1) * n)
+  local d_starts, d_ends = cuda.array("u64", K * G), cuda.array("u64", K * G)
+  local stream = cuda.stream { nonblocking = true }
+  local function chain(pdl)
+    local preps = {}
+    for j = 0, K - 1 do
+      preps[j + 1] = k:prepare({ grid = G, block = B, pdl = pdl, stream = stream }, d, n, j, d_starts, d_ends)
+    end
+    return function() for j = 1, K do preps[j]() end end
+  end
+  local out, results, all_correct = {}, {}, true
+  for _, pdl in ipairs { false, true } do
+    local run = chain(pdl)
+    local gaps, wrong = {}, 0
+    for _ = 1, P.chain_runs do
+      d:copy_from(h)
+      run()
+      stream:sync { timeout = 30 }
+      local last = fetch(d, K * n + 1, n)
+      for i = 1, n do if last[i] ~= i - 1 + K then wrong = wrong + 1 end end
+      local s, e = fetch(d_starts), fetch(d_ends)
+      local first, final = {}, {}
+      for j = 0, K - 1 do
+        local lo, hi = math.huge, 0
+        for b = 1, G do
+          lo = math.min(lo, s[j * G + b])
+          hi = math.max(hi, e[j * G + b])
+        end
+        first[j], final[j] = lo, hi
+      end
+      for j = 1, K - 1 do gaps[#gaps + 1] = (first[j] - final[j - 1]) / 1e3 end
+    end
+    if wrong > 0 then
+      all_correct = false
+      lab:fail(string.format("PDL chain (pdl=%s): %d wrong values after %d links", tostring(pdl), wrong, K))
+    end
+    results[pdl] = measure(run, stream)
+    results[pdl].label = pdl and "pdl=true" or "plain"
+    out[pdl] = { gap = median(gaps), wrong = wrong, min_gap = math.min(table.unpack(gaps)) }
+  end
+  lab:table({ "launch", "median gap end->next start (µs)", "smallest gap (µs)", "chain time", "wrong values" }, {
+    { "plain", fmt(out[false].gap, 2), fmt(out[false].min_gap, 2), harness.format_result(results[false], "µs", 1e3),
+      out[false].wrong },
+    { "pdl=true", fmt(out[true].gap, 2), fmt(out[true].min_gap, 2), harness.format_result(results[true], "µs", 1e3),
+      out[true].wrong } })
+  lab:note("a negative gap: the next kernel's blocks started (and waited in griddepcontrol.wait) before the " ..
+    "previous kernel's last block ended")
+  lab:record("pdl", { chain = K, grid = G, gap_plain_us = out[false].gap, gap_pdl_us = out[true].gap,
+    plain_ms = results[false].mean, pdl_ms = results[true].mean })
+  lab:verdict("pdl_correct", string.format("%d links over %d values: %d wrong without PDL, %d with", K, n,
+    out[false].wrong, out[true].wrong), all_correct)
+  lab:verdict("pdl_gap", string.format("median gap %s µs with PDL vs %s µs without (%d runs of %d links)",
+    fmt(out[true].gap, 2), fmt(out[false].gap, 2), P.chain_runs, K),
+    judged(all_correct, out[true].gap < out[false].gap))
+  local decision, _, _, detail = lab:compare(results[true], results[false], { margin = 0.01 })
+  lab:verdict("pdl_time", "the chain's time with PDL against without", all_correct and
+    verdict_of_compare(decision) or nil, detail)
+  stream:free()
+  for _, x in ipairs { d, d_starts, d_ends } do x:free() end
+end)
+
+-- ---------------------------------------------------------------------------------------------
+part("5. Cooperative launch: grid.sync() against kernel boundaries", { "coop_correct", "coop_step", "coop_refused" },
+  function()
+    local k, k1 = mod:kernel("coop_steps"), mod:kernel("coop_one_step")
+    local B, S = 256, P.coop_steps
+    local per_sm = k:occupancy(B, 0)
+    local G = dev.sm_count
+    local n = G * B
+    local h = cuda.host("u32", n)
+    h:iota()
+    local a, b = cuda.array("u32", n), cuda.array("u32", n)
+    local stream = cuda.stream { nonblocking = true }
+    local coop = k:prepare({ grid = G, block = B, cooperative = true, stream = stream }, a, b, n, S)
+    local steps = {}
+    for s = 0, S - 1 do
+      local src, dst = s % 2 == 0 and a or b, s % 2 == 0 and b or a
+      steps[s + 1] = k1:prepare({ grid = G, block = B, stream = stream }, src, dst, n)
+    end
+    local function multi() for s = 1, S do steps[s]() end end
+    local function check(run, label)
+      a:copy_from(h)
+      b:fill(POISON)
+      run()
+      stream:sync { timeout = 30 }
+      local r, wrong = fetch(S % 2 == 1 and b or a), 0
+      for i = 1, n do if r[i] ~= (i - 1 + S) % n + S then wrong = wrong + 1 end end
+      if wrong > 0 then lab:fail(string.format("%s: %d of %d values wrong after %d steps", label, wrong, n, S)) end
+      return wrong
+    end
+    local wrong_coop, wrong_multi = check(coop, "cooperative"), check(multi, "one launch per step")
+    local rc, rm = measure(coop, stream), measure(multi, stream)
+    rc.label, rm.label = "grid.sync()", "one launch per step"
+    lab:table({ "form", "launches", "per step (µs)", "whole run" }, {
+      { "cooperative, grid.sync()", 1, fmt(rc.mean * 1e3 / S, 3), harness.format_result(rc, "µs", 1e3) },
+      { "one launch per step", S, fmt(rm.mean * 1e3 / S, 3), harness.format_result(rm, "µs", 1e3) } })
+    lab:record("cooperative", { steps = S, grid = G, coop_ms = rc.mean, multi_ms = rm.mean })
+    local correct = wrong_coop == 0 and wrong_multi == 0
+    lab:verdict("coop_correct", string.format("%d steps over %d values: %d wrong (grid.sync), %d wrong (launches)", S,
+      n, wrong_coop, wrong_multi), correct)
+    local decision, _, _, detail = lab:compare(rc, rm, { margin = 0.02 })
+    lab:verdict("coop_step", "per-step time of grid.sync() against a kernel boundary", correct and
+      verdict_of_compare(decision) or nil, detail)
+
+    -- one block more than can be co-resident: gpulab must refuse it itself
+    local over = per_sm * dev.sm_count + 1
+    local ok, err = pcall(k.launch, k, { grid = over, block = B, cooperative = true, stream = stream }, a, b, n, S)
+    local msg = tostring(err)
+    local from_driver = not ok and cuda.is_error ~= nil and cuda.is_error(err)
+    local function names(v) return msg:find("%f[%d]" .. v .. "%f[%D]") ~= nil end
+    lab:note(string.format("grid of %d blocks (%d per SM x %d SMs + 1): %s", over, per_sm, dev.sm_count,
+      ok and "launched" or first_line(msg)))
+    if ok then stream:sync { timeout = 30 } end
+    lab:verdict("coop_refused", string.format("%s; %s; names %d per SM: %s, %d SMs: %s", ok and "launched" or "refused",
+      from_driver and "a cuda.error from the driver" or "a gpulab error", per_sm, tostring(names(per_sm)),
+      dev.sm_count, tostring(names(dev.sm_count))),
+      not ok and not from_driver and names(per_sm) and names(dev.sm_count))
+    stream:free()
+    a:free()
+    b:free()
+  end)
+
+os.exit(lab:finish())
