@@ -3,17 +3,22 @@
 raw C and gpulab in the same run. Same kernels (kernels/bench_launch.cu), same loop shapes:
   sustained: N launches back to back on one stream, then a sync (microseconds per launch)
   burst:     bursts of 256 launches after a sync, only the launching timed (the host's cost)
-Prints lines "<lib> <kernel> <mode> <us>" and "skip <lib>: <reason>"; best of 3 runs each."""
+Then, where cuda.core has them, launches with one attribute each (N_ATTR launches per run):
+a cluster of 2 (2 blocks), a cooperative launch and programmatic stream serialization (PDL),
+1 block otherwise, as kernel "<kind>_<kernel>" (cluster_empty, pdl_args4, ...).
+Prints lines "<lib> <kernel> <mode> <us>" and "skip <lib>[ <kind>]: <reason>"; best of 3 runs each.
+Usage: bench_launch_py.py SOURCE [N [N_ATTR]]"""
 import sys, time
 
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
+N_ATTR = int(sys.argv[3]) if len(sys.argv) > 3 else N
 SRC = open(sys.argv[1]).read()
 BURST = 256
 
 
-def best_of_3(fn):
-    fn(N // 10)
-    return min(fn(N) for _ in range(3))
+def best_of_3(fn, n):
+    fn(n // 10)
+    return min(fn(n) for _ in range(3))
 
 
 def timers(launch, sync):
@@ -40,10 +45,14 @@ def timers(launch, sync):
     return sustained, burst
 
 
-def report(lib, kernel, launch, sync):
+def report(lib, kernel, launch, sync, n=N):
     sustained, burst = timers(launch, sync)
-    print(f"{lib} {kernel} sustained {best_of_3(sustained):.4f}", flush=True)
-    print(f"{lib} {kernel} burst {best_of_3(burst):.4f}", flush=True)
+    print(f"{lib} {kernel} sustained {best_of_3(sustained, n):.4f}", flush=True)
+    print(f"{lib} {kernel} burst {best_of_3(burst, n):.4f}", flush=True)
+
+
+def reason(e):
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 def run_cupy():
@@ -56,6 +65,8 @@ def run_cupy():
     sync = cp.cuda.get_current_stream().synchronize
     report("cupy", "empty", lambda: empty((1,), (32,), ()), sync)
     report("cupy", "args4", lambda: args4((1,), (32,), (out, inp, n, s)), sync)
+    print("skip cupy cluster, pdl, cooperative: RawKernel has no cluster or PDL launch, and its cooperative "
+          "launch (enable_cooperative_groups) is cuLaunchCooperativeKernel, not a launch attribute", flush=True)
 
 
 def run_cuda_core():
@@ -77,9 +88,44 @@ def run_cuda_core():
     report("cuda.core", "empty", lambda: launch(stream, cfg, empty), stream.sync)
     report("cuda.core", "args4", lambda: launch(stream, cfg, args4, buf_out, buf_in, n, s), stream.sync)
 
+    def works(attr_cfg):
+        launch(stream, attr_cfg, empty)
+        launch(stream, attr_cfg, args4, buf_out, buf_in, n, s)
+        stream.sync()
+
+    for kind, cfg_of in CUDA_CORE_ATTRS:
+        attr_cfg, why = None, "no form of LaunchConfig tried"
+        for make in cfg_of:  # the forms the versions of cuda.core take, newest first
+            try:
+                candidate = make(LaunchConfig)
+                works(candidate)
+                attr_cfg = candidate
+                break
+            except Exception as e:  # a keyword or a launch this version does not know
+                why = reason(e)
+        if attr_cfg is None:
+            print(f"skip cuda.core {kind}: {why}", flush=True)
+            continue
+        report("cuda.core", f"{kind}_empty", lambda c=attr_cfg: launch(stream, c, empty), stream.sync, N_ATTR)
+        report("cuda.core", f"{kind}_args4", lambda c=attr_cfg: launch(stream, c, args4, buf_out, buf_in, n, s),
+               stream.sync, N_ATTR)
+
+
+# The attribute launches, each as the LaunchConfig forms of the cuda.core versions that have it.
+# A cluster of 2 is 2 blocks: newer versions count grid in clusters (grid=1), older ones in
+# blocks (grid=2); grid=1 fails on the older ones (not a multiple of the cluster), so the first
+# form that launches is the 2-block one.
+CUDA_CORE_ATTRS = (
+    ("cluster", (lambda LC: LC(grid=1, cluster=2, block=32),
+                 lambda LC: LC(grid=2, cluster=2, block=32))),
+    ("pdl", (lambda LC: LC(grid=1, block=32, programmatic_stream_serialization=True),)),
+    ("cooperative", (lambda LC: LC(grid=1, block=32, is_cooperative=True),
+                     lambda LC: LC(grid=1, block=32, cooperative_launch=True))),
+)
+
 
 for lib, fn in (("cupy", run_cupy), ("cuda.core", run_cuda_core)):
     try:
         fn()
     except Exception as e:  # a missing or different library is reported, never fatal
-        print(f"skip {lib}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", flush=True)
+        print(f"skip {lib}: {reason(e)}", flush=True)
