@@ -363,11 +363,16 @@ static bool collect_cfg(lua_State *L, int idx, const void *const keys[CFG_KEYS],
     bool unknown = false;
     lua_pushnil(L);
     int key_at = lua_gettop(L); /* where lua_next leaves the key; the value is above it */
+    const int first_key = key_at;
     while (lua_next(L, idx)) {
         const void *key = lua_topointer(L, key_at);
         int i = 0;
         while (i < CFG_KEYS && key != keys[i]) i++;
         if (i < CFG_KEYS) {
+            /* a C function is promised LUA_MINSTACK (20) free slots: grid, block and two more
+               keys fit in them; a configuration with attributes asks for room */
+            if (key_at - first_key >= 8 && !lua_checkstack(L, 4))
+                luaL_error(L, "launch configuration: stack overflow");
             at[i] = key_at + 1;
             lua_pushvalue(L, key_at); /* the key, for lua_next; the value stays */
             key_at += 2;
@@ -388,7 +393,6 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     if (lua_type(L, idx) != LUA_TTABLE)
         gl_argerror(L, idx, fn, "launch configuration {grid=, block=, ...} expected, got %s", gl_typename(L, idx));
     const gl_device_limits *d = k->limits;
-    luaL_checkstack(L, 2 * CFG_KEYS + 8, fn); /* the walk keeps each known key and value */
     int top = lua_gettop(L);
     int at[CFG_KEYS];
     bool unknown = collect_cfg(L, idx, cfg_keys(L, k), at);
