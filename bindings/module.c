@@ -1,6 +1,7 @@
 /*
  * module.c — cuda.load(prog | image | path), modules ("cuda.module") and their kernels
- * ("cuda.kernel"): attributes, parameter lists, occupancy and the dynamic shared memory opt-in.
+ * ("cuda.kernel"): attributes, parameter lists, occupancy and the dynamic shared memory opt-in;
+ * attributes by name and cluster occupancy are kattr.c's.
  *
  * A kernel holds its module (uservalue), so dropping the module variable never unloads code a
  * kernel may still launch; unloading goes through gl_release, so queued launches finish first.
@@ -12,6 +13,7 @@
 #include "context.h"
 #include "driver.h"
 #include "identity.h"
+#include "kattr.h"
 #include "lifetime.h"
 #include "objects.h"
 #include "ptx.h"
@@ -629,6 +631,14 @@ static void push_kernel_metatable(lua_State *L, int self) {
     set_int(L, "local_bytes", k->local_bytes);
     set_int(L, "const_bytes", k->const_bytes);
     set_int(L, "max_threads", k->max_threads);
+    if (k->cluster_dims[0] > 0) { /* compiled in by __cluster_dims__ */
+        lua_createtable(L, 3, 0);
+        for (int i = 0; i < 3; i++) {
+            lua_pushinteger(L, k->cluster_dims[i] > 0 ? k->cluster_dims[i] : 1);
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, "cluster_dims");
+    }
     lua_pushstring(L, k->name);
     lua_setfield(L, -2, "name");
     lua_getiuservalue(L, self, KUV_MODULE);
@@ -708,6 +718,9 @@ static int l_module_kernel(lua_State *L) {
         CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES};
     recheck_module(L, m, fn);
     for (int i = 0; i < 6; i++) attrs[i] = func_attr(L, f, which[i], fn);
+    int cluster_dims[3], nonportable;
+    bool must_be_set;
+    gl_read_cluster_attributes(L, f, fn, cluster_dims, &must_be_set, &nonportable);
 
     size_t namelen = strlen(entry);
     size_t size = sizeof(gl_kernel) + (size_t)n * sizeof(gl_param) + (size_t)n + namelen + 1;
@@ -734,6 +747,9 @@ static int l_module_kernel(lua_State *L) {
     k->const_bytes = attrs[3];
     k->max_threads = attrs[4];
     k->max_dynamic_smem = attrs[5];
+    memcpy(k->cluster_dims, cluster_dims, sizeof k->cluster_dims);
+    k->cluster_must_be_set = must_be_set;
+    k->nonportable_cluster = nonportable;
     /* the kernel is valid either way (it holds the module); a freed module is refused by
      * every use, and this call reports it now rather than later */
     int self = lua_gettop(L);
@@ -899,6 +915,7 @@ void gl_open_module(lua_State *L) {
     luaL_getmetatable(L, GL_KERNEL_T);
     lua_newtable(L);
     luaL_setfuncs(L, kernel_methods, 0);
+    luaL_setfuncs(L, gl_kernel_attr_methods, 0);
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "__methods");
     lua_pushcclosure(L, kernel_class_index, 1);
