@@ -371,4 +371,26 @@ T.test("a graph keeps the launches it captured and replays their lines", functio
   g:free()
 end)
 
+T.test("a graph keeps the attributes of the launches it captured", function()
+  local k = mod:kernel("plain")
+  local s = cuda.stream()
+  local a = cuda.array("f32", 16)
+  clear_log()
+  local g = s:capture(function()
+    k:launch({ grid = 4, block = 32, cluster = 2, pdl = true, stream = s }, a, 1)
+    k:launch({ grid = 2, block = 32, stream = s,
+               l2_window = { array = a, hit_ratio = 0.5, hit = "persisting", miss = "streaming" } }, a, 2)
+  end)
+  local captured = matching("launch plain")
+  T.eq(#captured, 2)
+  g:launch(s)
+  local nodes = matching("graph_node plain")
+  T.eq(#nodes, 2)
+  T.ok(nodes[1]:find(" attrs=cluster:2x1x1;pdl:1 args=", 1, true), nodes[1])
+  T.ok(nodes[2]:match(" attrs=l2_window:0x%x+%+64@0%.5/persisting/streaming args="), nodes[2])
+  for i = 1, 2 do T.eq(nodes[i], "graph_node " .. captured[i]:sub(#"launch " + 1)) end
+  s:sync()
+  g:free()
+end)
+
 T.done()
