@@ -102,7 +102,9 @@ void gl_check_known_fields(lua_State *L, int t, const char *const known[], const
 }
 
 void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods) {
-    luaL_newmetatable(L, tname); /* sets __name */
+    lua_createtable(L, 0, 8);
+    lua_pushstring(L, tname);
+    lua_setfield(L, -2, "__name");
     if (meta) luaL_setfuncs(L, meta, 0);
     if (methods) {
         lua_newtable(L);
@@ -111,7 +113,7 @@ void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const l
     }
     lua_pushliteral(L, "gpulab object"); /* getmetatable() from scripts sees this, not internals */
     lua_setfield(L, -2, "__metatable");
-    lua_pop(L, 1);
+    gl_register_class(L, tname);
 }
 
 /* Runs when the Lua state closes, after the objects (it is created first, finalized last):
@@ -135,7 +137,7 @@ int luaopen_cuda(lua_State *L) {
     lua_pushcfunction(L, l_shutdown);
     lua_setfield(L, -2, "__gc");
     lua_setmetatable(L, -2);
-    lua_setfield(L, LUA_REGISTRYINDEX, "gpulab.shutdown");
+    gl_private_set(L, "gpulab.shutdown"); /* a script removing it must not finalize it early */
 
     lua_newtable(L);
     gl_open_driver(L);

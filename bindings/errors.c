@@ -156,19 +156,27 @@ static int error_index(lua_State *L) {
     return 1;
 }
 
+/* Pushes the error class, made on first use (errors can be raised before the cuda module opens)
+ * and kept in the private store: a script replacing registry["cuda.error"] changes nothing, and
+ * one that reaches the private store makes the next error start a new class. */
 static void push_error_class(lua_State *L) {
-    if (luaL_newmetatable(L, ERROR_T)) { /* sets __name */
-        static const luaL_Reg meta[] = {{"__tostring", error_tostring}, {"__concat", error_concat},
-                                        {"__index", error_index}, {NULL, NULL}};
-        luaL_setfuncs(L, meta, 0);
-        lua_pushliteral(L, ERROR_T); /* getmetatable(e) == "cuda.error"; the class stays ours */
-        lua_setfield(L, -2, "__metatable");
-    }
+    if (gl_private_get(L, ERROR_T) == LUA_TTABLE) return;
+    lua_pop(L, 1);
+    static const luaL_Reg meta[] = {{"__tostring", error_tostring}, {"__concat", error_concat},
+                                    {"__index", error_index}, {NULL, NULL}};
+    lua_createtable(L, 0, 5);
+    luaL_setfuncs(L, meta, 0);
+    lua_pushliteral(L, ERROR_T);
+    lua_setfield(L, -2, "__name");
+    lua_pushliteral(L, ERROR_T); /* getmetatable(e) == "cuda.error"; the class stays ours */
+    lua_setfield(L, -2, "__metatable");
+    lua_pushvalue(L, -1);
+    gl_register_class(L, ERROR_T);
 }
 
 bool gl_is_error(lua_State *L, int idx) {
     if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) return false;
-    luaL_getmetatable(L, ERROR_T);
+    push_error_class(L);
     bool same = lua_rawequal(L, -1, -2);
     lua_pop(L, 2);
     return same;

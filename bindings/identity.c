@@ -24,7 +24,19 @@
  * The debug library can also replace a userdata's user values, which the bindings use to keep
  * the objects they point at alive (a kernel's module, a tensor map's array). debug.setuservalue
  * is replaced by a version that answers fail (as it does for a value the userdata does not have)
- * for gpulab objects and behaves as Lua's own otherwise.
+ * for gpulab objects and behaves as Lua's own otherwise; debug.getuservalue likewise answers fail
+ * for them (their user values are what keeps other objects alive: emptying a graph's would free
+ * arrays the graph still writes).
+ *
+ * What C code reads back must not be something a script can replace. The registry is a script's
+ * (debug.getregistry()), so class metatables and bookkeeping tables live in a private store: a
+ * gpulab object in the registry under a C address, whose user value (unreachable, see above) is
+ * the table of values; each read also compares the value's address with the one stored, so a
+ * replaced or removed store or value reads as absent and the caller raises a clear error.
+ * registry[class name] still gets the metatable for help() and the API checks; no C code reads it.
+ * A binding that calls back into Lua keeps what it uses alive in its stack slots, and
+ * debug.setlocal can write a C function's slots: it answers fail for C frames. debug.setupvalue
+ * answers fail for C functions, whose upvalues the bindings read as what they stored there.
  */
 #define GL_IDENTITY_IMPL
 #include "identity.h"
@@ -37,10 +49,117 @@
 #include <time.h>
 #include <unistd.h>
 
+/* ---- Values C code keeps for itself (see identity.h) ------------------------------------- */
+
+static const char private_key = 0; /* its address keys the private store in the registry */
+static const void *private_box;    /* the store: a gpulab object (one Lua state a process) */
+#define PRIVATE_T "gpulab.private"
+#define PRIVATE_SLOTS 48
+static struct {
+    const char *name;
+    const void *value; /* lua_topointer of the value stored; NULL: none */
+} private_slot[PRIVATE_SLOTS];
+static int private_count;
+
+static bool under_own_metatable(lua_State *L, int idx);
+
+/* The slot for `name`: by the caller's literal first, then by its text; -1 when there is none
+ * and `add` is false. */
+static int private_slot_of(const char *name, bool add) {
+    for (int i = 0; i < private_count; i++)
+        if (private_slot[i].name == name) return i;
+    for (int i = 0; i < private_count; i++)
+        if (strcmp(private_slot[i].name, name) == 0) return i;
+    if (!add || private_count == PRIVATE_SLOTS) return -1;
+    private_slot[private_count].name = name;
+    private_slot[private_count].value = NULL;
+    return private_count++;
+}
+
+/* Pushes the private table when the registry still holds the store made here; else nothing.
+ * The table is the store's user value: debug.getuservalue answers fail for gpulab objects, so
+ * no script reaches the table, and the store itself cannot be forged (its tag). */
+static bool push_private_table(lua_State *L) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &private_key) == LUA_TUSERDATA && private_box != NULL &&
+        lua_topointer(L, -1) == private_box && under_own_metatable(L, -1)) {
+        if (lua_getiuservalue(L, -1, 1) == LUA_TTABLE) {
+            lua_remove(L, -2);
+            return true;
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return false;
+}
+
+/* Makes the store and pushes its table. */
+static void new_private_table(lua_State *L) {
+    gl_newuserdatauv(L, 0, 1);
+    lua_createtable(L, 0, 2);
+    lua_pushliteral(L, PRIVATE_T);
+    lua_setfield(L, -2, "__name");
+    lua_pushliteral(L, "gpulab object");
+    lua_setfield(L, -2, "__metatable");
+    gl_lua_setmetatable(L, -2); /* tags it from __name */
+    lua_createtable(L, 0, PRIVATE_SLOTS);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, -3, 1);
+    lua_insert(L, -2);
+    private_box = lua_topointer(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &private_key);
+}
+
+void gl_private_set(lua_State *L, const char *name) {
+    int slot = private_slot_of(name, true);
+    if (slot < 0) luaL_error(L, "gpulab: more than %d private values (%s)", PRIVATE_SLOTS, name);
+    if (!push_private_table(L)) {
+        if (private_box == NULL) {
+            new_private_table(L);
+        } else { /* a script removed the store: what it held reads as absent from now on */
+            private_slot[slot].value = NULL;
+            lua_pop(L, 1);
+            if (lua_isnil(L, -1)) return;
+            luaL_error(L, "gpulab: its private store was removed from the registry by a script");
+        }
+    }
+    lua_pushstring(L, name);
+    lua_pushvalue(L, -3);
+    lua_rawset(L, -3);
+    private_slot[slot].value = lua_isnil(L, -2) ? NULL : lua_topointer(L, -2);
+    lua_pop(L, 2);
+}
+
+int gl_private_get(lua_State *L, const char *name) {
+    int slot = private_slot_of(name, false);
+    if (slot >= 0 && private_slot[slot].value != NULL && push_private_table(L)) {
+        lua_pushstring(L, name);
+        int t = lua_rawget(L, -2);
+        lua_remove(L, -2);
+        if (t != LUA_TNIL && lua_topointer(L, -1) == private_slot[slot].value) return t;
+        lua_pop(L, 1);
+    }
+    lua_pushnil(L);
+    return LUA_TNIL;
+}
+
+void gl_register_class(lua_State *L, const char *tname) {
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, tname); /* read by help() and tools, never by C code */
+    gl_private_set(L, tname);
+}
+
+int gl_getmetatable(lua_State *L, const char *tname) {
+    if (gl_private_get(L, tname) != LUA_TTABLE)
+        luaL_error(L, "gpulab: the metatable of class %s was replaced or removed by a script", tname);
+    return LUA_TTABLE;
+}
+
+/* ---- Type tags ----------------------------------------------------------------------------- */
+
 #define TAG_BYTES 8
 #define TAG_FRESH UINT64_C(0)    /* allocated here, no class metatable set yet: no type's tag */
 #define TAG_REPLACED UINT64_C(1) /* a script put another metatable on the object */
-#define REPLACED_REG "gpulab.replaced_metatables" /* weak keys: object -> its own metatable */
+#define REPLACED_KEY "gpulab.replaced_metatables" /* private, weak keys: object -> its own metatable */
 
 static uint64_t tag_secret;
 
@@ -100,7 +219,8 @@ void *gl_newuserdatauv(lua_State *L, size_t size, int nuv) {
 void gl_setmetatable(lua_State *L, const char *tname) {
     unsigned char *slot = tag_slot(L, -1);
     if (slot && read_tag(slot) == TAG_FRESH) write_tag(slot, tag_of(tname));
-    luaL_setmetatable(L, tname);
+    gl_getmetatable(L, tname); /* the class's own, never registry[tname] (a script can set it) */
+    lua_setmetatable(L, -2);
 }
 
 /* lua_setmetatable(L, idx) for code that sets a class metatable by hand: the tag comes from the
@@ -162,7 +282,7 @@ static bool under_own_metatable(lua_State *L, int idx) {
 
 /* Pushes the weak table of objects under a foreign metatable (created on first use). */
 static void push_replaced(lua_State *L) {
-    if (lua_getfield(L, LUA_REGISTRYINDEX, REPLACED_REG) == LUA_TTABLE) return;
+    if (gl_private_get(L, REPLACED_KEY) == LUA_TTABLE) return;
     lua_pop(L, 1);
     lua_createtable(L, 0, 1);
     lua_createtable(L, 0, 1);
@@ -170,7 +290,7 @@ static void push_replaced(lua_State *L) {
     lua_setfield(L, -2, "__mode");
     lua_setmetatable(L, -2);
     lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, REPLACED_REG);
+    gl_private_set(L, REPLACED_KEY);
 }
 
 /* Pushes the metatable the gpulab object at idx was made with, when a script replaced it;
@@ -227,6 +347,20 @@ static int l_setmetatable(lua_State *L) {
     return 1;
 }
 
+/* debug.getuservalue(udata [, n]) as Lua's own, but fail for gpulab objects: their user values
+ * hold what keeps the objects they point at alive (a graph's arrays, a view's module), and the
+ * private store's table. */
+static int l_getuservalue(lua_State *L) {
+    int n = (int)luaL_optinteger(L, 2, 1);
+    if (lua_type(L, 1) != LUA_TUSERDATA || gl_is_gpulab_object(L, 1)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    if (lua_getiuservalue(L, 1, n) == LUA_TNONE) return 1;
+    lua_pushboolean(L, 1);
+    return 2;
+}
+
 /* debug.setuservalue(udata, value [, n]) as Lua's own, but fail for gpulab objects. */
 static int l_setuservalue(lua_State *L) {
     int n = (int)luaL_optinteger(L, 3, 1);
@@ -241,6 +375,60 @@ static int l_setuservalue(lua_State *L) {
     return 1;
 }
 
+/* The thread argument of a debug function (first argument when a thread), as Lua's own do. */
+static lua_State *thread_arg(lua_State *L, int *arg) {
+    if (lua_type(L, 1) == LUA_TTHREAD) {
+        *arg = 1;
+        return lua_tothread(L, 1);
+    }
+    *arg = 0;
+    return L;
+}
+
+/* debug.setlocal([thread,] level, n, value) as Lua's own, but fail for the slots of a C
+ * function's frame (other than this function's own): the bindings keep what they point at alive
+ * in their stack slots while they call back into Lua (cuda.measure's function and arrays,
+ * cuda.profile's metric names, a capture's stream and graph), and a script clearing one of them
+ * from inside the callback would have it freed under them. */
+static int l_setlocal(lua_State *L) {
+    int arg;
+    lua_State *L1 = thread_arg(L, &arg);
+    int level = (int)luaL_checkinteger(L, arg + 1);
+    int n = (int)luaL_checkinteger(L, arg + 2);
+    lua_Debug ar;
+    if (!lua_getstack(L1, level, &ar)) return luaL_argerror(L, arg + 1, "level out of range");
+    luaL_checkany(L, arg + 3);
+    lua_settop(L, arg + 3);
+    bool own_frame = L1 == L && level == 0;
+    if (!own_frame && lua_getinfo(L1, "S", &ar) && strcmp(ar.what, "C") == 0) {
+        lua_pushnil(L); /* fail, as for a local the frame does not have */
+        return 1;
+    }
+    if (L1 != L && !lua_checkstack(L1, 1)) return luaL_error(L, "stack overflow");
+    lua_xmove(L, L1, 1);
+    const char *name = lua_setlocal(L1, &ar, n);
+    if (name == NULL) lua_pop(L1, 1); /* not set: the value stays behind */
+    lua_pushstring(L, name);
+    return 1;
+}
+
+/* debug.setupvalue(f, n, value) as Lua's own for Lua functions; fail for C functions, whose
+ * upvalues the bindings read as the tables, kernels and methods they stored there. */
+static int l_setupvalue(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    int n = (int)luaL_checkinteger(L, 2);
+    luaL_checkany(L, 3);
+    lua_settop(L, 3);
+    if (lua_iscfunction(L, 1)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    const char *name = lua_setupvalue(L, 1, n);
+    if (name == NULL) return 0;
+    lua_pushstring(L, name);
+    return 1;
+}
+
 void gl_guard_debug_library(lua_State *L) {
     lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     lua_getfield(L, -1, "debug");
@@ -249,6 +437,12 @@ void gl_guard_debug_library(lua_State *L) {
         lua_setfield(L, -2, "setuservalue");
         lua_pushcfunction(L, l_setmetatable);
         lua_setfield(L, -2, "setmetatable");
+        lua_pushcfunction(L, l_getuservalue);
+        lua_setfield(L, -2, "getuservalue");
+        lua_pushcfunction(L, l_setlocal);
+        lua_setfield(L, -2, "setlocal");
+        lua_pushcfunction(L, l_setupvalue);
+        lua_setfield(L, -2, "setupvalue");
     }
     lua_pop(L, 2);
 }

@@ -29,6 +29,21 @@ void gl_guard_debug_library(lua_State *L);
 /* Creates a metatable named `tname` with methods, __index = methods, __name = tname. */
 void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods);
 
+/* Values C code keeps for itself (class metatables, bookkeeping tables, finalizer sentinels).
+ * A script can replace any registry entry (debug.getregistry()), so these live in a table of
+ * their own, in the registry under a C address, and every read checks that the table and the
+ * value are the very ones stored here (one pointer compare each): a replaced or removed value
+ * reads as absent, never as something else. gl_private_set pops the value (nil removes it);
+ * gl_private_get pushes it (nil when absent or replaced) and returns its type. */
+void gl_private_set(lua_State *L, const char *name);
+int gl_private_get(lua_State *L, const char *name);
+/* Stores the table on top of the stack (popped) as class `tname`'s metatable; registry[tname]
+ * gets it too, for help() and the API checks to read (C code never reads that entry). */
+void gl_register_class(lua_State *L, const char *tname);
+/* luaL_getmetatable for gpulab's classes: pushes class `tname`'s metatable from the private
+ * store; raises a Lua error when it is absent or was replaced. Returns LUA_TTABLE. */
+int gl_getmetatable(lua_State *L, const char *tname);
+
 #ifndef GL_IDENTITY_IMPL
 #undef lua_newuserdatauv
 #define lua_newuserdatauv gl_newuserdatauv
@@ -36,6 +51,8 @@ void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const l
 #define lua_setmetatable gl_lua_setmetatable
 #define luaL_testudata gl_testudata
 #define luaL_checkudata gl_checkudata
+#undef luaL_getmetatable
+#define luaL_getmetatable gl_getmetatable
 #endif
 
 #endif

@@ -36,7 +36,7 @@
 
 #define EVENT_T "cuda.event"
 #define GRAPH_T "cuda.graph"
-#define NOTES_KEY "gpulab.capture_notes" /* registry: objects used by the capture under way */
+#define NOTES_KEY "gpulab.capture_notes" /* private store: objects used by the capture under way */
 #define BENCH_MAX_REPS 1000000
 
 typedef struct gl_event {
@@ -389,7 +389,8 @@ bool gl_capture_active(void) { return cap.active; }
 void gl_capture_note(lua_State *L, int idx) {
     if (!cap.active || lua_type(L, idx) != LUA_TUSERDATA) return;
     idx = lua_absindex(L, idx);
-    lua_getfield(L, LUA_REGISTRYINDEX, NOTES_KEY);
+    if (gl_private_get(L, NOTES_KEY) != LUA_TTABLE) /* unreachable from scripts; never trusted */
+        luaL_error(L, "s:capture: the capture's list of objects is gone");
     lua_pushvalue(L, idx);
     lua_pushboolean(L, 1);
     lua_rawset(L, -3);
@@ -459,7 +460,7 @@ static CUgraph end_capture(lua_State *L, gl_stream *s, CUresult *r) {
     cap.active = false;
     cap.stream = NULL;
     lua_pushnil(L);
-    lua_setfield(L, LUA_REGISTRYINDEX, NOTES_KEY);
+    gl_private_set(L, NOTES_KEY);
     if (cap.free_after) stream_release(s);
     gl_release_after_capture();
     return *r == CUDA_SUCCESS ? graph : NULL;
@@ -491,7 +492,7 @@ static int l_stream_capture(lua_State *L) {
     GL_CHECK(L, gl_cu.cuStreamBeginCapture(s->handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), fn,
              "cuStreamBeginCapture");
     lua_pushvalue(L, 4);
-    lua_setfield(L, LUA_REGISTRYINDEX, NOTES_KEY);
+    gl_private_set(L, NOTES_KEY);
     cap.active = true;
     cap.stream = s;
     cap.free_after = false;

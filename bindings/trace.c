@@ -362,7 +362,7 @@ void gl_open_trace(lua_State *L) {
     lua_pushcfunction(L, trace_sentinel_gc);
     lua_setfield(L, -2, "__gc");
     lua_setmetatable(L, -2);
-    lua_setfield(L, LUA_REGISTRYINDEX, "gpulab.trace_sentinel");
+    gl_private_set(L, "gpulab.trace_sentinel");
     lua_pushcfunction(L, l_trace);
     lua_setfield(L, -2, "trace");
 }

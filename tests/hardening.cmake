@@ -21,3 +21,8 @@ foreach(mode incremental generational gc-every-call)
     ENVIRONMENT "GPULAB_LIBCUDA=$<TARGET_FILE:fakecuda>;GPULAB_CUPTI=$<TARGET_FILE:fakecupti>;GPULAB_CACHE=0"
     LABELS cpu TIMEOUT 600)
 endforeach()
+
+# A script reaching gpulab's own state: registry entries, the stack slots of a binding that calls
+# back into Lua, user values and C upvalues (docs/THREAT_MODEL.md, "State a script can reach").
+gl_add_lua_test(hostile_state tests/lua/test_hostile_state.lua FAKE
+  ENV GPULAB_CUPTI=$<TARGET_FILE:fakecupti> GPULAB_NVML=0 GPULAB_FAKE_FAIL=cuMemAllocHost:2:1)

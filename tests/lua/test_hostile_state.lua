@@ -1,0 +1,161 @@
+-- What a script can reach of gpulab's own state, through the driver and CUPTI stand-ins: registry
+-- entries (class metatables, the error class, a capture's bookkeeping), the stack slots of a
+-- binding that calls back into Lua (debug.setlocal), the user values and C upvalues the bindings
+-- keep their references in. None of it may crash gpulab or free what it still uses.
+-- Run with GPULAB_FAKE_FAIL=cuMemAllocHost:2:1 (the first pinned allocation fails) and GPULAB_CUPTI set.
+local T = dofile("tests/lua/t.lua")
+
+local PTX = [[
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry work(.param .u64 p) { ret; }
+]]
+local mod = cuda.load(PTX)
+local work = mod:kernel("work")
+local registry = debug.getregistry()
+
+-- The class metatables as they were published (help() reads them there), before any is replaced.
+local classes = {}
+for name, mt in pairs(registry) do
+  if type(name) == "string" and name:match("^cuda%.") and type(mt) == "table" and rawget(mt, "__name") == name then
+    classes[#classes + 1] = name
+  end
+end
+table.sort(classes)
+
+T.test("every class is published, and replacing its registry entry changes nothing", function()
+  for _, want in ipairs({ "cuda.array", "cuda.host", "cuda.stream", "cuda.event", "cuda.graph", "cuda.module",
+                          "cuda.kernel", "cuda.tensormap", "cuda.prepared" }) do
+    T.ok(registry[want], want .. " published")
+  end
+  for _, name in ipairs(classes) do registry[name] = 5 end
+  registry["cuda.error"] = 5
+  local a = cuda.array("f32", 4)
+  T.eq(a.numel, 4)
+  local h = cuda.host("f32", 4)
+  T.ok(tostring(h):find("cuda.host", 1, true))
+  local s = cuda.stream()
+  local m2 = cuda.load(PTX)
+  local k2 = m2:kernel("work")
+  k2:launch({ grid = 1, block = 1, stream = s }, a)
+  local p = k2:prepare({ grid = 1, block = 1 }, a)
+  p()
+  local g = s:capture(function(st) k2:launch({ grid = 1, block = 1, stream = st }, a) end)
+  g:launch(s)
+  s:sync()
+  T.ok(tostring(g):find("cuda.graph", 1, true))
+  for _, name in ipairs(classes) do registry[name] = setmetatable({}, { __index = error }) end
+  local b = cuda.array("f32", 8)
+  T.eq(b.numel, 8)
+  -- luacheck: push ignore 311
+  a, b, h, p, g, s, m2, k2 = nil, nil, nil, nil, nil, nil, nil, nil
+  -- luacheck: pop
+  collectgarbage(); collectgarbage()
+  T.eq(cuda.stats().arrays, 0, "every array released by its own __gc")
+end)
+
+T.test("a CUDA failure is a cuda.error though registry[\"cuda.error\"] was replaced", function()
+  registry["cuda.error"] = 5
+  local ok, e = pcall(cuda.host, "f32", 4, { pinned = true })
+  T.eq(ok, false)
+  T.ok(cuda.is_error(e), tostring(e))
+  T.eq(e.code, 2)
+  registry["cuda.error"] = {}
+  T.ok(cuda.is_error(e), "an error made before stays one")
+end)
+
+T.test("the capture's bookkeeping is not in the registry under any string key", function()
+  local s = cuda.stream()
+  local a = cuda.array("f32", 4)
+  local seen = {}
+  local g = s:capture(function(st)
+    for k, v in pairs(registry) do
+      if type(k) == "string" and type(v) == "table" and k:find("capture", 1, true) then seen[#seen + 1] = k end
+      -- every gpulab entry but launch.c's key list (its reader trusts it: docs/THREAT_MODEL.md)
+      if type(k) == "string" and k:match("^gpulab%.") and k ~= "gpulab.launch_keys" then registry[k] = 5 end
+    end
+    work:launch({ grid = 1, block = 1, stream = st }, a)
+  end)
+  T.eq(#seen, 0, "capture tables in the registry: " .. table.concat(seen, ","))
+  a = nil
+  collectgarbage(); collectgarbage()
+  T.eq(g.objects, 2, "the graph holds the array and the module")
+  g:launch(s)
+  s:sync()
+end)
+
+T.test("C upvalues and gpulab user values cannot be read or replaced from a script", function()
+  local s = cuda.stream()
+  local g = s:capture(function(st) work:launch({ grid = 1, block = 1, stream = st }, cuda.array("f32", 4)) end)
+  T.eq(debug.getuservalue(g), nil, "getuservalue of a graph")
+  T.eq(debug.getuservalue(work), nil, "getuservalue of a kernel")
+  local graph_index = debug.getmetatable(g).__index
+  T.eq(type(graph_index), "function")
+  T.eq(debug.setupvalue(graph_index, 1, 5), nil, "setupvalue of a C function")
+  T.eq(g.objects, 2, "the graph's own field reader still works")
+  T.eq(type(g.launch), "function")
+  local kernel_index = debug.getmetatable(work).__index
+  local live = getmetatable(kernel_index).__index
+  T.eq(debug.setupvalue(live, 1, cuda.array("f32", 1)), nil, "setupvalue of a kernel's live fields")
+  T.eq(type(work.params), "table")
+  -- Lua functions and user values of other userdata keep Lua's own behaviour
+  local up = 1
+  local function f() return up end
+  T.eq(debug.setupvalue(f, 1, 2), "up")
+  T.eq(f(), 2)
+  T.eq(debug.getupvalue(string.gmatch("x", "x"), 1), "")
+  T.eq(debug.getuservalue(io.stdout), nil)
+end)
+
+-- From inside fn: level 1 is fn, then the C frames of the binding that called it. Clears every
+-- slot of every C frame below fn, collects, and goes on using what the binding holds.
+local function clear_c_frames()
+  local cleared = 0
+  for level = 3, 6 do -- 1: this function, 2: fn
+    local info = debug.getinfo(level, "S")
+    if not info then break end
+    if info.what == "C" then
+      for n = 1, 12 do
+        if debug.setlocal(level, n, nil) then cleared = cleared + 1 end
+      end
+    end
+  end
+  collectgarbage(); collectgarbage()
+  return cleared
+end
+
+T.test("debug.setlocal cannot clear what cuda.measure keeps alive on its stack", function()
+  local a = cuda.array("f32", 16)
+  local cleared = -1
+  local r = cuda.measure(function()
+    if cleared < 0 then cleared = clear_c_frames() end
+    work:launch({ grid = 1, block = 1 }, a)
+  end, { regime = "hot", batch = 1, min_time = 0, min_samples = 2, max_samples = 5 })
+  T.eq(cleared, 0, "slots of C frames cleared")
+  T.ok(r.samples >= 2)
+  -- a Lua frame's locals can still be set, as in Lua
+  local function g() local x = 1; debug.setlocal(1, 1, 7); return x end
+  T.eq(g(), 7)
+end)
+
+T.test("debug.setlocal cannot clear cuda.profile's metric names or s:capture's stream and graph", function()
+  local a = cuda.array("f32", 16)
+  local cleared = -1
+  local rows = cuda.profile(function()
+    cleared = clear_c_frames()
+    work:launch({ grid = 1, block = 1 }, a)
+  end, { metrics = { "dram__bytes.sum" .. string.rep("x", 0), "sm__cycles_elapsed.avg" } })
+  T.eq(cleared, 0, "slots of C frames cleared (profile)")
+  T.ok(#rows >= 1)
+  cleared = -1
+  local g = cuda.stream():capture(function(st)
+    cleared = clear_c_frames()
+    work:launch({ grid = 1, block = 1, stream = st }, a)
+  end)
+  T.eq(cleared, 0, "slots of C frames cleared (capture)")
+  T.eq(g.objects, 2)
+  g:launch()
+end)
+
+T.done()
