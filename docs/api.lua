@@ -571,6 +571,39 @@ it waited for and returns instead of trapping, 2-D TMA loads and stores, descrip
   } },
 
 -- ---------------------------------------------------------------------------------------------
+{ title = "Kernel helpers for clusters, distributed shared memory, TMA multicast and PDL", level = 3,
+  text = [==[
+`kernels/include/gpulab/cluster.cuh` (`#include <gpulab/cluster.cuh>`; it includes `tma.cuh`) holds the
+device side of the Hopper launch keys (`cluster=`, `pdl=`, `cooperative=` of `k:launch`), in inline PTX for
+sm_90 and later. Like `tma.cuh` nothing in it traps: a wait that can be bounded takes a `%globaltimer`
+deadline, records what it waited for in a status flag (`status[0]` code, `[1]` block, `[2]` thread, `[3]` ns
+waited) and returns `false`.
+
+| helper | PTX | does |
+|---|---|---|
+| `gl_pdl_wait()` | `griddepcontrol.wait` | in a `pdl=true` launch: waits until the previous kernel in the stream completed and its writes are visible; read its output only after this (a no-op without `pdl=true`) |
+| `gl_pdl_launch_dependents()` | `griddepcontrol.launch_dependents` | lets the next `pdl=true` kernel start once every CTA of this grid called it or exited |
+| `gl_cluster_ctarank()`, `gl_cluster_nctarank()` | `%cluster_ctarank`, `%cluster_nctarank` | this CTA's rank in its cluster, the cluster's size |
+| `gl_cluster_id()`, `gl_cluster_count()`, `gl_cluster_linear_id()`, `gl_cluster_ctaid()` | `%clusterid`, `%nclusterid`, `%cluster_ctaid` | which cluster, how many, and the CTA's position in it |
+| `gl_cluster_is_explicit()`, `gl_smid()` | `%is_explicit_cluster`, `%smid` | whether the launch had clusters; the SM |
+| `gl_cluster_arrive()`, `gl_cluster_arrive_relaxed()`, `gl_cluster_wait()`, `gl_cluster_sync()` | `barrier.cluster.arrive.release` / `.relaxed`, `barrier.cluster.wait.acquire` | the cluster barrier; arrive + wait publishes shared-memory writes to the other CTAs |
+| `gl_dsmem_map(ptr, rank)`, `gl_dsmem_map_addr(addr, rank)` | `mapa.shared::cluster.u32` | the shared::cluster address of the same variable in CTA `rank` |
+| `gl_dsmem_ld_u32`, `gl_dsmem_st_u32`, `gl_dsmem_ld_v4` | `ld`/`st.shared::cluster` | weak loads and stores in another CTA's shared memory |
+| `gl_dsmem_st_release_u32`, `gl_dsmem_ld_acquire_u32`, `gl_dsmem_atomic_add_u32` | `st.release.cluster`, `ld.acquire.cluster`, `atom.relaxed.cluster` | flags and counters across the cluster |
+| `gl_dsmem_wait_u32(addr, want, deadline_ns, status, code)` | acquire loads | waits for a value, bounded by the deadline |
+| `gl_smem_ld_u32`, `gl_smem_ld_v4` | `ld.shared` | local loads in the same loop shape (for comparisons) |
+| `gl_mbar_arrive_remote(cluster_addr)` | `mbarrier.arrive.release.cluster.shared::cluster` | one arrival on another CTA's mbarrier |
+| `gl_tma_load_2d_multicast(dst, &map, x, y, bar, cta_mask)` | `cp.async.bulk.tensor.2d…multicast::cluster` | one box into every CTA whose bit is set in `cta_mask` (`gl_cluster_mask_first(n)`) |
+
+Multicast accounting: the box lands at `dst`'s offset in each destination CTA and completes its bytes
+(`map.box_bytes`) on the mbarrier at `bar`'s offset **in each destination CTA**, so every receiving CTA arms
+its own barrier (`gl_mbar_arrive_expect_tx(bar, box_bytes)`) once per phase, whichever CTA issues the copy.
+Every destination's barrier must be initialised and published (`gl_mbar_init`, `gl_fence_mbar_init`, then
+`gl_cluster_sync()`) before any CTA multicasts into it, and a buffer is reloaded only after every receiver
+finished reading it. A CTA whose shared memory others read must not exit before they are done: end such
+kernels with `gl_cluster_sync()`. `labs/hopper_clusters.lua` measures what each feature buys.]==] },
+
+-- ---------------------------------------------------------------------------------------------
 { title = "Child processes and tools", level = 2,
   entries = {
     { "cuda.run_isolated", sig = "cuda.run_isolated(script, {args={…}, timeout=s, env={K=V | K=false}})",
