@@ -317,9 +317,15 @@ static capture *new_capture_pair(lua_State *L) {
     capture *io = lua_newuserdatauv(L, 2 * sizeof(capture), 0);
     memset(io, 0, 2 * sizeof(capture));
     io[0].fd = io[1].fd = -1;
-    if (luaL_newmetatable(L, CAPTURE_CLASS)) {
+    if (gl_private_get(L, CAPTURE_CLASS) != LUA_TTABLE) { /* never registry[name]: scripts set it */
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 2);
+        lua_pushliteral(L, CAPTURE_CLASS);
+        lua_setfield(L, -2, "__name");
         lua_pushcfunction(L, capture_gc);
         lua_setfield(L, -2, "__gc");
+        lua_pushvalue(L, -1);
+        gl_private_set(L, CAPTURE_CLASS);
     }
     lua_setmetatable(L, -2);
     return io;
@@ -555,6 +561,9 @@ static int run_many(lua_State *L) {
         return luaL_error(L, "bad argument #1 to '" FN "' (a list of 1..%d {script, opts} entries expected, got %I)",
                           MAX_PARALLEL, (LUAI_UACINT)n);
     if (!lua_isnoneornil(L, 2)) return luaL_error(L, "bad argument #2 to '" FN "' (the list form takes the options in each entry)");
+    /* each entry keeps two slots (its options copy, its capture pair), besides a few for the
+     * results: 256 entries are far beyond the 20 slots Lua guarantees a C function */
+    luaL_checkstack(L, 2 * (int)n + 8, FN ": too many entries for the Lua stack");
     int *io_idx = lua_newuserdatauv(L, sizeof *io_idx * (size_t)n, 0);
     child *cs = lua_newuserdatauv(L, sizeof *cs * (size_t)n, 0);
     for (lua_Integer i = 1; i <= n; i++) {

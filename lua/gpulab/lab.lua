@@ -761,11 +761,16 @@ local function sweep_gpu_list(L)
   if spec == "all" then
     for g = 0, n - 1 do list[#list + 1] = g end
   else
+    local named = {}
     for part in spec:gmatch("[^,]+") do
       local g = math.tointeger(tonumber(part))
       if g == nil or g < 0 or g >= n then
         error(string.format("L:sweep: --gpus=%s names GPU '%s', but %d device(s) are present", spec, part, n), 3)
       end
+      if named[g] then -- two children on one GPU would time each other's work
+        error(string.format("L:sweep: --gpus names GPU %d twice; each GPU runs one child", g), 3)
+      end
+      named[g] = true
       list[#list + 1] = g
     end
   end

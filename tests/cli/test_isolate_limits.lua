@@ -48,4 +48,19 @@ T.test("a zero byte in an argument, the script or the environment is refused", f
 end)
 
 os.execute("rm -rf " .. dir)
+T.test("the list form takes up to 256 entries (the Lua stack grows for them)", function()
+  local child = os.tmpname()
+  T.write(child, "return\n")
+  for _, n in ipairs({ 100, 256 }) do
+    local entries = {}
+    for i = 1, n do entries[i] = { child, { args = list(1) } } end
+    local runs = cuda.run_isolated(entries)
+    T.eq(#runs, n)
+    for i = 1, n do T.eq(runs[i].status, "ok", runs[i].stderr) end
+  end
+  os.remove(child)
+  local err = T.raises(function() cuda.run_isolated(list(257, { child })) end, "a list of 1..256")
+  T.ok(err, err)
+end)
+
 T.done()

@@ -63,6 +63,15 @@ T.test("bad --gpus values are refused", function()
   T.ok(not ok and text:find("L:sweep: --gpus=0,7 names GPU '7', but 3 device(s) are present", 1, true), text)
 end)
 
+T.test("a GPU named twice is refused, also in a list of 256 entries", function()
+  local ok, text = run("--gpus=0,1,0")
+  T.ok(not ok and text:find("L:sweep: --gpus names GPU 0 twice; each GPU runs one child", 1, true), text)
+  local many = {}
+  for i = 1, 256 do many[i] = tostring((i - 1) % 3) end
+  ok, text = run("--gpus=" .. table.concat(many, ","))
+  T.ok(not ok and text:find("names GPU 0 twice", 1, true), text)
+end)
+
 T.test("a configuration that fails in a child names itself and its GPU", function()
   local ok, text = run("--gpus=all", "--fail_at=5")
   T.ok(not ok, text)
