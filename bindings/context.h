@@ -13,6 +13,10 @@
 /* Makes sure the driver is open, the primary context of the current device is current and
  * the context is not poisoned; raises "fn: ..." otherwise. Every GPU entry point calls it. */
 void gl_require_gpu(lua_State *L, const char *fn);
+/* Opens the driver, or raises the cuda.error "fn: no CUDA driver: ..." (code
+ * CUDA_ERROR_NO_DEVICE (100) when there is no libcuda gpulab can use, cuInit's code when that
+ * fails); the text is the string this error was before it became a cuda.error. */
+void gl_require_driver(lua_State *L, const char *fn);
 /* True once a context exists and is not poisoned: finalizers use it before touching handles. */
 bool gl_context_usable(void);
 /* The current device ordinal (0 until cuda.device(i) changes it). */

@@ -289,8 +289,7 @@ void gl_refuse_other_device(lua_State *L, const char *fn, int arg, const char *w
 }
 
 static int l_count(lua_State *L) {
-    const char *why;
-    if (!gl_driver_open(&why)) luaL_error(L, "cuda.count: %s", why);
+    gl_require_driver(L, "cuda.count");
     int n = 0;
     GL_CHECK(L, gl_cu.cuDeviceGetCount(&n), "cuda.count", "cuDeviceGetCount");
     lua_pushinteger(L, n);
@@ -306,8 +305,7 @@ static int check_ordinal(lua_State *L, int idx, const char *fn) {
             gl_argerror(L, idx, fn, "device ordinal must be an integer, got %s", lua_tostring(L, idx));
         gl_typeerror(L, idx, fn, "device ordinal");
     }
-    const char *why;
-    if (!gl_driver_open(&why)) luaL_error(L, "%s: %s", fn, why);
+    gl_require_driver(L, fn);
     int n = 0;
     GL_CHECK(L, gl_cu.cuDeviceGetCount(&n), fn, "cuDeviceGetCount");
     if (i < 0 || i >= n)
@@ -403,8 +401,7 @@ static int l_attribute(lua_State *L) {
                     "unknown device attribute '%s': use a CU_DEVICE_ATTRIBUTE_* name from cuda.h, "
                     "with or without the prefix, e.g. \"MAX_THREADS_PER_BLOCK\"; "
                     "cuda.device_attributes() lists all", name);
-    const char *why;
-    if (!gl_driver_open(&why)) luaL_error(L, "%s: %s", fn, why);
+    gl_require_driver(L, fn);
     CUdevice dev;
     GL_CHECK(L, gl_cu.cuDeviceGet(&dev, ordinal), fn, "cuDeviceGet");
     int v = 0;

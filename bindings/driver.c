@@ -32,7 +32,15 @@ static struct {
     const char *reason;
     char reason_buf[512];
     int version;
+    CUresult code;      /* the cuda.error code without a driver (gl_require_driver) */
+    char code_name[96]; /* and its name: no cuGetErrorName to ask then */
 } drv;
+
+/* Records why there is no driver: the code and name its cuda.error carries. */
+static void no_driver_code(CUresult r, const char *name) {
+    drv.code = r;
+    snprintf(drv.code_name, sizeof drv.code_name, "%s", name);
+}
 
 static struct {
     bool created;
@@ -115,12 +123,14 @@ bool gl_driver_open(const char **reason) {
             const char *why = dlerror();
             snprintf(drv.reason_buf, sizeof drv.reason_buf,
                      "no CUDA driver: cannot open %s (%s)", path, why ? why : "unknown reason");
+            no_driver_code(CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE");
         } else {
             get_proc_fn get_proc = (get_proc_fn)dlsym(lib, "cuGetProcAddress_v2");
             if (get_proc == NULL) {
                 snprintf(drv.reason_buf, sizeof drv.reason_buf,
                          "no CUDA driver: %s has no cuGetProcAddress_v2 (driver older than 12.0)",
                          path);
+                no_driver_code(CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE");
             } else if (fetch_entry_points(get_proc)) {
                 CUresult r = gl_cu.cuInit(0);
                 if (r != CUDA_SUCCESS) {
@@ -128,6 +138,9 @@ bool gl_driver_open(const char **reason) {
                     snprintf(drv.reason_buf, sizeof drv.reason_buf,
                              "CUDA driver %s present but cuInit failed: %s", path,
                              gl_cuda_error_name(r, name, sizeof name));
+                    const char *rname = NULL;
+                    if (gl_cu.cuGetErrorName(r, &rname) != CUDA_SUCCESS || rname == NULL) rname = "CUDA error";
+                    no_driver_code(r, rname);
                 } else {
                     int v = 0;
                     if (gl_cu.cuDriverGetVersion(&v) == CUDA_SUCCESS) drv.version = v;
@@ -183,6 +196,7 @@ bool gl_is_sticky_error(CUresult r) {
 static const char *plain_error_name(CUresult r, char *buf, size_t len) {
     const char *name = NULL;
     if (drv.ok && gl_cu.cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
+    if (!drv.ok && r == drv.code && drv.code_name[0]) name = drv.code_name;
     if (name) snprintf(buf, len, "%s", name);
     else snprintf(buf, len, "CUDA error %d", (int)r);
     return buf;
@@ -203,6 +217,17 @@ __attribute__((noreturn)) static void raise_error_object(lua_State *L, CUresult 
     lua_setfield(L, -2, "launches");
     lua_error(L);
     abort(); /* not reached */
+}
+
+void gl_require_driver(lua_State *L, const char *fn) {
+    const char *why;
+    if (gl_driver_open(&why)) return;
+    if (drv.code == CUDA_SUCCESS) /* an entry point missing: no driver gpulab can use */
+        no_driver_code(CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE");
+    luaL_where(L, 1); /* the text users saw when this was a string from luaL_error */
+    lua_pushfstring(L, "%s: %s", fn, why);
+    lua_concat(L, 2);
+    raise_error_object(L, drv.code, fn, NULL, false);
 }
 
 void gl_raise_cuda_message(lua_State *L, CUresult r, const char *fn, const char *call) {
@@ -277,8 +302,7 @@ static void make_current(lua_State *L, int ordinal, const char *fn) {
 }
 
 void gl_require_gpu(lua_State *L, const char *fn) {
-    const char *why;
-    if (!gl_driver_open(&why)) luaL_error(L, "%s: %s", fn, why);
+    gl_require_driver(L, fn);
     if (ctx.poisoned[0]) {
         luaL_where(L, 1); /* where luaL_error put it: this error is raised on every later call */
         lua_pushfstring(L, "%s: %s", fn, ctx.poisoned);

@@ -1194,7 +1194,9 @@ e.log                --> "..."           -- NVRTC only: the compiler's log (file
 - Which is which: argument checks (type, range, option fields, freed objects, another device's
   objects) raise strings; anything a CUresult or nvrtcResult reports, a missing kernel or variable
   (`CUDA_ERROR_NOT_FOUND`), a wait past its deadline and the poisoned context raise `cuda.error`s.
-  Driver missing (`cuda.available()` false) is a string.
+  A missing driver (`cuda.available()` false) raises a `cuda.error` too: `code` 100, `name`
+  `"CUDA_ERROR_NO_DEVICE"` (cuInit's code when libcuda is there but cuInit fails), with the text
+  `"fn: no CUDA driver: ..."` it always had.
 ]==],
   entries = {
     { "cuda.is_error", sig = "cuda.is_error(v)", params = { {"v", "any", "an error value from pcall"} },

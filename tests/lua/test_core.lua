@@ -23,6 +23,22 @@ T.test("GPU calls raise one clear error naming the library", function()
   T.raises(function() cuda.mem_info() end, "no CUDA driver")
 end)
 
+T.test("no driver is a cuda.error like every other CUDA failure, with the same text", function()
+  for _, call in ipairs({ { "cuda.sync", cuda.sync }, { "cuda.count", cuda.count }, { "cuda.device", cuda.device },
+                          { "cuda.array", function() return cuda.array("f32", 4) end } }) do
+    local ok, e = pcall(call[2])
+    T.eq(ok, false, call[1])
+    T.ok(cuda.is_error(e), call[1] .. ": " .. tostring(e))
+    T.eq(e.code, 100, call[1])
+    T.eq(e.name, "CUDA_ERROR_NO_DEVICE", call[1])
+    T.eq(e.fn, call[1])
+    T.eq(e.poisoned, false)
+    local text = call[1] .. ": no CUDA driver: cannot open /nonexistent/libcuda.so " ..
+      "(/nonexistent/libcuda.so: cannot open shared object file: No such file or directory)"
+    T.ok(tostring(e) == text or tostring(e) == "tests/lua/test_core.lua:28: " .. text, tostring(e))
+  end
+end)
+
 T.test("stats start at zero", function()
   local s = cuda.stats()
   for _, k in ipairs({ "arrays", "modules", "streams", "events", "graphs", "tensormaps", "device_bytes" }) do
