@@ -340,7 +340,7 @@ static unsigned char complete(EditLine *el, int ch) {
             if (strncmp(keywords[i], partial, plen) == 0) names_add(&nl, keywords[i]);
     }
 
-    qsort(nl.names, (size_t)nl.n, sizeof *nl.names, cmp_names);
+    if (nl.n > 1) qsort(nl.names, (size_t)nl.n, sizeof *nl.names, cmp_names); /* names: NULL when none */
     int uniq = 0;
     for (int i = 0; i < nl.n; i++) {
         if (uniq > 0 && strcmp(nl.names[uniq - 1], nl.names[i]) == 0) {

@@ -157,7 +157,7 @@ function help.text(x)
   end
   local class = class_of(x)
   if class then return render_entry(class) end
-  if x == cuda then return overview() end
+  if rawequal(x, cuda) then return overview() end -- x's own __eq runs no code here
   return string.format("help: a %s is not a gpulab object (help() lists everything)", type(x))
 end
 

@@ -80,5 +80,17 @@ T.test("help finds entries by function, object and name", function()
   h:free(); d:free()
 end)
 
+T.test("help(x) runs none of x's metamethods", function()
+  local help = require("gpulab.help")
+  local ran = {}
+  local mt = {}
+  for _, m in ipairs({ "__eq", "__index", "__len", "__tostring", "__name_call" }) do
+    mt[m] = function() ran[#ran + 1] = m; error("help ran " .. m) end
+  end
+  local x = setmetatable({}, mt)
+  T.ok(help.text(x):find("is not a gpulab object", 1, true))
+  T.eq(#ran, 0, "metamethods run: " .. table.concat(ran, ","))
+end)
+
 os.remove(TMP)
 T.done()
