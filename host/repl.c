@@ -888,8 +888,11 @@ static char *prompt_fn(EditLine *el) {
     return (char *)(prompt_first ? PROMPT : PROMPT_MORE);
 }
 
+/* As lua(1): nil is the default prompt; any other value is shown through tostring (its
+ * __tostring included). */
 static int fetch_prompt(lua_State *L) {
-    lua_getglobal(L, lua_toboolean(L, 1) ? "_PROMPT" : "_PROMPT2");
+    if (lua_getglobal(L, lua_toboolean(L, 1) ? "_PROMPT" : "_PROMPT2") == LUA_TNIL) return 0;
+    luaL_tolstring(L, -1, NULL);
     return 1;
 }
 
@@ -906,8 +909,8 @@ static void device_prompt(lua_State *L) {
     lua_settop(L, top);
 }
 
-/* lua(1)'s prompts: the global _PROMPT (first line) or _PROMPT2 (more lines) when it is a string
- * or a number. Read protected: an __index on _G that fails gives the default prompt. */
+/* lua(1)'s prompts: the global _PROMPT (first line) or _PROMPT2 (more lines) when not nil, through
+ * tostring. Read protected: an __index on _G or a __tostring that fails gives the default. */
 static void update_prompt(lua_State *L, bool first) {
     free(prompt_text);
     prompt_text = NULL;

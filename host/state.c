@@ -217,14 +217,20 @@ static int searcher_text(lua_State *L) {
 
 /* The last searcher: gpulab's own modules (gpulab.lab, ...) in <data dir>/lua. It comes after
  * Lua's searchers, so package.path, LUA_PATH and ';;' stay exactly the user's, and a module of
- * the user's with the same name wins. Upvalues: the original package.searchpath, the path. */
+ * the user's with the same name wins. A miss adds to require's "not found" message only for a
+ * name under gpulab.: any other reads as in lua(1), which knows no such folder. Upvalues: the
+ * original package.searchpath, the path. */
 static int searcher_gpulab(lua_State *L) {
     const char *name = luaL_checkstring(L, 1);
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_pushvalue(L, 1);
     lua_pushvalue(L, lua_upvalueindex(2));
     lua_call(L, 2, 2);
-    if (lua_isnil(L, -2)) return 1;
+    if (lua_isnil(L, -2)) {
+        if (strncmp(name, "gpulab.", 7) == 0) return 1; /* searchpath's "no file ..." list */
+        lua_pushnil(L); /* no message: require lists only the user's own places */
+        return 1;
+    }
     lua_pop(L, 1);
     const char *filename = lua_tostring(L, -1);
     if (gl_loadfile_text(L, filename) != LUA_OK)
