@@ -15,7 +15,6 @@
 #include "options.h"
 
 #include <ctype.h>
-#include <stdio.h>
 #include <string.h>
 
 #define PORTABLE_CLUSTER 8     /* blocks a cluster may hold on any cluster-capable GPU */
@@ -86,14 +85,14 @@ static int edit_distance(const char *a, const char *b) {
     enum { MAXLEN = 64 };
     size_t la = strlen(a), lb = strlen(b);
     if (la >= MAXLEN || lb >= MAXLEN) return MAXLEN;
-    int row[MAXLEN];
+    int row[MAXLEN] = {0};
     for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
     for (size_t i = 1; i <= la; i++) {
         int diag = row[0];
         row[0] = (int)i;
         for (size_t j = 1; j <= lb; j++) {
             int up = row[j];
-            int best = diag + (a[i - 1] != b[j - 1]);
+            int best = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
             if (up + 1 < best) best = up + 1;
             if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
             row[j] = best;
@@ -103,13 +102,13 @@ static int edit_distance(const char *a, const char *b) {
     return row[lb];
 }
 
-/* The asked name lower-cased, without a CU_FUNC_ATTRIBUTE_ prefix, for comparing only. */
-static void plain_name(const char *s, size_t len, char *out, size_t cap) {
+/* The asked name lower-cased (in out), without a CU_FUNC_ATTRIBUTE_ prefix, for comparing only. */
+static const char *plain_name(const char *s, size_t len, char *out, size_t cap) {
     static const char prefix[] = "cu_func_attribute_";
     size_t n = 0;
     for (size_t i = 0; i < len && n + 1 < cap; i++) out[n++] = (char)tolower((unsigned char)s[i]);
     out[n] = '\0';
-    if (strncmp(out, prefix, sizeof prefix - 1) == 0) memmove(out, out + sizeof prefix - 1, n - sizeof prefix + 2);
+    return strncmp(out, prefix, sizeof prefix - 1) == 0 ? out + sizeof prefix - 1 : out;
 }
 
 static bool near_match(const char *asked, const char *name) {
@@ -125,8 +124,8 @@ static bool near_match(const char *asked, const char *name) {
 
 __attribute__((noreturn)) static void unknown_attribute(lua_State *L, int arg, const char *fn,
                                                         const char *asked, size_t len) {
-    char plain[64];
-    plain_name(asked, len, plain, sizeof plain);
+    char buf[96] = {0};
+    const char *plain = plain_name(asked, len, buf, sizeof buf);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     int n = 0;

@@ -19,6 +19,9 @@
  *   GPULAB_FAKE_PEER=all|none|0-1,1-0   which device pairs can access each other (default all;
  *                                       fake_peer.c)
  *   GPULAB_FAKE_NO_ENTRY=cuX[,cuY]      cuGetProcAddress does not find these (an older driver)
+ *   GPULAB_FAKE_CC=8.0                  compute capability (default 9.0); below 9.0 there are no
+ *                                       clusters or PDL: cluster function attributes, cluster
+ *                                       launches and the cluster occupancy calls are refused
  * CUDA_INJECTION64_PATH, which a tool sets to be loaded by the driver, is not loaded; cuInit logs
  * "injection PATH" instead, so tests can tell which processes a tool would have instrumented.
  * A sticky code (700, ...) makes every later call fail with the same code, as a real context.
