@@ -229,6 +229,7 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
         {"max_threads", "integer", "most threads per block it can launch with"},
         {"max_dynamic_smem", "integer", "dynamic shared memory allowed (as last set)"},
         {"params", "table[]", "`{ {kind=, size=, align=, offset=}, … }`"},
+        {"cluster_dims", "integer[]?", "`{x, y, z}` compiled in by `__cluster_dims__` (the driver's REQUIRED_CLUSTER_* attributes), nil when none"},
         {"module", "cuda.module", "the module it belongs to"},
       } },
     { "cuda.kernel:occupancy", sig = "k:occupancy(block, dyn_smem)",
@@ -238,6 +239,29 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
     { "cuda.kernel:set_max_dynamic_smem", sig = "k:set_max_dynamic_smem(bytes)",
       params = { {"bytes", "integer", "dynamic shared memory per block"} },
       summary = "opt in above 48 KB (checked against the device)" },
+    { "cuda.kernel:attribute", sig = "k:attribute(name)",
+      params = { {"name", "string", "a CUfunction_attribute by short lower-case name: the enum name without `CU_FUNC_ATTRIBUTE_`, e.g. `\"num_regs\"`, `\"max_dynamic_shared_size_bytes\"`, `\"non_portable_cluster_size_allowed\"`"} },
+      returns = { {"integer", "the driver's value (cuFuncGetAttribute)"} },
+      summary = "one attribute of every CUfunction_attribute by name (a cluster attribute reads 0 on a device or driver without clusters); an unknown name is refused with the near matches" },
+    { "cuda.kernel:set_attribute", sig = "k:set_attribute(name, value)",
+      params = { {"name", "string", "a writable attribute's short name"},
+                 {"value", "integer|boolean|string", "an integer; `true`/`false` for `non_portable_cluster_size_allowed`; `\"default\"`, `\"spread\"` or `\"load_balancing\"` for `cluster_scheduling_policy_preference`"} },
+      returns = { {"cuda.kernel", "k"} },
+      summary = "cuFuncSetAttribute, checked first: read-only attributes are refused by name; `max_dynamic_shared_size_bytes` 0..(device opt-in − static smem) (as `k:set_max_dynamic_smem`, and `k.max_dynamic_smem` follows), `preferred_shared_memory_carveout` -1..100, `non_portable_cluster_size_allowed` 0/1, `cluster_scheduling_policy_preference` 0..2, `required_cluster_width/height/depth` 0..16 (refused when `k.cluster_dims` is compiled in)" },
+    { "cuda.kernel:attributes", sig = "k:attributes()",
+      returns = { {"table", "`{name = value, …}` for every attribute"} },
+      summary = "every attribute's value by short name (handy in the REPL; also the list of names `k:attribute` takes)" },
+    { "cuda.kernel:max_active_clusters", sig = "k:max_active_clusters{block=, smem=, cluster=}",
+      options = { {"block", "integer|integer[]", nil, "threads per block, n or {x,y,z}"},
+                  {"smem", "integer", "0", "dynamic shared memory bytes per block"},
+                  {"cluster", "integer|integer[]", "k.cluster_dims", "cluster shape, n or {x,y,z}: each axis 1..16, at most 8 blocks unless non_portable_cluster_size_allowed is set, at most 16; required when the kernel has no compiled-in shape, and equal to it when it has one"} },
+      returns = { {"integer", "clusters of that shape that can be co-resident on the device"} },
+      summary = "cuOccupancyMaxActiveClusters for one cluster's worth of blocks; the fields are checked as `k:launch` checks them; needs a CUDA 12.0 driver and a device of compute capability 9.0" },
+    { "cuda.kernel:max_cluster_size", sig = "k:max_cluster_size{block=, smem=}",
+      options = { {"block", "integer|integer[]", nil, "threads per block, n or {x,y,z}"},
+                  {"smem", "integer", "0", "dynamic shared memory bytes per block"} },
+      returns = { {"integer", "the largest cluster size (blocks) that can be resident"} },
+      summary = "cuOccupancyMaxPotentialClusterSize (16 on Hopper with non_portable_cluster_size_allowed set, else at most 8); needs a CUDA 12.0 driver and a device of compute capability 9.0" },
     { "cuda.kernel:launch", sig = "k:launch(cfg, ...)",
       params = { {"cfg", "table", "`{grid=n|{x,y,z}, block=n|{x,y,z}, smem=0, stream=s}`"},
                  {"...", "any", "the kernel's arguments"} },
@@ -793,7 +817,12 @@ to every compile (so `#include <gpulab/tma.cuh>` works), reading `cuda.home` at 
 bytes (`GPULAB_FAKE_LOG=file`), injects failures (`GPULAB_FAKE_FAIL=cuMemAlloc:2[:nth],…`; sticky codes
 poison it like a real context), holds work in flight (`GPULAB_FAKE_HANG=1`, `GPULAB_FAKE_BUSY_FILE=path`)
 and reports `GPULAB_FAKE_DEVICES` devices. CI uses it for argument packing, error messages, the poisoned
-state, deadlines and lifetimes; it never backs a GPU claim.]==] },
+state, deadlines and lifetimes; it never backs a GPU claim.
+It answers every function attribute (`.reqnctapercluster` and `.explicitcluster` in the PTX give the
+compiled-in cluster shape), takes `cuLaunchKernelEx` with cluster, cooperative, PDL, priority and L2-window
+attributes (logged as ` attrs=cluster:2x1x1;pdl:1` before ` args=`), replays a captured graph's launches as
+`graph_node` lines, and models cluster occupancy with 132 SMs in 7 GPCs of 18 and one of 6 (for plumbing
+tests only). `GPULAB_FAKE_CC=8.0` makes it a device without clusters or PDL.]==] },
 
 -- ---------------------------------------------------------------------------------------------
 { title = "Hardware counters: `cuda.profile`", level = 2,
