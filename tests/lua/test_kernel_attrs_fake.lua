@@ -98,7 +98,8 @@ if NO_ENTRY then
     local k = mod:kernel("clustered")
     T.eq(k.cluster_dims[1], 2, "attributes still read")
     T.raises(function() k:max_active_clusters{ block = 128 } end,
-      "k:max_active_clusters: this CUDA driver (13.0) lacks cuOccupancyMaxActiveClusters, which needs a CUDA 12.0 driver")
+      "k:max_active_clusters: this CUDA driver (13.0) lacks cuOccupancyMaxActiveClusters, "
+      .. "which needs a CUDA 12.0 driver")
     if NO_ENTRY:find("cuOccupancyMaxPotentialClusterSize", 1, true) then
       T.raises(function() k:max_cluster_size{ block = 128 } end,
         "lacks cuOccupancyMaxPotentialClusterSize, which needs a CUDA 12.0 driver")
@@ -188,14 +189,16 @@ T.test("unknown names: near matches and how to list them all", function()
   local err = T.raises(function() k:attribute("num_reg") end, "unknown attribute 'num_reg' (did you mean 'num_regs'?")
   T.ok(err:find("k:attributes() lists every attribute", 1, true), err)
   err = T.raises(function() k:attribute("cluster") end, "did you mean")
-  for _, name in ipairs({ "cluster_size_must_be_set", "required_cluster_width", "non_portable_cluster_size_allowed" }) do
+  local cluster_names = { "cluster_size_must_be_set", "required_cluster_width", "non_portable_cluster_size_allowed" }
+  for _, name in ipairs(cluster_names) do
     T.ok(err:find("'" .. name .. "'", 1, true), err)
   end
   T.ok(not err:find("num_regs", 1, true), err)
   T.raises(function() k:attribute("CU_FUNC_ATTRIBUTE_NUM_REGS") end, "did you mean 'num_regs'?")
   T.raises(function() k:set_attribute("preferred_carveout", 1) end, "'preferred_shared_memory_carveout'")
   T.raises(function() k:attribute("zzzz") end, "unknown attribute 'zzzz' (no attribute has a similar name;")
-  T.raises(function() k:attribute(4) end, "bad argument #1 to 'k:attribute' (attribute name (string) expected, got number)")
+  T.raises(function() k:attribute(4) end,
+    "bad argument #1 to 'k:attribute' (attribute name (string) expected, got number)")
   T.raises(function() k:attribute() end, "attribute name (string) expected, got no value")
 end)
 
@@ -209,7 +212,8 @@ T.test("values are range-checked with the numbers before the driver", function()
   T.raises(function() k:set_attribute("cluster_scheduling_policy_preference", 3) end, "= 3 is out of range 0..2")
   T.raises(function() k:set_attribute("cluster_scheduling_policy_preference", "fast") end,
     "'cluster_scheduling_policy_preference' value 'fast' is not a policy")
-  T.raises(function() k:set_attribute("required_cluster_width", 17) end, "'required_cluster_width' = 17 is out of range 0..16")
+  T.raises(function() k:set_attribute("required_cluster_width", 17) end,
+    "'required_cluster_width' = 17 is out of range 0..16")
   local limit = 227 * 1024 - 1024
   T.raises(function() k:set_attribute("max_dynamic_shared_size_bytes", limit + 1) end,
     string.format("'max_dynamic_shared_size_bytes' = %d: the device allows 232448 bytes per block with opt-in, "
@@ -310,7 +314,8 @@ T.test("cluster queries: wrong inputs are refused", function()
     "field 'cluster': required: kernel 'plain' has no compiled-in cluster shape")
   T.raises(function() k:max_active_clusters{ block = 128, cluster = 0 } end, "x = 0 is out of range 1..16")
   T.raises(function() k:max_active_clusters{ block = 128, cluster = 17 } end, "x = 17 is out of range 1..16")
-  T.raises(function() k:max_active_clusters{ block = 128, cluster = { 1, 2, 3, 4 } } end, "1 to 3 entries expected, got 4")
+  T.raises(function() k:max_active_clusters{ block = 128, cluster = { 1, 2, 3, 4 } } end,
+    "1 to 3 entries expected, got 4")
   T.raises(function() k:max_active_clusters{ block = 128, cluster = "2" } end, "number or {x,y,z} expected, got string")
   T.raises(function() k:max_active_clusters{ block = 128, cluster = { 4, 4 } } end,
     "4x4x1 = 16 blocks; more than 8 needs k:set_attribute(\"non_portable_cluster_size_allowed\", true)")
