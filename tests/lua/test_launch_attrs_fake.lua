@@ -52,6 +52,14 @@ local PTX = [[
 	ret;
 }
 
+.visible .entry many_regs(
+	.param .u32 n
+)
+.maxnreg 128
+{
+	ret;
+}
+
 .visible .entry big_smem(
 	.param .u32 n
 )
@@ -159,9 +167,16 @@ end)
 
 T.test("cluster: a shape that cannot be resident is refused with the occupancy the driver reports", function()
   local big = mod:kernel("big_smem")
-  T.raises(function() big:launch({ grid = 16, block = 1024, cluster = 8, smem = 0 }, 1) end,
+  -- 1024 threads of 128 registers need 131,072 registers, twice what an SM has: no block fits
+  local regs = mod:kernel("many_regs")
+  T.eq(regs:occupancy(1024), 0)
+  T.raises(function() regs:launch({ grid = 16, block = 1024, cluster = 8 }, 1) end,
     "field 'cluster': no cluster of 8 blocks of 1024 threads with 0 bytes of dynamic shared memory can be " ..
-    "resident at once")
+    "resident at once on this device (cuOccupancyMaxActiveClusters = 0")
+  -- one block per SM: a cluster of 8 still fits in one GPC
+  clear_log()
+  big:launch({ grid = 16, block = 1024, cluster = 8 }, 1)
+  T.ok(last_launch():find("attrs=cluster:8x1x1 ", 1, true), last_launch())
 end)
 
 T.test("compiled-in __cluster_dims__: plain launches use it, contradicting shapes are refused", function()
