@@ -263,9 +263,9 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
       returns = { {"integer", "the largest cluster size (blocks) that can be resident"} },
       summary = "cuOccupancyMaxPotentialClusterSize (16 on Hopper with non_portable_cluster_size_allowed set, else at most 8); needs a CUDA 12.0 driver and a device of compute capability 9.0" },
     { "cuda.kernel:launch", sig = "k:launch(cfg, ...)",
-      params = { {"cfg", "table", "`{grid=n|{x,y,z}, block=n|{x,y,z}, smem=0, stream=s}`"},
+      params = { {"cfg", "table", "`{grid=n|{x,y,z}, block=n|{x,y,z}, smem=0, stream=s, cluster=n|{x,y,z}, cooperative=false, pdl=false, priority=n, l2_window={...}}`"},
                  {"...", "any", "the kernel's arguments"} },
-      summary = "checked launch; `cfg = {grid=n|{x,y,z}, block=n|{x,y,z}, smem=0, stream=s}`" },
+      summary = "checked launch; `cfg = {grid=n|{x,y,z}, block=n|{x,y,z}, smem=0, stream=s}` plus the launch attributes `cluster`, `cooperative`, `pdl`, `priority`, `l2_window` (below)" },
     { "cuda.kernel:prepare", sig = "k:prepare(cfg, ...)",
       params = { {"cfg", "table", "as k:launch"}, {"...", "any", "the kernel's arguments"} },
       returns = { {"cuda.prepared", "the prepared launch"} },
@@ -274,7 +274,7 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
       summary = "a launch packed once: calling it (`prepared()`, which ignores arguments, as cuda.measure's `fn(s)`) or `prepared:launch(n)` launches it again" },
     { "cuda.prepared:launch", sig = "prepared:launch(n)",
       params = { {"n", "integer?", "how many times, 1..2^24 (default 1)"} },
-      summary = "launches it `n` times: the checks run once, then one C loop calls cuLaunchKernel `n` times on the prepared stream (each launch observed under cuda.trace and cuda.profile); a failing launch stops the loop and raises" },
+      summary = "launches it `n` times: the checks run once, then one C loop calls cuLaunchKernel (cuLaunchKernelEx when the launch has attributes) `n` times on the prepared stream (each launch observed under cuda.trace and cuda.profile); a failing launch stops the loop and raises" },
     { "cuda.prepared:set", sig = "prepared:set(i, v)",
       params = { {"i", "integer", "1-based argument index"}, {"v", "any", "the new value"} },
       summary = "repacks argument `i` (checked as k:launch checks it)" },
@@ -288,6 +288,25 @@ are accepted there too; tables, strings of another size and the like raise), a `
 integer goes to a 64-bit pointer, a `cuda.tensormap` goes by value (a `const __grid_constant__`
 128-byte parameter), and a Lua string of exactly the parameter's size goes by value as a struct.
 Objects a launch uses stay alive until the launch is known complete.
+
+**Launch attributes.** Any of these keys sends the launch through `cuLaunchKernelEx` with the matching
+`CUlaunchAttribute`; a configuration without them keeps `cuLaunchKernel` and its cost. Each is checked
+before the driver, and a refusal names the rule and the numbers (an argument error, not a `cuda.error`):
+
+| key | what the driver gets | checked before the driver |
+|---|---|---|
+| `cluster = n \| {x,y,z}` | thread block clusters of that shape; `grid` is still counted in blocks | the device supports clusters (compute capability 9.0); each axis 1..16; `grid` a multiple of the cluster on every axis; at most 8 blocks unless `k:set_attribute("non_portable_cluster_size_allowed", 1)` (the driver's flag is re-read before refusing), never more than 16; the same shape as a compiled-in `__cluster_dims__` (`k.cluster_dims`); at least one such cluster can be resident (`cuOccupancyMaxActiveClusters`) |
+| `cooperative = true` | a cooperative launch (`grid.sync()` works) | the grid fits at once: at most occupancy × SMs blocks (or co-resident clusters × cluster size); the message gives both numbers; a grid is never shrunk |
+| `pdl = true` | programmatic stream serialization: the kernel may start before the previous kernel in the stream ends (it waits with `griddepcontrol.wait`, `gl_pdl_wait()`) | compute capability 9.0 |
+| `priority = n` | the launch's priority | within the device's range (`cuCtxGetStreamPriorityRange`: lower is more urgent) |
+| `l2_window = {array=d \| ptr=, bytes=, hit_ratio=1, hit="persisting", miss="streaming"}` | an L2 access-policy window for this launch | the array is alive and on this device; `bytes` within the array (default: all of it) and the device's largest window; `hit_ratio` in 0..1; `hit` one of `"persisting"`, `"streaming"`, `"normal"`, `miss` one of the last two |
+
+A kernel compiled with `__cluster_dims__` launches in clusters of that shape without the key (its grid
+must be a multiple of it). The occupancy answers behind the cluster and cooperative checks are cached
+per kernel and shape, so a repeated launch asks the driver only for the launch. A driver older than
+CUDA 12.0 (no `cuLaunchKernelEx`) refuses these keys with one message naming the entry point.
+`k:prepare` takes the same keys (the prepared launch keeps the `l2_window` array alive), and a graph
+captured with `s:capture` keeps the attributes of the launches it captured.
 
 A tensor map given to a parameter declared without `__grid_constant__` is refused where the PTX
 shows it: such a kernel reads all 128 bytes with `ld.param` into a copy and never takes the
