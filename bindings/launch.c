@@ -335,14 +335,14 @@ static const char *const cfg_key_names[CFG_KEYS + 1] = {
 /* The keys from CFG_FIRST_ATTR on make a launch go through cuLaunchKernelEx. */
 #define CFG_FIRST_ATTR CFG_CLUSTER
 
-#define CFG_KEYS_REG "gpulab.launch_keys" /* registry: the key strings, which anchors them */
+#define CFG_KEYS_REG "gpulab.launch_keys" /* private store (identity.h): the key strings, anchored */
 
 /* The addresses of this Lua state's configuration key strings ("grid", "block", ...), cached in the
  * kernel (which lives in that state). Short strings are interned, so a table key equal to one
  * of them is that very string as long as it lives, and the registry keeps them alive. */
 static const void *const *cfg_keys(lua_State *L, gl_kernel *k) {
     if (k->launch_keys[0] == NULL) {
-        lua_getfield(L, LUA_REGISTRYINDEX, CFG_KEYS_REG);
+        if (gl_private_get(L, CFG_KEYS_REG) != LUA_TTABLE) luaL_error(L, "gpulab's launch keys are gone");
         for (int i = 0; i < CFG_KEYS; i++) {
             lua_rawgeti(L, -1, i + 1);
             k->launch_keys[i] = lua_topointer(L, -1);
@@ -1183,7 +1183,7 @@ void gl_open_launch(lua_State *L) {
         lua_pushstring(L, cfg_key_names[i]);
         lua_rawseti(L, -2, i + 1);
     }
-    lua_setfield(L, LUA_REGISTRYINDEX, CFG_KEYS_REG);
+    gl_private_set(L, CFG_KEYS_REG);
     lua_pop(L, 1);
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");

@@ -317,4 +317,13 @@ T.test("prepared launches and graphs keep their attributes; the window's array s
   T.eq(cuda.stats().arrays, arrays0, "freeing the prepared launch lets the array go")
 end)
 
+T.test("the configuration's key strings are gpulab's own: a replaced registry entry changes nothing", function()
+  debug.getregistry()["gpulab.launch_keys"] = 5
+  local fresh = mod:kernel("plain") -- a new kernel object reads the keys on its first launch
+  clear_log()
+  fresh:launch(cfg { cluster = 2 }, out, 1)
+  T.ok(last_launch():find("attrs=cluster:2x1x1 ", 1, true), last_launch())
+  T.raises(function() fresh:launch(cfg { clsuter = 2 }, out, 1) end, "unknown field 'clsuter'")
+end)
+
 os.exit(T.done())
