@@ -85,7 +85,7 @@ for part in $parts; do
     done
     ;;
   bench)
-    # plain launches and, through cuLaunchKernelEx, cluster/pdl/cooperative ones (about 5.5 minutes)
+    # plain launches and, through cuLaunchKernelEx, cluster/pdl/cooperative ones (about 5 minutes on an H200)
     timeout 540 "$gl" tools/bench_launch.lua >"$out/bench_launch.log" 2>&1
     row "bench_launch (N=200000, 3 rounds)" "rc=$?" "$(grep -c ': MET' "$out/bench_launch.log") targets met, $(grep -c ': MISSED' "$out/bench_launch.log") missed$(grep -m1 'columns.*skipped' "$out/bench_launch.log" | sed 's/^/; /')"
     timeout 120 "$gl" tools/bench_compile.lua >"$out/bench_compile.log" 2>&1
