@@ -394,8 +394,9 @@ static int l_attribute(lua_State *L) {
     const char *fn = "dev:attribute";
     int ordinal = check_device(L, 1, fn);
     if (lua_type(L, 2) != LUA_TSTRING) gl_typeerror(L, 2, fn, "attribute name");
-    const char *name = lua_tostring(L, 2);
-    const attr_name *a = find_attr(name);
+    size_t len = 0;
+    const char *name = lua_tolstring(L, 2, &len);
+    const attr_name *a = strlen(name) == len ? find_attr(name) : NULL; /* "NAME\0junk" is no name */
     if (a == NULL)
         gl_argerror(L, 2, fn,
                     "unknown device attribute '%s': use a CU_DEVICE_ATTRIBUTE_* name from cuda.h, "

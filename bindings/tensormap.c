@@ -184,6 +184,13 @@ static bool check_known_fields(lua_State *L, int t, tm_err *e) {
     return true;
 }
 
+/* True when the string at idx is exactly `name` (a NUL byte inside it is not the end). */
+static bool string_is(lua_State *L, int idx, const char *name) {
+    size_t len = 0;
+    const char *s = lua_tolstring(L, idx, &len);
+    return s && len == strlen(name) && memcmp(s, name, len) == 0;
+}
+
 static bool read_name(lua_State *L, int t, const char *field, const tm_name *names,
                       const tm_name **out, tm_err *e) {
     int ty = raw_field(L, t, field);
@@ -191,7 +198,7 @@ static bool read_name(lua_State *L, int t, const char *field, const tm_name *nam
     if (ty == LUA_TNIL) { lua_pop(L, 1); return true; }
     char known[160] = "", vb[64];
     for (int i = 0; names[i].name; i++) {
-        if (ty == LUA_TSTRING && strcmp(lua_tostring(L, -1), names[i].name) == 0) {
+        if (ty == LUA_TSTRING && string_is(L, -1, names[i].name)) {
             *out = &names[i];
             lua_pop(L, 1);
             return true;
@@ -209,7 +216,7 @@ static bool read_dtype(lua_State *L, int t, tm_spec *s, tm_err *e) {
     char vb[64];
     if (ty == LUA_TSTRING)
         for (int i = 0; i < TM_NDTYPES; i++)
-            if (strcmp(lua_tostring(L, -1), tm_dtypes[i].name) == 0) {
+            if (string_is(L, -1, tm_dtypes[i].name)) {
                 s->dtype = &tm_dtypes[i];
                 lua_pop(L, 1);
                 return true;

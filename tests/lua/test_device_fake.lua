@@ -43,6 +43,7 @@ T.test("attribute by short and full name", function()
   T.eq(d:attribute("MULTIPROCESSOR_COUNT"), 132)
   T.eq(d:attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"), 227 * 1024)
   T.eq(d:attribute("COMPUTE_CAPABILITY_MAJOR"), 9)
+  T.raises(function() d:attribute("MAX_THREADS_PER_BLOCK\0junk") end, "unknown device attribute")
   -- every name in the table is accepted by the driver stand-in
   local names = cuda.device_attributes()
   T.ok(#names > 100, "#names = " .. #names)

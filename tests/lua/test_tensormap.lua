@@ -68,6 +68,12 @@ T.test("a plain spec is valid, every dtype and rank 1..5", function()
   valid(spec { dims = { 64, 64 }, strides = { 256 }, box = { 8, 2 } }, "padded rows")
 end)
 
+T.test("names are compared whole: a NUL byte does not end them", function()
+  invalid(spec { dtype = "f16\0junk" }, "unknown dtype", "dtype")
+  invalid(spec { swizzle = "none\0junk" }, "unknown swizzle", "swizzle")
+  invalid(spec { interleave = "none\0" }, "unknown interleave", "interleave")
+end)
+
 T.test("rank 1..5, and 3..5 with interleave", function()
   invalid(spec { dims = {}, box = {} }, "rank = 0 (#dims): the rank must be 1..5")
   invalid(spec { dims = { 1, 1, 1, 1, 1, 1 }, box = { 8, 1, 1, 1, 1, 1 } }, "rank = 6 (#dims): the rank must be 1..5")
