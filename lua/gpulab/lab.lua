@@ -788,8 +788,9 @@ end
 
 local function write_json_file(path, value)
   local f = assert(io.open(path, "w"))
-  f:write(json.encode(value))
-  f:close()
+  local wrote, werr = f:write(json.encode(value))
+  local closed, cerr = f:close()
+  if not (wrote and closed) then error("cannot write " .. path .. ": " .. tostring(werr or cerr), 2) end
 end
 
 -- In a child: the sweep it was started for runs its share, writes it and ends the process.
@@ -1019,9 +1020,14 @@ function Lab:finish()
     if not f then
       self:fail("cannot write the JSON results: " .. tostring(err))
     else
-      f:write(json.encode(results, { indent = "  " }), "\n")
-      f:close()
-      print("results: " .. self.json_path)
+      -- a full disk shows at the write or only at the close (the buffer's flush): check both
+      local wrote, werr = f:write(json.encode(results, { indent = "  " }), "\n")
+      local closed, cerr = f:close()
+      if wrote and closed then
+        print("results: " .. self.json_path)
+      else
+        self:fail("cannot write the JSON results to " .. self.json_path .. ": " .. tostring(werr or cerr))
+      end
     end
   end
   print(string.format("%s: %.2f s%s", self.name, results.timings.total_s,

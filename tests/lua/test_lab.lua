@@ -272,6 +272,11 @@ T.test("an unwritable JSON path is a failure of the lab (exit 1)", function()
   T.eq(r.status, "error")
   T.eq(r.code, 1)
   T.ok(r.stderr:find("demo_lab: FAIL: cannot write the JSON results", 1, true), r.stderr)
+  -- a file that opens but cannot take the bytes (a full disk): no "results:" line, exit 1
+  r = run(DEMO, { "--json", "/dev/full" })
+  T.eq(r.code, 1, r.stderr)
+  T.ok(r.stderr:find("cannot write the JSON results to /dev/full: ", 1, true), r.stderr)
+  T.ok(not r.stdout:find("results: /dev/full", 1, true), r.stdout)
 end)
 
 T.test("lab:fail makes finish() return 1 and is listed in the JSON", function()
