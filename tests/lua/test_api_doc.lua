@@ -81,7 +81,6 @@ T.test("help finds entries by function, object and name", function()
 end)
 
 T.test("help(x) runs none of x's metamethods", function()
-  local help = require("gpulab.help")
   local ran = {}
   local mt = {}
   for _, m in ipairs({ "__eq", "__index", "__len", "__tostring", "__name_call" }) do
