@@ -62,6 +62,15 @@ function ranks.share_id(path, me, opts)
   end
   opts = opts or {}
   local timeout, poll = opts.timeout or 60, opts.poll or 0.05
+  -- a NaN deadline is never reached and an infinite one never ends: refuse both
+  if type(timeout) ~= "number" or timeout ~= timeout or timeout < 0 or timeout == math.huge then
+    error(string.format("gpulab.ranks.share_id: timeout must be a finite number of seconds >= 0, got %s",
+      tostring(timeout)), 2)
+  end
+  if type(poll) ~= "number" or poll ~= poll or poll <= 0 or poll == math.huge then
+    error(string.format("gpulab.ranks.share_id: poll must be a finite number of seconds > 0, got %s",
+      tostring(poll)), 2)
+  end
   if me.rank == 0 then
     local id = cuda.nccl.unique_id()
     local tmp = path .. ".tmp"

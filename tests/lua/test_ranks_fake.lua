@@ -24,6 +24,18 @@ T.test("each launcher's variables", function()
     "SLURM_PROCID=x is not a non-negative integer")
 end)
 
+T.test("share_id refuses a timeout or poll interval that never ends", function()
+  local me = { rank = 1, nranks = 2 }
+  for _, t in ipairs({ 0 / 0, math.huge, -1, "10" }) do
+    T.raises(function() ranks.share_id("/nonexistent/id", me, { timeout = t }) end,
+      "gpulab.ranks.share_id: timeout must be a finite number of seconds >= 0, got " .. tostring(t))
+  end
+  for _, p in ipairs({ 0 / 0, 0, -1, math.huge }) do
+    T.raises(function() ranks.share_id("/nonexistent/id", me, { timeout = 1, poll = p }) end,
+      "gpulab.ranks.share_id: poll must be a finite number of seconds > 0")
+  end
+end)
+
 T.test("a rank waiting for an id nobody writes gives up at its deadline", function()
   local path = os.tmpname()
   os.remove(path)
