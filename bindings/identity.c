@@ -236,21 +236,29 @@ int gl_lua_setmetatable(lua_State *L, int idx) {
     return lua_setmetatable(L, idx);
 }
 
-/* The tags of the types checked so far, by the caller's literal (compared by address, then
- * refreshed): a check computes no hash. */
-#define TAG_CACHE 8
+/* The tags of the types checked so far, by the caller's literal (compared by address): a check
+ * computes no hash. Searched in full, so two literals never evict each other on every launch (a
+ * cache slot chosen by address did that when two type names' literals landed in one slot: the
+ * hash then ran on every argument check, a fifth of k:launch's own instructions). Each binding
+ * file has its own copy of a literal, so there are a few dozen at most; past the cache's size a
+ * check computes the hash. */
+#define TAG_CACHE 64
 static struct {
     const char *tname;
     uint64_t tag;
 } tag_cache[TAG_CACHE];
+static unsigned tag_cached;
 
 static uint64_t cached_tag(const char *tname) {
-    unsigned c = (unsigned)((uintptr_t)tname >> 3) % TAG_CACHE;
-    if (tag_cache[c].tname != tname) {
-        tag_cache[c].tname = tname;
-        tag_cache[c].tag = tag_of(tname);
+    for (unsigned i = 0; i < tag_cached; i++)
+        if (tag_cache[i].tname == tname) return tag_cache[i].tag;
+    uint64_t tag = tag_of(tname);
+    if (tag_cached < TAG_CACHE) {
+        tag_cache[tag_cached].tname = tname;
+        tag_cache[tag_cached].tag = tag;
+        tag_cached++;
     }
-    return tag_cache[c].tag;
+    return tag;
 }
 
 void *gl_testudata(lua_State *L, int idx, const char *tname) {
