@@ -18,10 +18,12 @@
 #   hostref    tools/bench_host_ref.lua: an 8192x8192 transpose reference, Lua loop vs h:transpose()
 #   loader     a lab and a compile with no loader-path entry and an empty compile cache
 #   verdicts   tools/verdicts.sh: every lab 3 times quick and once full, verdicts side by side
+#   hopper     launches with attributes: the Hopper GPU tests, labs/hopper_clusters.lua three times
+#              quick (verdicts side by side), bench_launch --quick (plain and attribute sections)
 # Usage: tools/device_run.sh OUTDIR [part...]   (after tools/device_build.sh made .device-build)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-all_parts="tests labs bench cache leaks stress sanitize lifetimes measure profile hostref loader verdicts"
+all_parts="tests labs bench cache leaks stress sanitize lifetimes measure profile hostref loader verdicts hopper"
 usage() {
   echo "usage: tools/device_run.sh OUTDIR [part...]"
   echo "  runs the build in .device-build (made by tools/device_build.sh) and writes logs and"
@@ -92,6 +94,24 @@ for part in $parts; do
     row "bench_compile" "rc=$?" "$(grep -E 'cached compile' "$out/bench_compile.log" | head -1)"
     bash tools/bench_startup.sh "$gl" 200 >"$out/bench_startup.log" 2>&1
     row "bench_startup" "rc=$?" "$(head -1 "$out/bench_startup.log")"
+    ;;
+  hopper)
+    (cd .device-build && ctest -R 'hopper' --output-on-failure --timeout 240) >"$out/ctest-hopper.log" 2>&1
+    row "ctest -R hopper" "$([ $? = 0 ] && echo PASS || echo FAIL)" \
+      "$(grep -E 'tests passed|tests failed' "$out/ctest-hopper.log" | tail -1)"
+    for run in 1 2 3; do
+      timeout 120 "$gl" labs/hopper_clusters.lua --quick --json "$out/hopper_clusters-$run.json" \
+        >"$out/hopper_clusters-$run.log" 2>&1
+      row "hopper_clusters --quick, run $run" "rc=$?" "$(verdict_counts "$out/hopper_clusters-$run.log")"
+      sed -n '/^## Verdicts/,$p' "$out/hopper_clusters-$run.log" | grep -E '^\s*\[' | sed 's/^ */    /' \
+        >"$out/hopper_verdicts-$run.txt"
+    done
+    if cmp -s "$out/hopper_verdicts-1.txt" "$out/hopper_verdicts-2.txt" &&
+       cmp -s "$out/hopper_verdicts-1.txt" "$out/hopper_verdicts-3.txt"; then same=yes; else same=no; fi
+    row "hopper_clusters verdicts identical over 3 runs" "$same" "$(tr '\n' ' ' <"$out/hopper_verdicts-1.txt" | cut -c1-300)"
+    timeout 200 "$gl" tools/bench_launch.lua --quick >"$out/bench_launch_quick.log" 2>&1
+    row "bench_launch --quick" "rc=$?" "$(grep -c ': MET' "$out/bench_launch_quick.log") targets met, $(grep -c ': MISSED' "$out/bench_launch_quick.log") missed"
+    grep '^target' "$out/bench_launch_quick.log" | sed 's/^/    /' | tee -a "$summary"
     ;;
   sanitize)
     jobs=$out/sanitize-jobs.txt
