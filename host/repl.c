@@ -24,6 +24,7 @@
 #include <wchar.h>
 
 #include "gpulab.h"
+#include "identity.h"
 
 #define PROMPT "gpulab> "
 #define PROMPT_MORE ">> "
@@ -441,10 +442,10 @@ static void load_pretty_printer(lua_State *L) {
     } else {
         lua_pushinteger(L, 4);
         lua_pushinteger(L, 78);
-        lua_getfield(L, LUA_REGISTRYINDEX, GL_PRISTINE_KEY);
+        gl_private_get(L, GL_PRISTINE_KEY);
         lua_call(L, 3, 1);
     }
-    lua_setfield(L, LUA_REGISTRYINDEX, PRETTY_KEY);
+    gl_private_set(L, PRETTY_KEY);
 }
 
 /* Prints the n values on top of the stack (and pops them) as lua(1) does, through the global
@@ -458,13 +459,17 @@ static void print_values(lua_State *L, int n) {
         return;
     }
     lua_getglobal(L, "print");
-    lua_getfield(L, LUA_REGISTRYINDEX, GL_PRISTINE_KEY);
-    lua_getfield(L, -1, "print");
-    bool stock = lua_rawequal(L, -1, -3);
-    lua_pop(L, 2);
+    bool stock = false;
+    if (gl_private_get(L, GL_PRISTINE_KEY) == LUA_TTABLE) {
+        lua_pushliteral(L, "print");
+        lua_rawget(L, -2);
+        stock = lua_rawequal(L, -1, -3);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
     if (stock) {
         lua_pop(L, 1);
-        lua_getfield(L, LUA_REGISTRYINDEX, PRETTY_KEY);
+        gl_private_get(L, PRETTY_KEY);
     }
     lua_insert(L, -n - 1);
     int st = gl_pcall_interruptible(L, n, 0);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "gpulab.h"
+#include "identity.h"
 
 const char *gl_progname = "gpulab";
 int gl_argc;
@@ -282,7 +283,7 @@ static void save_pristine_library(lua_State *L) {
         lua_setfield(L, -3, from_libs[i][2]);
         lua_pop(L, 1);
     }
-    lua_setfield(L, LUA_REGISTRYINDEX, GL_PRISTINE_KEY);
+    gl_private_set(L, GL_PRISTINE_KEY); /* out of scripts' reach: the REPL's printer trusts it */
 }
 
 void gl_setup_state(lua_State *L, const char *argv0) {
