@@ -147,7 +147,8 @@ static int error_string_method(lua_State *L) {
 
 static int error_index(lua_State *L) {
     if (lua_type(L, 2) != LUA_TSTRING) return 0;
-    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_pushliteral(L, LUA_LOADED_TABLE);
+    if (lua_rawget(L, LUA_REGISTRYINDEX) != LUA_TTABLE) return 0; /* a script can replace it */
     lua_pushliteral(L, "string");
     if (lua_rawget(L, -2) != LUA_TTABLE) return 0;
     lua_pushvalue(L, 2);

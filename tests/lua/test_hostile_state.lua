@@ -63,6 +63,13 @@ T.test("a CUDA failure is a cuda.error though registry[\"cuda.error\"] was repla
   T.eq(e.code, 2)
   registry["cuda.error"] = {}
   T.ok(cuda.is_error(e), "an error made before stays one")
+  -- the string methods of an error come from the loaded string library, which a script can replace
+  local loaded = registry._LOADED
+  registry._LOADED = 5
+  local found = e.find
+  registry._LOADED = loaded
+  T.eq(found, nil, "no string method without a string library")
+  T.ok(e:find("out of memory", 1, true), tostring(e))
 end)
 
 T.test("the capture's bookkeeping is not in the registry under any string key", function()
