@@ -117,8 +117,9 @@ void gl_private_set(lua_State *L, const char *name) {
             new_private_table(L);
         } else { /* a script removed the store: what it held reads as absent from now on */
             private_slot[slot].value = NULL;
+            bool removing = lua_isnil(L, -1);
             lua_pop(L, 1);
-            if (lua_isnil(L, -1)) return;
+            if (removing) return;
             luaL_error(L, "gpulab: its private store was removed from the registry by a script");
         }
     }

@@ -165,4 +165,31 @@ T.test("debug.setlocal cannot clear cuda.profile's metric names or s:capture's s
   g:launch()
 end)
 
+T.test("a script that removes gpulab's private store gets clear errors, never a crash", function()
+  local child = os.tmpname()
+  T.write(child, [[
+local a = cuda.array("f32", 4)
+local s = cuda.stream()
+local reg = debug.getregistry()
+for k in pairs(reg) do if type(k) == "userdata" then reg[k] = nil end end
+collectgarbage(); collectgarbage()
+local ok, err = pcall(cuda.array, "f32", 4)
+assert(not ok and err:find("the metatable of class cuda.array was replaced or removed by a script", 1, true), err)
+ok, err = pcall(s.capture, s, function() end)
+assert(not ok and err:find("replaced or removed", 1, true), err)
+ok, err = pcall(debug.setmetatable, a, {})
+assert(not ok and tostring(err):find("private store was removed", 1, true), err)
+a:fill(1)
+s:sync()
+a, s = nil, nil
+collectgarbage(); collectgarbage()
+assert(cuda.stats().arrays == 0 and cuda.stats().streams == 0)
+print("went on")
+]])
+  local r = cuda.run_isolated(child, { timeout = 60 })
+  os.remove(child)
+  T.eq(r.status, "ok", r.stderr)
+  T.eq(r.stdout, "went on\n")
+end)
+
 T.done()
