@@ -35,10 +35,16 @@
 
 /* Entry points gpulab works without (newer than the oldest driver it supports): NULL when the
  * driver lacks them, and every caller checks. cuFuncGetParamInfo came with CUDA 12.4; the
- * launch-attribute and cluster-occupancy calls with CUDA 12.0. */
+ * launch-attribute and cluster-occupancy calls with CUDA 12.0; the L2 persistence calls with 11.0;
+ * the green-context (SM partition) calls with 12.4. */
 #define GL_DRIVER_OPTIONAL_FUNCS(X)                                                             \
     X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters)                   \
-    X(cuOccupancyMaxPotentialClusterSize)
+    X(cuOccupancyMaxPotentialClusterSize)                                                        \
+    X(cuCtxSetLimit) X(cuCtxGetLimit) X(cuCtxResetPersistingL2Cache)                             \
+    X(cuStreamSetAttribute) X(cuStreamGetAttribute)                                              \
+    X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc)        \
+    X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuCtxFromGreenCtx) X(cuGreenCtxGetDevResource)    \
+    X(cuGreenCtxStreamCreate)
 
 #define GL_DRIVER_FIELD(name) __typeof__(&name) name;
 typedef struct gl_driver {
