@@ -623,7 +623,7 @@ static void push_kernel_metatable(lua_State *L, int self) {
     copy_fields(L, class, class + 1, true);
     lua_createtable(L, 0, 16); /* its __index: the methods, then the fixed fields */
     int index = lua_gettop(L);
-    lua_getfield(L, class, "__methods");
+    gl_push_kernel_methods(L);
     copy_fields(L, index + 1, index, false);
     lua_pop(L, 1);
     set_int(L, "regs", k->regs);
@@ -893,10 +893,12 @@ static int l_set_max_dynamic_smem(lua_State *L) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* The methods table lives in the private store: the class metatable's __methods field is for
+ * help() and tools, and a script can replace it (debug.getregistry()["cuda.kernel"]). */
+#define KERNEL_METHODS "cuda.kernel.methods"
+
 void gl_push_kernel_methods(lua_State *L) {
-    luaL_getmetatable(L, GL_KERNEL_T);
-    lua_getfield(L, -1, "__methods");
-    lua_remove(L, -2);
+    if (gl_private_get(L, KERNEL_METHODS) != LUA_TTABLE) luaL_error(L, "gpulab's kernel methods are gone");
 }
 
 void gl_open_module(lua_State *L) {
@@ -916,6 +918,8 @@ void gl_open_module(lua_State *L) {
     lua_newtable(L);
     luaL_setfuncs(L, kernel_methods, 0);
     luaL_setfuncs(L, gl_kernel_attr_methods, 0);
+    lua_pushvalue(L, -1);
+    gl_private_set(L, KERNEL_METHODS);
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "__methods");
     lua_pushcclosure(L, kernel_class_index, 1);

@@ -23,6 +23,7 @@ for name, mt in pairs(registry) do
   end
 end
 table.sort(classes)
+local kernel_class = registry["cuda.kernel"] -- the published table itself, before a test replaces the entry
 
 T.test("every class is published, and replacing its registry entry changes nothing", function()
   for _, want in ipairs({ "cuda.array", "cuda.host", "cuda.stream", "cuda.event", "cuda.graph", "cuda.module",
@@ -53,6 +54,17 @@ T.test("every class is published, and replacing its registry entry changes nothi
   -- luacheck: pop
   collectgarbage(); collectgarbage()
   T.eq(cuda.stats().arrays, 0, "every array released by its own __gc")
+end)
+
+T.test("fields of a published class table replaced: kernels still get their own methods", function()
+  local saved = rawget(kernel_class, "__methods")
+  T.eq(type(saved), "table")
+  kernel_class.__methods = 5
+  local k3 = cuda.load(PTX):kernel("work")
+  local a = cuda.array("f32", 4)
+  k3:launch({ grid = 1, block = 1 }, a)
+  T.ok(type(k3.occupancy) == "function", "methods from gpulab's own table")
+  kernel_class.__methods = saved
 end)
 
 T.test("a CUDA failure is a cuda.error though registry[\"cuda.error\"] was replaced", function()
