@@ -152,6 +152,7 @@ int luaopen_cuda(lua_State *L) {
     gl_open_errors(L);
     gl_open_profile(L); gl_open_trace(L);
     gl_open_peer(L); gl_open_nccl(L);
+    gl_open_partition(L);
     gl_guard_debug_library(L);
     return 1;
 }

@@ -716,7 +716,7 @@ static int l_stats(lua_State *L) {
 #define F(name)                                                                                \
     lua_pushinteger(L, gl_live.name);                                                          \
     lua_setfield(L, -2, #name);
-    F(arrays) F(hosts) F(modules) F(streams) F(events) F(graphs) F(tensormaps) F(prepared)
+    F(arrays) F(hosts) F(modules) F(streams) F(events) F(graphs) F(tensormaps) F(prepared) F(partitions)
     F(device_bytes) F(pinned_bytes)
 #undef F
     lua_pushinteger(L, gl_release_pending());

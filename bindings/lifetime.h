@@ -73,7 +73,7 @@ CUresult gl_query_all_streams(void);
 
 /* Live objects, for cuda.stats() and the leak checks in the tests. */
 typedef struct gl_stats {
-    long arrays, hosts, modules, streams, events, graphs, tensormaps, prepared;
+    long arrays, hosts, modules, streams, events, graphs, tensormaps, prepared, partitions;
     long long device_bytes, pinned_bytes;
 } gl_stats;
 extern gl_stats gl_live;

@@ -71,8 +71,18 @@ typedef struct gl_stream {
     int priority;
     bool nonblocking;
     int device;           /* ordinal of the device whose context created it */
+    /* Runs once when the stream is released, before its handle is destroyed: a partition's
+     * streams tell its green context (partition.c). NULL for cuda.stream(). */
+    void (*on_release)(struct gl_stream *s, void *arg);
+    void *release_arg;
 } gl_stream;
 gl_stream *gl_test_stream(lua_State *L, int idx);
+/* A stream over a handle another binding creates (partition.c): push the shell first (it reads
+ * as a freed stream; uservalue 2 holds the object at owner_idx alive as long as the stream),
+ * create the handle, then adopt it: false when out of host memory (h is then not taken). */
+gl_stream *gl_push_stream_shell(lua_State *L, int owner_idx);
+bool gl_stream_adopt(gl_stream *s, CUstream h, int priority, void (*on_release)(gl_stream *, void *),
+                     void *arg);
 /* Resolves an optional stream argument: nil/none -> the default stream's track. */
 gl_stream_track *gl_opt_stream_track(lua_State *L, int idx, const char *fn);
 /* The same for field `field` (its value at stack index `value`) of the options table at

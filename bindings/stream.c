@@ -133,6 +133,8 @@ static void stream_release(gl_stream *s) {
         cap.free_after = true;
         return;
     }
+    if (s->on_release) s->on_release(s, s->release_arg);
+    s->on_release = NULL;
     gl_track_retire(s->track);
     s->track = NULL;
     s->handle = NULL;
@@ -197,6 +199,32 @@ static int l_stream(lua_State *L) {
     s->device = gl_current_device();
     gl_live.streams++;
     return 1;
+}
+
+gl_stream *gl_push_stream_shell(lua_State *L, int owner_idx) {
+    owner_idx = lua_absindex(L, owner_idx);
+    gl_stream *s = lua_newuserdatauv(L, sizeof *s, 2); /* 1 stays free, as on every stream */
+    memset(s, 0, sizeof *s);
+    luaL_setmetatable(L, GL_STREAM_T);
+    lua_pushvalue(L, owner_idx);
+    lua_setiuservalue(L, -2, 2);
+    return s;
+}
+
+/* Streams of another binding's handle are non-blocking (green-context streams must be). */
+bool gl_stream_adopt(gl_stream *s, CUstream h, int priority, void (*on_release)(gl_stream *, void *),
+                     void *arg) {
+    gl_stream_track *t = gl_track_new(h);
+    if (t == NULL) return false;
+    s->handle = h;
+    s->track = t;
+    s->priority = priority;
+    s->nonblocking = true;
+    s->device = gl_current_device();
+    s->on_release = on_release;
+    s->release_arg = arg;
+    gl_live.streams++;
+    return true;
 }
 
 /* Syncs and queries are not allowed on a stream while it is being captured. */

@@ -45,6 +45,7 @@ typedef struct fake_stream {
     int priority;
     fake_graph *capture;      /* non-NULL while capturing */
     bool capture_invalidated; /* an operation not allowed during capture was attempted */
+    CUstreamCaptureMode capture_mode;
 } fake_stream;
 
 typedef struct fake_event {
@@ -141,6 +142,22 @@ static void copy_nodes(fake_nodes *to, const fake_nodes *from) {
     memset(to, 0, sizeof *to);
     for (size_t i = 0; i < from->nodes; i++) add_node(to, i < from->cap ? from->texts[i] : NULL);
 }
+
+/* Work on the legacy default stream while a stream captures in global or thread-local mode (one
+ * thread here): the driver refuses it with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates the
+ * capture. */
+bool fake_capture_implicit(CUstream h) {
+    if (h != NULL && h != CU_STREAM_LEGACY) return false;
+    bool any = false;
+    for (fake_stream *s = streams; s; s = s->next)
+        if (s->capture && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+            s->capture_invalidated = true;
+            any = true;
+        }
+    return any;
+}
+
+bool fake_stream_known(CUstream h) { return !is_default_stream(h) && find_stream(h) != NULL; }
 
 bool fake_capture_add(CUstream h, const char *line) {
     fake_stream *s = is_default_stream(h) ? NULL : find_stream(h);
@@ -311,6 +328,7 @@ CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
     s->capture = calloc(1, sizeof *s->capture);
     if (s->capture == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
     s->capture_invalidated = false;
+    s->capture_mode = mode;
     fake_log("capture_begin %p mode=%d", (void *)s, (int)mode);
     return CUDA_SUCCESS;
 }

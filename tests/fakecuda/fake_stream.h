@@ -23,4 +23,11 @@ bool fake_work_blocked(void);
  * `graph_node LINE-WITHOUT-"launch "` per kept node after its `graph_launch` line. */
 bool fake_capture_add(CUstream s, const char *line);
 
+/* True while h is a live stream the stand-in created (fake_green.c counts a green context's). */
+bool fake_stream_known(CUstream h);
+/* Green-context streams are made through the ordinary path (fake_green.c). */
+CUresult fake_cuStreamCreateWithPriority(CUstream *out, unsigned flags, int priority);
+/* True (and the captures invalidated) for work on the legacy default stream during a capture. */
+bool fake_capture_implicit(CUstream s);
+
 #endif
