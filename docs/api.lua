@@ -694,7 +694,8 @@ os.exit(lab:finish())                       -- JSON, verdict summary, exit statu
     { "Lab", kind = "class", summary = "a lab made by `harness.new` (written `lab` in the examples)",
       fields = { {"name", "string", "the lab's name"},
                  {"params", "table<string, any>", "each declared parameter's value"},
-                 {"quick", "boolean", "`true` under `--quick`"} } },
+                 {"quick", "boolean", "`true` under `--quick`"},
+                 {"dir", "string", "the folder of the lab file (where `lab:compile` looks first)"} } },
     { "Lab:section", sig = "lab:section(title)", params = { {"title", "string", "the heading"} }, summary = "starts a section of the printed report" },
     { "Lab:note", sig = "lab:note(text)", params = { {"text", "string", "the note"} }, summary = "a line of text in the current section" },
     { "Lab:current_section", sig = "lab:current_section()", returns = { {"string?", "the title"} }, summary = "the title of the current section" },
@@ -757,7 +758,9 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
   `declared_claims` lists the claims.
 - `harness.summarize(times_ms [, extra])` builds a result (mean, median, min, max, stdev, noise =
   stdev/mean, ci95 = mean ± t·stdev/√n); `harness.pool(a, b)`; `harness.ratio(a, b)`; `harness.format_result(r)`.
-- Helpers: `lab:compile(path_under_home, opts)` (compiles and notes arch, time, cache hit),
+- Helpers: `lab:compile(path, opts)` (compiles and notes arch, time, cache hit; a relative path is
+  looked up beside the lab file first — `lab.dir`, the lab's folder — then under the gpulab home; an
+  absolute path is taken as is; a missing file raises naming every place looked at),
   `lab:child(script, {args=, env=, timeout=})` (cuda.run_isolated without a sanitizer's injection),
   `harness.spawn(command, {timeout=}).wait()` → `{out=, exit=, timed_out=, seconds=}` (several at once;
   exit 124/137 = the deadline), `harness.find_tool(name)`, `harness.shell_quote(s)`, `harness.gpulab_exe()`.
@@ -793,8 +796,8 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
       returns = { {"string", "text"} }, summary = "a result as `mean ± half-width unit`" },
     { "harness.format_number", sig = "harness.format_number(v)", params = { {"v", "number", "a value"} },
       returns = { {"string", "text"} }, summary = "a number as the lab's tables print it" },
-    { "Lab:compile", sig = "lab:compile(path_under_home, opts)",
-      params = { {"path_under_home", "string", "a kernel path under cuda.home"}, {"opts", "table?", "cuda.compile's options"} },
+    { "Lab:compile", sig = "lab:compile(path, opts)",
+      params = { {"path", "string", "a .cu file: absolute, or relative to `lab.dir`, else to cuda.home"}, {"opts", "table?", "cuda.compile's options"} },
       returns = { {"cuda.program", "the program"} }, summary = "compiles and notes arch, time, cache hit" },
     { "Lab:child", sig = "lab:child(script, {args=, env=, timeout=})",
       params = { {"script", "string", "the script"}, {"opts", "table?", "as cuda.run_isolated"} },

@@ -13,3 +13,5 @@ add_test(NAME lab_svg_browser COMMAND ${deadline} sh ${CMAKE_SOURCE_DIR}/tests/s
 set_tests_properties(lab_svg_browser PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)
 # On a GPU: faulting and hanging children of cuda.run_isolated; the demo lab's GPU path.
 gl_add_lua_test(lab_gpu tests/lua/test_lab_gpu.lua GPU)
+# A lab author's harness: labs outside the tree, claims with sources, provenance, --html reports.
+gl_add_lua_test(lab_authoring tests/lua/test_lab_authoring.lua ENV ${GL_NO_DRIVER})

@@ -208,6 +208,27 @@ local function check_spec(spec)
   return params
 end
 
+-- The folder of the file that called harness.new (the lab), from its chunk name ("@labs/x.lua"),
+-- else from the script's arg[0]; "." when the file has no folder part.
+local function lab_folder()
+  local src
+  for level = 3, 6 do
+    local info = debug and debug.getinfo and debug.getinfo(level, "S")
+    if not info then break end
+    if type(info.source) == "string" and info.source:sub(1, 1) == "@"
+        and not info.source:find("gpulab/lab%.lua$") then
+      src = info.source:sub(2)
+      break
+    end
+  end
+  src = src or (_G.arg and _G.arg[0])
+  if type(src) ~= "string" then return "." end
+  local dir = src:match("^(.*)/[^/]*$")
+  if dir == nil then return "." end
+  if dir == "" then return "/" end
+  return dir
+end
+
 -- harness.new{name=, title=, claims=, params={...}, args=?}: args defaults to the global `arg`.
 function harness.new(spec)
   local params = check_spec(spec)
@@ -219,6 +240,7 @@ function harness.new(spec)
     claim_list = {}, claim_index = {},
     started_clock = (type(cuda) == "table" and cuda.now) and cuda.now() or wall_s(),
   }, Lab)
+  lab.dir = lab_folder()
   for _, p in ipairs(params) do lab.params[p.name] = p.default end
   local args = spec.args or _G.arg or {}
   parse_args(lab, args)
@@ -690,16 +712,46 @@ function harness.find_tool(name)
   end
 end
 
--- lab:compile(relative_path, opts) --> prog: cuda.compile_file on cuda.home/relative_path, with a
--- note of what was compiled, for which architecture, how long it took and whether the cache hit.
+local function readable(path)
+  local f = io.open(path, "r")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- Where lab:compile finds `path`: an absolute path as is; a relative one beside the lab file
+-- (lab.dir) first, then under the gpulab home. Raises naming every place it looked.
+function Lab:kernel_path(path)
+  if path:sub(1, 1) == "/" then return path end
+  local tried = {}
+  local home = type(cuda) == "table" and cuda.home or nil
+  for _, base in ipairs { self.dir, home } do
+    if base then
+      local full = base == "." and path or (base:gsub("/*$", "") .. "/" .. path)
+      if readable(full) then return full end
+      tried[#tried + 1] = full
+    end
+  end
+  arg_error("lab:compile", 1, string.format("no file '%s' (looked at %s)", path, table.concat(tried, ", ")), 3)
+end
+
+-- lab:compile(path, opts) --> prog: cuda.compile_file on the path as Lab:kernel_path resolves it,
+-- with a note of what was compiled, for which architecture, how long it took and whether the cache
+-- hit. The options and the program are kept for the results' provenance.
 function Lab:compile(rel, opts)
-  if type(rel) ~= "string" then arg_error("lab:compile", 1, "path under the gpulab home expected") end
+  if type(rel) ~= "string" or rel == "" then
+    arg_error("lab:compile", 1, "path of a .cu file (beside the lab, under the gpulab home, or absolute) expected")
+  end
   local o, what = {}, nil
   for k, v in pairs(opts or {}) do if k == "what" then what = v else o[k] = v end end
+  local full = self:kernel_path(rel)
   local t0 = clock_s()
-  local prog = cuda.compile_file(cuda.home .. "/" .. rel, o)
+  local prog = cuda.compile_file(full, o)
+  local ms = (clock_s() - t0) * 1e3
   self:note(string.format("%s compiled for %s in %.1f ms (cache %s)%s", rel, tostring(o.arch or "sm_90a"),
-    (clock_s() - t0) * 1e3, prog.cache_hit and "hit" or "miss", what and (": " .. what) or ""))
+    ms, prog.cache_hit and "hit" or "miss", what and (": " .. what) or ""))
+  self.compiled = self.compiled or {}
+  self.compiled[#self.compiled + 1] = { file = rel, path = full, options = o, prog = prog, ms = ms,
+    cache_hit = prog.cache_hit and true or false }
   return prog
 end
 
