@@ -13,6 +13,7 @@
 #include "dtype.h"
 #include "errors.h"
 #include "identity.h"
+#include "l2.h"
 #include "launchlog.h"
 #include "lifetime.h"
 #include "module.h"
@@ -647,105 +648,14 @@ static int read_priority(lua_State *L, int idx, const gl_kernel *k, int value, c
     return (int)p;
 }
 
-/* An L2 access property by name; "persisting" only where allowed (a miss cannot persist). */
-static CUaccessProperty read_access_property(lua_State *L, int idx, int value, const char *what,
-                                             bool persisting_ok, const char *fn) {
-    size_t len = 0;
-    const char *s = lua_type(L, value) == LUA_TSTRING ? lua_tolstring(L, value, &len) : NULL;
-    if (s && len == strlen(s)) {
-        if (strcmp(s, "normal") == 0) return CU_ACCESS_PROPERTY_NORMAL;
-        if (strcmp(s, "streaming") == 0) return CU_ACCESS_PROPERTY_STREAMING;
-        if (persisting_ok && strcmp(s, "persisting") == 0) return CU_ACCESS_PROPERTY_PERSISTING;
-    }
-    gl_fielderror(L, idx, fn, "l2_window", "%s: %s expected, got %s", what,
-                  persisting_ok ? "\"persisting\", \"streaming\" or \"normal\"" : "\"streaming\" or \"normal\"",
-                  s ? lua_pushfstring(L, "\"%s\"%s", s, len == strlen(s) ? "" : " (with a NUL byte)")
-                    : gl_typename(L, value));
-    return CU_ACCESS_PROPERTY_NORMAL;
-}
-
-static uint64_t read_window_int(lua_State *L, int idx, int value, const char *what, const char *fn) {
-    int isint = 0;
-    lua_Integer v = lua_type(L, value) == LUA_TNUMBER ? lua_tointegerx(L, value, &isint) : 0;
-    if (!isint || v < 0)
-        gl_fielderror(L, idx, fn, "l2_window", "%s: non-negative integer expected, got %s", what,
-                      lua_type(L, value) == LUA_TNUMBER ? lua_tostring(L, value) : gl_typename(L, value));
-    return (uint64_t)v;
-}
-
-/* l2_window = {array=d | ptr=, bytes=, hit_ratio=1, hit="persisting", miss="streaming"}. The table is
- * walked raw (lua_next, keys compared as strings): nothing here allocates or runs Lua code, so the
- * array found stays what was checked. */
+/* l2_window = {array=d | ptr=, bytes=, hit_ratio=1, hit="persisting", miss="streaming"}: read and
+ * checked by l2.c, as s:set_l2_window reads it. */
 static void read_l2_window(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, int value, const char *fn) {
-    const gl_device_limits *d = k->limits;
-    if (lua_type(L, value) != LUA_TTABLE)
-        gl_fieldtypeerror(L, idx, fn, "l2_window", value, "table {array= | ptr=, bytes=, hit_ratio=, hit=, miss=}");
-    static const char *const known[] = {"array", "ptr", "bytes", "hit_ratio", "hit", "miss", NULL};
-    int at[6] = {0, 0, 0, 0, 0, 0};
-    bool unknown = false;
-    lua_pushnil(L);
-    while (lua_next(L, value)) {
-        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-        int i = 0;
-        while (key && known[i] && strcmp(key, known[i]) != 0) i++;
-        if (key && known[i] && lua_rawlen(L, -2) == strlen(known[i])) {
-            at[i] = lua_gettop(L); /* the value stays; a copy of the key goes on for lua_next */
-            lua_pushvalue(L, -2);
-        } else {
-            unknown = true;
-            lua_pop(L, 1);
-        }
-    }
-    if (unknown) gl_check_known_fields(L, value, known, fn);
-    if (d->max_window_bytes <= 0)
-        gl_fielderror(L, idx, fn, "l2_window", "device %d has no L2 access-policy window", d->ordinal);
-    if (at[0] && at[1]) gl_fielderror(L, idx, fn, "l2_window", "give array= or ptr=, not both");
-    uint64_t base = 0, bytes = 0, limit = UINT64_MAX;
-    if (at[0]) {
-        gl_array *a = gl_test_array(L, at[0]);
-        if (a == NULL || a->ptr == 0)
-            gl_fielderror(L, idx, fn, "l2_window", "array: %s",
-                          luaL_testudata(L, at[0], GL_ARRAY_T) ? "the cuda.array was freed"
-                                                               : lua_pushfstring(L, "cuda.array expected, got %s",
-                                                                                 gl_typename(L, at[0])));
-        if (a->device != gl_current_device())
-            gl_fielderror(L, idx, fn, "l2_window", "array: the cuda.array belongs to device %d, but device %d is "
-                                                   "current", a->device, gl_current_device());
-        base = (uint64_t)a->ptr;
-        bytes = limit = a->nbytes;
-        cfg->window_array = a;
-    } else if (at[1]) {
-        base = read_window_int(L, idx, at[1], "ptr", fn);
-        if (!at[2]) gl_fielderror(L, idx, fn, "l2_window", "bytes: required with ptr=");
-    } else {
-        gl_fielderror(L, idx, fn, "l2_window", "array= (a cuda.array) or ptr= (a device address) required");
-    }
-    if (at[2]) bytes = read_window_int(L, idx, at[2], "bytes", fn);
-    if (bytes < 1 || bytes > limit)
-        gl_fielderror(L, idx, fn, "l2_window", "bytes = %llu is outside the array's 1..%llu bytes",
-                      (unsigned long long)bytes, (unsigned long long)limit);
-    if (bytes > (uint64_t)d->max_window_bytes)
-        gl_fielderror(L, idx, fn, "l2_window", "bytes = %llu exceeds device %d's largest access-policy window, "
-                                               "%d bytes", (unsigned long long)bytes, d->ordinal, d->max_window_bytes);
-    double ratio = 1.0;
-    if (at[3]) {
-        if (lua_type(L, at[3]) != LUA_TNUMBER) gl_fielderror(L, idx, fn, "l2_window", "hit_ratio: number expected, "
-                                                             "got %s", gl_typename(L, at[3]));
-        ratio = lua_tonumber(L, at[3]);
-        if (!(ratio >= 0.0 && ratio <= 1.0))
-            gl_fielderror(L, idx, fn, "l2_window", "hit_ratio = %s is outside 0..1", lua_tostring(L, at[3]));
-    }
-    CUaccessProperty hit = at[4] ? read_access_property(L, idx, at[4], "hit", true, fn)
-                                 : CU_ACCESS_PROPERTY_PERSISTING;
-    CUaccessProperty miss = at[5] ? read_access_property(L, idx, at[5], "miss", false, fn)
-                                  : CU_ACCESS_PROPERTY_STREAMING;
+    gl_l2_window w;
+    gl_read_l2_window(L, idx, value, k->limits, "l2_window", fn, &w);
     require_entry(L, idx, fn, "l2_window", (const void *)gl_cu.cuLaunchKernelEx, "cuLaunchKernelEx");
-    CUlaunchAttribute *a = add_attr(cfg, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW);
-    a->value.accessPolicyWindow.base_ptr = (void *)(uintptr_t)base;
-    a->value.accessPolicyWindow.num_bytes = (size_t)bytes;
-    a->value.accessPolicyWindow.hitRatio = (float)ratio;
-    a->value.accessPolicyWindow.hitProp = hit;
-    a->value.accessPolicyWindow.missProp = miss;
+    if (w.array) cfg->window_array = w.array;
+    add_attr(cfg, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW)->value.accessPolicyWindow = w.w;
 }
 
 static void read_attrs(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const int at[CFG_KEYS],

@@ -64,4 +64,9 @@ int fake_device_count(void);
 /* The device whose context allocated the device memory at p (-1: not an allocation). */
 int fake_device_of(CUdeviceptr p, size_t n);
 
+/* Streams (fake_stream.c): true for the default stream and every live stream handle. A stream's
+ * access-policy window (fake_l2.c) is forgotten when the stream is destroyed. */
+bool fake_stream_live(CUstream h);
+void fake_l2_stream_destroyed(CUstream h);
+
 #endif

@@ -108,6 +108,8 @@ static bool is_default_stream(CUstream h) {
     return h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
 }
 
+bool fake_stream_live(CUstream h) { return is_default_stream(h) || find_stream(h) != NULL; }
+
 /* 0 for a usable stream handle (*out NULL for the default stream), else the error. */
 static CUresult stream_of(CUstream h, fake_stream **out) {
     *out = NULL;
@@ -201,6 +203,7 @@ CUresult fake_cuStreamDestroy(CUstream h) {
     if (s->capture) free_nodes(&s->capture->n);
     if (s->capture) free(s->capture); /* an abandoned capture's graph was never handed out */
     fake_log("stream_destroy %p", (void *)s);
+    fake_l2_stream_destroyed(h);
     free(s);
     return CUDA_SUCCESS;
 }
