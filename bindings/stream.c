@@ -143,7 +143,13 @@ static void stream_release(gl_stream *s) {
 
 static int stream_free(lua_State *L) {
     gl_stream *s = luaL_testudata(L, 1, GL_STREAM_T);
-    if (s) stream_release(s);
+    if (s == NULL) return 0;
+    stream_release(s);
+    if (s->on_release == NULL && lua_getiuservalue(L, 1, 2) != LUA_TNONE) { /* owner: no longer held */
+        lua_pushnil(L);
+        lua_setiuservalue(L, 1, 2);
+    }
+    lua_settop(L, 1);
     return 0;
 }
 
