@@ -735,7 +735,8 @@ local lab = harness.new{ name = "x", claims = "seed §3", budget_s = 240, quick_
   params = { {name = "cols", default = 16384, quick = 4096, multiple_of = 256, help = "…"} } }
 -- quick= applies under --quick unless the option is given; multiple_of= refuses other values;
 -- the printed "params:" line shows the values really used
-lab:claim{ id = "overlap", seed = "§3", text = "the seed sentence it tests" }  -- or own = true
+lab:claim{ id = "overlap", source = "Luo et al. 2024, Table 3", text = "the sentence it tests" }
+  -- source: any citation (a paper's table, a URL, a document and section); or seed = "§3"; or own = true
 local r = harness.measure(fn, {regime = "cold", min_samples = 10, min_time = 0.2, max_noise = 0.005, timeout = 5})
   -- cuda.measure with only these options handed on; engine = "cuda.measure" in the result
 local d, ratio, ci, detail = lab:compare(a, b, {margin = 0.01, against = 1, rounds = 3, remeasure = fn})
@@ -752,8 +753,8 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
   `detail.reason`: "effect smaller than the noise" (the interval is wider than the band), "effect
   at the margin", and "budget spent" or "N re-measure rounds spent".
 - A declared claim never judged is reported at `lab:finish()` as UNCLEAR "never judged" (with why,
-  e.g. no GPU), in the printed summary and in the JSON (`never_judged = true`);
-  `lab:judge_missing(why)` does it earlier. JSON verdicts carry `id`, `seed`, `own` and
+  e.g. no GPU), in the printed summary and in the JSON (`never_judged = true`, `judged = false`);
+  `lab:judge_missing(why)` does it earlier. JSON verdicts carry `id`, `source`, `seed`, `own`, `judged` and
   `evidence = {intervals = {…}, ratio, ratio_ci, against, margin, decision, reason}`;
   `declared_claims` lists the claims.
 - `harness.summarize(times_ms [, extra])` builds a result (mean, median, min, max, stdev, noise =
@@ -767,8 +768,9 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
 - Pictures: a point `{x, y, lo=, hi=}` of `lab:svg_lines` draws an error bar (a series with
   `band = true` a shaded band); a bar `{label=, value=, lo=, hi=}` of `lab:svg_bars` an error bar.]==],
   entries = {
-    { "Lab:claim", sig = "lab:claim{id=, seed=, text=, own=}", params = { {"spec", "table", "`{id=, seed=, text=}` or `own = true`"} },
-      summary = "declares a claim the lab will judge" },
+    { "Lab:claim", sig = "lab:claim{id=, text=, source=|seed=|own=}",
+      params = { {"spec", "table", "`{id=, text=}` and exactly one of `source = \"any citation\"`, `seed = \"§N\"`, `own = true`"} },
+      summary = "declares a claim the lab will judge; its source is printed under its verdict and kept in the JSON" },
     { "Lab:judge_missing", sig = "lab:judge_missing(why)", params = { {"why", "string", "the reason"} },
       summary = "judges every declared claim not yet judged UNCLEAR \"never judged\"" },
     { "Lab:compare", sig = "lab:compare(a, b, {margin=0.01, against=1, rounds=3, remeasure=fn})",

@@ -376,24 +376,33 @@ local verdict_words = { [true] = "HOLDS", [false] = "REFUTED" }
 
 -- ---- claims --------------------------------------------------------------------------------
 
--- lab:claim{id=, seed="§1", text=, own=}: declared at the top of a lab. `seed` names the section
--- of the seed notes whose sentence `text` quotes; `own=true` marks a question the seed does not
--- ask. lab:verdict(id, ...) judges it; a claim never judged is reported UNCLEAR at the end.
+-- lab:claim{id=, text=, source= | seed= | own=}: declared at the top of a lab. `source` cites
+-- where the claim comes from, in any words ("Luo et al. 2024, Table 3", a URL, a document and
+-- section); `seed="§N"` names a section of the seed notes; `own=true` marks the lab's own
+-- question. Exactly one of the three. lab:verdict(id, ...) judges it; a claim never judged is
+-- reported UNCLEAR (judged=false in the JSON) at the end.
 function Lab:claim(spec)
-  if type(spec) ~= "table" then error("lab:claim: expected a table {id=, seed=|own=, text=}", 2) end
+  if type(spec) ~= "table" then error("lab:claim: expected a table {id=, text=, source=|seed=|own=}", 2) end
   if type(spec.id) ~= "string" or not spec.id:match("^[%w_%.%-]+$") then
     error("lab:claim: field 'id' must be a short name of letters, digits, '_', '.', '-'", 2)
   end
   if type(spec.text) ~= "string" or spec.text == "" then error("lab:claim: field 'text' must be a sentence", 2) end
+  if spec.own ~= nil and spec.own ~= true then error("lab:claim: field 'own' must be true when given", 2) end
   local own = spec.own == true
-  if own == (spec.seed ~= nil) then
-    error("lab:claim: '" .. spec.id .. "' needs exactly one of seed=\"§N\" (the seed sentence it tests) or own=true", 2)
+  local given = (own and 1 or 0) + (spec.seed ~= nil and 1 or 0) + (spec.source ~= nil and 1 or 0)
+  if given ~= 1 then
+    error("lab:claim: '" .. spec.id .. "' needs exactly one of source=\"...\" (any citation), seed=\"§N\" " ..
+      "(the seed sentence it tests) or own=true (the lab's own question)", 2)
   end
   if spec.seed ~= nil and (type(spec.seed) ~= "string" or not spec.seed:match("^§%d+$")) then
     error("lab:claim: field 'seed' must name a seed section like \"§3\"", 2)
   end
+  if spec.source ~= nil and (type(spec.source) ~= "string" or not spec.source:find("%S")) then
+    error("lab:claim: field 'source' must be a non-empty citation string", 2)
+  end
   if self.claim_index[spec.id] then error("lab:claim: '" .. spec.id .. "' is declared twice", 2) end
-  local c = { id = spec.id, seed = spec.seed, own = own, text = spec.text }
+  local source = spec.source or (spec.seed and ("seed " .. spec.seed)) or "the lab's own question"
+  local c = { id = spec.id, seed = spec.seed, own = own, text = spec.text, source = source, judged = false }
   self.claim_list[#self.claim_list + 1] = c
   self.claim_index[c.id] = c
   return c
@@ -644,22 +653,24 @@ function Lab:verdict(claim, measured, holds, evidence)
   local v = {
     claim = c and c.text or claim, measured = measured, verdict = word, section = self:current_section(),
     id = c and c.id or nil, seed = c and c.seed or nil, own = c and c.own or nil, evidence = ev,
+    source = c and c.source or nil, judged = true,
   }
   self.verdicts[#self.verdicts + 1] = v
   if c then c.judged = true end
   print(string.format("  %-9s %s%s", "[" .. word .. "]", v.claim, c and (" (" .. c.id .. ")") or ""))
   if measured ~= "" then print(string.format("  %-9s measured: %s", "", measured)) end
+  if c then print(string.format("  %-9s source: %s", "", c.source)) end
   for _, l in ipairs(lines) do print(string.format("  %-9s %s", "", l)) end
 end
 
 -- Every declared claim without a verdict becomes UNCLEAR "never judged" (once).
 function Lab:judge_missing(why)
   for _, c in ipairs(self.claim_list) do
-    if not c.judged then
+    if not c.judged and not c.never_judged then
       local reason = "never judged" .. (why and (": " .. why) or "")
       self.verdicts[#self.verdicts + 1] = { claim = c.text, measured = reason, verdict = "UNCLEAR",
-        id = c.id, seed = c.seed, own = c.own, never_judged = true }
-      c.judged = true
+        id = c.id, seed = c.seed, own = c.own, source = c.source, never_judged = true, judged = false }
+      c.never_judged = true
     end
   end
 end

@@ -86,4 +86,50 @@ T.test("lab.dir of a lab made from this file is this file's folder", function()
   T.eq(lab.dir, "tests/lua")
 end)
 
+-- A lab made in this process (its header goes to stdout; harmless here).
+local function new(args)
+  return harness.new{ name = "t", args = args or {} }
+end
+
+T.test("lab:claim cites any source; seed= and own= stay; exactly one of the three", function()
+  local lab = new()
+  local c = lab:claim { id = "bw", source = "Luo et al. 2024, Table 3", text = "H800 copies reach 90% of peak" }
+  T.eq(c.source, "Luo et al. 2024, Table 3")
+  T.eq(lab:claim { id = "url", source = "https://docs.nvidia.com/cuda/ §4.2", text = "x" }.source,
+    "https://docs.nvidia.com/cuda/ §4.2")
+  T.eq(lab:claim { id = "s", seed = "§3", text = "y" }.source, "seed §3")
+  T.eq(lab:claim { id = "o", own = true, text = "z" }.own, true)
+  local both = "needs exactly one of source="
+  T.raises(function() lab:claim { id = "e", text = "x" } end, both)
+  T.raises(function() lab:claim { id = "e", source = "paper", seed = "§1", text = "x" } end, both)
+  T.raises(function() lab:claim { id = "e", source = "paper", own = true, text = "x" } end, both)
+  T.raises(function() lab:claim { id = "e", source = "  ", text = "x" } end, "field 'source' must be a non-empty")
+  T.raises(function() lab:claim { id = "e", source = 3, text = "x" } end, "field 'source' must be a non-empty")
+  T.raises(function() lab:claim { id = "e", own = false, text = "x" } end, "field 'own' must be true")
+end)
+
+T.test("the printed verdict and the JSON carry the source; a never-judged claim says judged=false", function()
+  local d = tmpdir()
+  T.write(d .. "/lab.lua", [[
+local harness = require("gpulab.lab")
+local lab = harness.new{ name = "cited", title = "claims with sources" }
+lab:claim { id = "bw", source = "Luo et al. 2024, Table 3", text = "copies reach 90% of peak" }
+lab:claim { id = "later", own = true, text = "a claim never judged" }
+lab:verdict("bw", "93% of peak", true)
+os.exit(lab:finish())
+]])
+  local r = run(d .. "/lab.lua", { "--json", d .. "/r.json" })
+  T.eq(r.code, 0, r.stderr)
+  T.ok(r.stdout:find("source: Luo et al. 2024, Table 3", 1, true), r.stdout)
+  local res = json.decode(T.read(d .. "/r.json"))
+  T.eq(res.verdicts[1].source, "Luo et al. 2024, Table 3")
+  T.eq(res.verdicts[1].judged, true)
+  T.eq(res.verdicts[2].id, "later")
+  T.eq(res.verdicts[2].judged, false)
+  T.eq(res.verdicts[2].source, "the lab's own question")
+  T.eq(res.declared_claims[1].source, "Luo et al. 2024, Table 3")
+  T.eq(res.declared_claims[1].judged, true)
+  T.eq(res.declared_claims[2].judged, false)
+end)
+
 T.done()

@@ -167,8 +167,8 @@ T.test("lab:claim: declared with a seed section or as the lab's own", function()
   lab:claim { id = "a", seed = "§1", text = "x" }
   lab:claim { id = "b.c-d", own = true, text = "y" }
   T.raises(function() lab:claim { id = "a", seed = "§1", text = "x" } end, "'a' is declared twice")
-  T.raises(function() lab:claim { id = "e", text = "x" } end, "needs exactly one of seed=")
-  T.raises(function() lab:claim { id = "e", seed = "§1", own = true, text = "x" } end, "needs exactly one of seed=")
+  T.raises(function() lab:claim { id = "e", text = "x" } end, "needs exactly one of source=")
+  T.raises(function() lab:claim { id = "e", seed = "§1", own = true, text = "x" } end, "needs exactly one of source=")
   T.raises(function() lab:claim { id = "e", seed = "3", text = "x" } end, "must name a seed section like \"§3\"")
   T.raises(function() lab:claim { id = "a b", own = true, text = "x" } end, "field 'id' must be a short name")
   T.raises(function() lab:claim { id = "e", own = true } end, "field 'text' must be a sentence")
