@@ -4,9 +4,14 @@
  * interval; cuda.stats_of(samples): the same statistics for any list of times.
  *
  * One sample, in stream order on the measurement stream:
- *     [cold: memset of a buffer 2x L2] [blocking: spin on a host flag]
+ *     [cold: reset persisting L2 lines, memset of a buffer 2x L2] [blocking: spin on a host flag]
  *     start event, k calls of fn (or k replays of its graph), end event,
  *     clock kernel (%clock64 over a %globaltimer interval -> MHz), done event
+ * The cold flush writes a new value over a buffer of twice the L2 size: the dirty lines of the
+ * flush displace whatever the previous sample left. Lines made persisting by an access-policy
+ * window (cuda.l2_persisting) would survive it, so cuCtxResetPersistingL2Cache first turns them
+ * back into normal lines (not stream ordered: it runs when the previous sample has completed);
+ * the result says whether it ran (l2_reset) and what the flush was (flush).
  * The flush, the spin and the clock kernel lie outside the two timed events. With blocking,
  * the host enqueues the whole sample while the stream is held, then releases the flag, so
  * the sample starts with everything queued: launch overhead stays out of it. The spin kernel
@@ -36,6 +41,7 @@
 #include "context.h"
 #include "driver.h"
 #include "identity.h"
+#include "l2.h"
 #include "launchlog.h"
 #include "lifetime.h"
 #include "objects.h"
@@ -321,6 +327,10 @@ typedef struct measure_run {
     CUdeviceptr flush;
     size_t flush_words;
     gl_use flush_use;
+    size_t l2_bytes;              /* the device's L2 size (0: unknown) */
+    bool l2_reset;                /* cold: cuCtxResetPersistingL2Cache before every flush */
+    const char *l2_reset_why;     /* why not, when not */
+    lua_Integer flushes, l2_resets;
     measure_words *words;
     gl_use words_use;
     uint32_t flag_seq;
@@ -463,6 +473,11 @@ static void wait_for(lua_State *L, measure_run *r, CUevent ev) {
 static void run_pass(lua_State *L, measure_run *r, lua_Integer k, pass_result *out) {
     const gl_measure_opts *o = r->o;
     if (o->regime == GL_REGIME_COLD) {
+        if (r->l2_reset) {
+            GL_CHECK(L, gl_cu.cuCtxResetPersistingL2Cache(), o->fn, "cuCtxResetPersistingL2Cache");
+            r->l2_resets++;
+        }
+        r->flushes++;
         mark(L, r, &r->flush_use);
         GL_CHECK(L, gl_cu.cuMemsetD32Async(r->flush, (unsigned)r->taken, r->flush_words,
                                            run_stream(L, r)),
@@ -611,6 +626,10 @@ static void setup(lua_State *L, measure_run *r) {
         GL_CHECK(L, gl_cu.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, d), o->fn,
                  "cuDeviceGetAttribute (L2 size)");
         size_t bytes = l2 > 0 ? 2 * (size_t)l2 : (size_t)64 << 20;
+        r->l2_bytes = l2 > 0 ? (size_t)l2 : 0;
+        r->l2_reset = o->l2_reset && gl_cu.cuCtxResetPersistingL2Cache != NULL;
+        r->l2_reset_why = !o->l2_reset ? "l2_reset=false: persisting L2 lines survive the flush"
+                          : !r->l2_reset ? "the driver lacks cuCtxResetPersistingL2Cache" : NULL;
         r->flush_words = (bytes + 3) / 4;
         GL_CHECK(L, gl_cu.cuMemAlloc(&r->flush, r->flush_words * 4), o->fn,
                  "cuMemAlloc (the L2 flush buffer, 2x L2)");
@@ -763,6 +782,35 @@ static void set_opt_num(lua_State *L, const char *k, double v) {
     if (isfinite(v)) set_num(L, k, v);
 }
 
+/* What the cold regime did before every sample: l2_reset (and why not), flush = {...}. */
+static void push_cold_fields(lua_State *L, const measure_run *r) {
+    lua_pushboolean(L, r->l2_reset);
+    lua_setfield(L, -2, "l2_reset");
+    if (r->l2_reset_why) {
+        lua_pushstring(L, r->l2_reset_why);
+        lua_setfield(L, -2, "l2_reset_reason");
+    }
+    lua_pushinteger(L, r->l2_resets);
+    lua_setfield(L, -2, "l2_resets");
+    size_t bytes = r->flush_words * 4;
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, (lua_Integer)bytes);
+    lua_setfield(L, -2, "bytes");
+    lua_pushinteger(L, (lua_Integer)r->l2_bytes);
+    lua_setfield(L, -2, "l2_bytes");
+    if (r->l2_bytes) set_num(L, "l2_multiple", (double)bytes / (double)r->l2_bytes);
+    lua_pushinteger(L, r->flushes);
+    lua_setfield(L, -2, "count");
+    lua_pushstring(L, "write");
+    lua_setfield(L, -2, "access");
+    lua_pushstring(L, r->l2_bytes ? "cuMemsetD32Async of a new value over 2x the L2 size (device attribute) "
+                                    "before every sample, on the measurement stream"
+                                  : "cuMemsetD32Async of a new value over 64 MiB before every sample (the "
+                                    "device did not report its L2 size)");
+    lua_setfield(L, -2, "how");
+    lua_setfield(L, -2, "flush");
+}
+
 static void push_result(lua_State *L, measure_run *r) {
     const gl_measure_opts *o = r->o;
     lua_createtable(L, 0, 28);
@@ -799,6 +847,7 @@ static void push_result(lua_State *L, measure_run *r) {
     lua_setfield(L, -2, "blocking");
     set_num(L, "max_noise", o->max_noise);
     set_num(L, "elapsed_s", now_s() - r->t_begin);
+    if (o->regime == GL_REGIME_COLD) push_cold_fields(L, r);
     push_list(L, r->times, r->n, "times");
 }
 
@@ -884,7 +933,7 @@ static void measure_options(lua_State *L, int idx, gl_measure_opts *o) {
     const char *fn = o->fn;
     static const char *const known[] = {"regime", "min_samples", "max_samples", "min_time",
                                         "max_noise", "timeout", "stream", "throttle", "blocking",
-                                        "warmup", "batch", NULL};
+                                        "warmup", "batch", "l2_reset", NULL};
     bool have = !lua_isnoneornil(L, idx);
     if (have && lua_type(L, idx) != LUA_TTABLE)
         gl_argerror(L, idx, fn, "options table {regime=, min_samples=, min_time=, max_noise=, "
@@ -911,6 +960,13 @@ static void measure_options(lua_State *L, int idx, gl_measure_opts *o) {
     if (have_batch && o->regime == GL_REGIME_COLD && o->batch != 1)
         gl_fielderror(L, idx, fn, "batch", "applies to the hot and graph regimes (cold flushes L2 "
                                            "before every call)");
+    lua_getfield(L, idx, "l2_reset");
+    bool have_reset = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    o->l2_reset = gl_opt_bool_field(L, idx, "l2_reset", true, fn);
+    if (have_reset && o->regime != GL_REGIME_COLD)
+        gl_fielderror(L, idx, fn, "l2_reset", "applies to the cold regime (hot and graph samples keep what "
+                                              "is in L2 on purpose)");
     if (o->min_time > o->timeout)
         gl_fielderror(L, idx, fn, "min_time", "%.14g s is longer than 'timeout' (%.14g s)", o->min_time,
                       o->timeout);
@@ -968,4 +1024,5 @@ void gl_open_measure(lua_State *L) {
     if (fns.stream_new == NULL) luaL_error(L, "gpulab: cuda.stream must be registered before cuda.measure");
     static const luaL_Reg f[] = {{"measure", l_measure}, {"stats_of", l_stats_of}, {NULL, NULL}};
     luaL_setfuncs(L, f, 0);
+    gl_open_l2(L); /* the cold regime resets what cuda.l2_persisting sets aside */
 }

@@ -26,6 +26,7 @@ typedef struct gl_measure_opts {
     bool sample_clock;         /* run the clock kernel after each sample */
     bool pass_stream;          /* call fn(s) (cuda.measure) rather than fn() (cuda.bench) */
     bool require_work;         /* raise when fn enqueues nothing */
+    bool l2_reset;             /* cold: reset persisting L2 lines before every sample */
 } gl_measure_opts;
 
 /* Measures the callable at fn_idx on the cuda.stream at stream_idx (0 or a nil slot: the
