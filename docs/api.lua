@@ -522,9 +522,9 @@ finalizer that frees it), so such a call raises `... was freed` instead of touch
       summary = "whether the stream's work is done (never blocks)" },
     { "cuda.stream:wait", sig = "s:wait(event)", params = { {"event", "cuda.event", "a recorded event"} },
       summary = "later work on `s` waits for `event`" },
-    { "cuda.stream:capture", sig = "s:capture(fn)", params = { {"fn", "function", "enqueues work on s"} },
+    { "cuda.stream:capture", sig = "s:capture(fn)", params = { {"fn", "function", "called as fn(s); enqueues work on s"} },
       returns = { {"cuda.graph", "the executable graph"} },
-      summary = "captures what `fn` enqueues on `s` into an executable graph `g`: `g:launch([s])`, `g.nodes`, `g:free()`; the graph keeps the objects its launches use" },
+      summary = "captures what `fn(s)` enqueues on `s` into an executable graph `g`: `g:launch([s])`, `g.nodes`, `g:free()`; the graph keeps the objects its launches use. Work on the default stream meanwhile is refused by the driver (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, 906); a prepared launch called as `prepared(s)` goes to `s`" },
     { "cuda.stream:free", sig = "s:free()", summary = "destroys the stream once its work is done (also `<close>`)" },
     { "cuda.event", sig = "cuda.event{timing=true}", params = { {"opts", "table?", "flags"} },
       options = { {"timing", "boolean", "`true`", "records times (for e:elapsed)"} },
@@ -756,7 +756,8 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
   e.g. no GPU), in the printed summary and in the JSON (`never_judged = true`, `judged = false`);
   `lab:judge_missing(why)` does it earlier. JSON verdicts carry `id`, `source`, `seed`, `own`, `judged` and
   `evidence = {intervals = {…}, ratio, ratio_ci, against, margin, decision, reason}`;
-  `declared_claims` lists the claims.
+  `declared_claims` lists the claims. `lab:verdict` with a word that is no declared id (a typo such as
+  "overlpa") raises naming the declared ids and the nearest one; a whole sentence is an undeclared claim.
 - `harness.summarize(times_ms [, extra])` builds a result (mean, median, min, max, stdev, noise =
   stdev/mean, ci95 = mean ± t·stdev/√n); `harness.pool(a, b)`; `harness.ratio(a, b)`; `harness.format_result(r)`.
 - Helpers: `lab:compile(path, opts)` (compiles and notes arch, time, cache hit; a relative path is

@@ -639,8 +639,40 @@ local function evidence_of(ev)
   return out, lines
 end
 
+-- Edit distance between two short strings (for "did you mean" in lab:verdict).
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a:byte(i) == b:byte(j) and 0 or 1))
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+-- A verdict named by a word that is no declared id is a typo, not a new claim: raise naming the
+-- declared ids and the nearest one.
+local function undeclared_id(lab, id)
+  local ids, best, best_d = {}, nil, math.huge
+  for _, c in ipairs(lab.claim_list) do
+    ids[#ids + 1] = c.id
+    local d = distance(id, c.id)
+    if d < best_d then best, best_d = c.id, d end
+  end
+  if #ids == 0 then
+    error(string.format("lab:verdict: '%s' is not a declared claim: this lab declares none " ..
+      "(declare it first with lab:claim{id=%q, text=, source=})", id, id), 3)
+  end
+  error(string.format("lab:verdict: '%s' is not a declared claim (declared: %s; nearest: '%s')", id,
+    table.concat(ids, ", "), best), 3)
+end
+
 -- lab:verdict(id_or_claim, measured, holds [, evidence]): holds is true, false or nil (unclear).
--- A declared claim is named by its id; any other text is an undeclared claim (kept for old labs).
+-- A declared claim is named by its id; a single word (an id's form) that names no declared claim
+-- raises; a sentence is an undeclared claim, judged as it is (kept for older labs).
 -- evidence (a compare detail or {results={...}}) prints the intervals under the verdict.
 function Lab:verdict(claim, measured, holds, evidence)
   if holds ~= nil and type(holds) ~= "boolean" then
@@ -649,6 +681,7 @@ function Lab:verdict(claim, measured, holds, evidence)
   local word = verdict_words[holds] or "UNCLEAR"
   claim, measured = tostring(claim), measured ~= nil and tostring(measured) or ""
   local c = self.claim_index[claim]
+  if not c and claim:match("^[%w_%.%-]+$") then undeclared_id(self, claim) end
   local ev, lines = evidence_of(evidence)
   local v = {
     claim = c and c.text or claim, measured = measured, verdict = word, section = self:current_section(),

@@ -132,4 +132,37 @@ os.exit(lab:finish())
   T.eq(res.declared_claims[2].judged, false)
 end)
 
+T.test("a verdict for an undeclared id raises, naming the declared ids and the nearest", function()
+  local lab = new()
+  lab:claim { id = "overlap", own = true, text = "the copies overlap" }
+  lab:claim { id = "residency", seed = "§1", text = "blocks stay resident" }
+  local err = T.raises(function() lab:verdict("overlpa", "1.9x", true) end,
+    "lab:verdict: 'overlpa' is not a declared claim (declared: overlap, residency; nearest: 'overlap')")
+  T.ok(err:find("test_lab_authoring.lua", 1, true), "the error points at the caller: " .. err)
+  T.eq(#lab.verdicts, 0)
+  T.raises(function() lab:verdict("Residency", "x", false) end, "nearest: 'residency'")
+  -- a sentence is still an undeclared claim of its own
+  lab:verdict("an undeclared sentence holds", "m", true)
+  T.eq(lab.verdicts[1].claim, "an undeclared sentence holds")
+  lab:verdict("overlap", "m", true)
+  T.eq(lab.verdicts[2].id, "overlap")
+  local bare = new()
+  T.raises(function() bare:verdict("overlap", "m", true) end, "this lab declares none")
+end)
+
+T.test("a lab with a typo in a verdict id exits non-zero instead of printing [HOLDS]", function()
+  local d = tmpdir()
+  T.write(d .. "/lab.lua", [[
+local harness = require("gpulab.lab")
+local lab = harness.new{ name = "typo" }
+lab:claim { id = "overlap", own = true, text = "the copies overlap" }
+lab:verdict("overlpa", "1.9x", true)
+os.exit(lab:finish())
+]])
+  local r = run(d .. "/lab.lua")
+  T.ok(r.code ~= 0, "exit " .. tostring(r.code))
+  T.ok(not r.stdout:find("[HOLDS]", 1, true), r.stdout)
+  T.ok(r.stderr:find("'overlpa' is not a declared claim", 1, true), r.stderr)
+end)
+
 T.done()
