@@ -318,7 +318,7 @@ static void push_window_array(lua_State *L, const CUaccessPolicyWindow *w) {
     push_windows(L);
     lua_pushvalue(L, 1);
     lua_rawget(L, -2);
-    gl_array *a = gl_test_array(L, -1);
+    gl_array *a = luaL_testudata(L, -1, GL_ARRAY_T); /* freed ones too */
     uint64_t base = (uint64_t)(uintptr_t)w->base_ptr;
     if (a && (a->ptr == 0 || (base >= a->ptr && base < a->ptr + a->nbytes))) {
         lua_setfield(L, -3, "array");
