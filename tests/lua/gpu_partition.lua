@@ -34,7 +34,7 @@ extern "C" __global__ void copy16(const uint4 *__restrict__ src, uint4 *__restri
 
 local mod = cuda.load(cuda.compile(SRC, { name = "gpu_partition.cu" }))
 local where, copy16 = mod:kernel("where"), mod:kernel("copy16")
-local SMS = cuda.device_attributes().MULTIPROCESSOR_COUNT
+local SMS = cuda.device(0).sm_count
 local BLOCKS = 1024
 
 local function distinct_sms(stream)

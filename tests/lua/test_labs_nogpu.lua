@@ -8,7 +8,7 @@
 local T = dofile("tests/lua/t.lua")
 local json = require("gpulab.json")
 
-local LABS = { "launch_anatomy", "warp_states", "compile_pipeline", "illegal_access" }
+local LABS = { "launch_anatomy", "warp_states", "compile_pipeline", "illegal_access", "memory_system" }
 
 -- Claims (declared ids, or substrings of the text) that must come out HOLDS on an H200; the
 -- others are reported as measured.
@@ -17,6 +17,7 @@ local MUST_HOLD = {
   warp_states = { "hide a dependent chain's latency" },
   compile_pipeline = { "same_sum", "spills" },
   illegal_access = { "async_report", "poisoned", "memcheck_names" },
+  memory_system = { "latency_order" },
 }
 
 local function lab_path(name) return cuda.home .. "/labs/" .. name .. ".lua" end
