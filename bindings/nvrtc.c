@@ -6,11 +6,13 @@
  */
 #define _GNU_SOURCE /* memmem */
 #include "cache.h"
+#include "cubin.h"
 #include "errors.h"
 #include "gpulab.h"
 #include "identity.h"
 #include "module.h"
 #include "options.h"
+#include "program.h"
 #include "ptx.h"
 #include "register.h"
 
@@ -561,21 +563,41 @@ typedef struct inputs {
     gl_cache_header *headers;
 } inputs;
 
-static void collect_inputs(lua_State *L, const request *rq, inputs *in) {
-    in->options = string_array(L, rq->options, &in->noptions);
-    in->names = string_array(L, rq->names, &in->nnames);
-    in->include_dirs = string_array(L, rq->include_dirs, &in->ninclude_dirs);
-    in->system_dirs = string_array(L, rq->system_dirs, &in->nsystem_dirs);
-    in->nheaders = (int)lua_rawlen(L, rq->headers);
+/* Every compile asks ptxas for its per-kernel report (registers, spills, stack frame): it costs
+ * nothing measurable, lands in the compile log and so in the cache entry, and prog:resources
+ * reads spills from it on a cache hit too. It is passed to NVRTC and hashed into the key, but
+ * not listed in prog.options, which shows what the script asked for. */
+static const char ptxas_report_option[] = "--ptxas-options=-v";
+
+/* The options array plus the report option (a userdata on the stack, so it is collected). */
+static const char **with_report_option(lua_State *L, const char **options, int *n) {
+    const char **out = lua_newuserdatauv(L, sizeof(char *) * (size_t)(*n + 1), 0);
+    if (*n) memcpy(out, options, sizeof(char *) * (size_t)*n);
+    out[(*n)++] = ptxas_report_option;
+    return out;
+}
+
+/* The {name, text} pairs of the array at `list` (anchored there) as gl_cache_header structs. */
+static void collect_headers(lua_State *L, int list, inputs *in) {
+    in->nheaders = (int)lua_rawlen(L, list);
     in->headers = lua_newuserdatauv(L, sizeof(gl_cache_header) * (size_t)(in->nheaders ? in->nheaders : 1), 0);
     for (int i = 0; i < in->nheaders; i++) {
-        lua_rawgeti(L, rq->headers, i + 1);
+        lua_rawgeti(L, list, i + 1);
         lua_rawgeti(L, -1, 1);
         in->headers[i].name = lua_tostring(L, -1);
         lua_rawgeti(L, -2, 2);
         in->headers[i].text = lua_tolstring(L, -1, &in->headers[i].len);
         lua_pop(L, 3);
     }
+}
+
+static void collect_inputs(lua_State *L, const request *rq, inputs *in) {
+    in->options = string_array(L, rq->options, &in->noptions);
+    in->options = with_report_option(L, in->options, &in->noptions);
+    in->names = string_array(L, rq->names, &in->nnames);
+    in->include_dirs = string_array(L, rq->include_dirs, &in->ninclude_dirs);
+    in->system_dirs = string_array(L, rq->system_dirs, &in->nsystem_dirs);
+    collect_headers(L, rq->headers, in);
 }
 
 /* The host's observer of the files compiles read (gpulab.h); NULL: nobody asked. */
@@ -638,6 +660,21 @@ static char *copy_log(nvrtcProgram p) {
     return log;
 }
 
+/* Removes ptxas's "Compile time = 12.3 ms" report lines in place: they differ on every compile,
+ * and a log that changes would make every rewrite of a cache entry a different file. */
+static void drop_compile_times(char *log) {
+    if (!log) return;
+    char *out = log;
+    for (const char *line = log; *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line + 1) : strlen(line);
+        bool timing = gl_ptxas_is_report_line(line, len) && memmem(line, len, "Compile time", 12);
+        if (!timing) memmove(out, line, len), out += len;
+        line += len;
+    }
+    *out = '\0';
+}
+
 /* Fills e from a compiled program; returns the failing step or NULL. */
 static const char *collect_outputs(nvrtcProgram p, const inputs *in, gl_cache_entry *e, nvrtcResult *r) {
     size_t size = 0;
@@ -654,6 +691,7 @@ static const char *collect_outputs(nvrtcProgram p, const inputs *in, gl_cache_en
         e->cubin_len = size;
     }
     e->log = copy_log(p);
+    drop_compile_times(e->log);
     e->log_len = e->log ? strlen(e->log) : 0;
     if (in->nnames) {
         e->names = calloc((size_t)in->nnames, sizeof(char *));
@@ -714,14 +752,38 @@ static outcome run_nvrtc(const request *rq, const inputs *in, gl_cache_entry *e)
     return o;
 }
 
-/* Pushes NVRTC's log with `x.cu(12): error` rewritten to `x.cu:12: error` (file:line). */
-static void push_log(lua_State *L, const char *log) {
+/* True when the script asked ptxas for its verbose report itself (-Xptxas -v and spellings):
+ * the report then stays in prog.log, where it asked for it. */
+static bool asked_for_report(lua_State *L, int options) {
+    bool after_x = false;
+    for (lua_Integer i = 1; i <= (lua_Integer)lua_rawlen(L, options); i++) {
+        lua_rawgeti(L, options, i);
+        const char *o = lua_tostring(L, -1);
+        lua_pop(L, 1);
+        if (!o) continue;
+        bool verbose = !strcmp(o, "-v") || !strcmp(o, "--verbose");
+        if (after_x && verbose) return true;
+        after_x = !strcmp(o, "-Xptxas") || !strcmp(o, "--ptxas-options");
+        const char *eq = strchr(o, '=');
+        bool x = !strncmp(o, "-Xptxas=", 8) || !strncmp(o, "--ptxas-options=", 16);
+        if (x && eq && (strstr(eq, "-v") || strstr(eq, "--verbose"))) return true;
+    }
+    return false;
+}
+
+/* Pushes NVRTC's log with `x.cu(12): error` rewritten to `x.cu:12: error` (file:line), without
+ * ptxas's report lines unless `report` (those gpulab asked for go to prog:resources). */
+static void push_log(lua_State *L, const char *log, bool report) {
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     const char *line = log;
     while (line && *line) {
         const char *eol = strchr(line, '\n');
         size_t len = eol ? (size_t)(eol - line + 1) : strlen(line);
+        if (!report && gl_ptxas_is_report_line(line, len)) {
+            line += len;
+            continue;
+        }
         const char *open = memchr(line, '(', len);
         const char *p = open ? open + 1 : NULL;
         while (p && p < line + len && *p >= '0' && *p <= '9') p++;
@@ -743,7 +805,7 @@ static void push_log(lua_State *L, const char *log) {
 /* Raises a cuda.error (errors.h): code and name are NVRTC's, `log` the compiler's log, and the
  * message (with the caller's "file:line:") the text a string error had before. */
 __attribute__((noreturn)) static void raise_failure(lua_State *L, const request *rq, outcome *o) {
-    push_log(L, o->log ? o->log : "");
+    push_log(L, o->log ? o->log : "", asked_for_report(L, rq->options));
     free(o->log);
     int logi = lua_gettop(L);
     const char *log = lua_tostring(L, logi);
@@ -775,7 +837,79 @@ __attribute__((noreturn)) static void raise_failure(lua_State *L, const request 
 /* ------------------------------------------------------------------------------------------
  * Building the program table
  * ------------------------------------------------------------------------------------------ */
-static void push_program(lua_State *L, const request *rq, const gl_cache_entry *e, bool hit, int options) {
+/* What a program keeps out of the script's reach (gl_program_private): ptxas's report for
+ * prog:resources, and the inputs a recompile with line info for prog:sass needs. Keyed weakly by
+ * the program table, so it goes with it. */
+#define PROGRAM_PRIVATE "cuda.program.private"
+
+static void push_report(lua_State *L, const char *log) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (const char *line = log; line && *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line + 1) : strlen(line);
+        if (gl_ptxas_is_report_line(line, len)) luaL_addlstring(&b, line, len);
+        line += len;
+    }
+    luaL_pushresult(&b);
+}
+
+static void copy_array(lua_State *L, int from) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, from);
+    lua_createtable(L, (int)n, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, from, i);
+        lua_rawseti(L, -2, i);
+    }
+}
+
+/* Stores the private record of the program on top of the stack. */
+static void remember_inputs(lua_State *L, const request *rq, const gl_cache_entry *e, int options, int names,
+                            int headers) {
+    int prog = lua_gettop(L);
+    if (gl_private_get(L, PROGRAM_PRIVATE) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return; /* a script removed the store: resources still work from the cubin */
+    }
+    lua_pushvalue(L, prog);
+    lua_createtable(L, 0, 8);
+    push_report(L, e->log ? e->log : "");
+    lua_setfield(L, -2, "report");
+    lua_pushlstring(L, rq->src, rq->src_len);
+    lua_setfield(L, -2, "source");
+    lua_pushstring(L, rq->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, rq->arch);
+    lua_setfield(L, -2, "arch");
+    copy_array(L, options);
+    lua_setfield(L, -2, "options");
+    lua_pushvalue(L, names);
+    lua_setfield(L, -2, "names");
+    lua_pushvalue(L, headers);
+    lua_setfield(L, -2, "headers");
+    if (e->cubin) {
+        lua_pushlstring(L, e->cubin, e->cubin_len);
+        lua_setfield(L, -2, "cubin");
+    }
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
+int gl_program_private(lua_State *L, int prog) {
+    prog = lua_absindex(L, prog);
+    if (gl_private_get(L, PROGRAM_PRIVATE) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        return LUA_TNIL;
+    }
+    lua_pushvalue(L, prog);
+    int t = lua_rawget(L, -2);
+    lua_remove(L, -2);
+    return t;
+}
+
+static void push_program(lua_State *L, const request *rq, const gl_cache_entry *e, bool hit, int options,
+                         int names, int headers) {
     lua_createtable(L, 0, 9);
     lua_pushlstring(L, e->ptx ? e->ptx : "", e->ptx_len);
     lua_setfield(L, -2, "ptx");
@@ -783,7 +917,7 @@ static void push_program(lua_State *L, const request *rq, const gl_cache_entry *
         lua_pushlstring(L, e->cubin, e->cubin_len);
         lua_setfield(L, -2, "cubin");
     }
-    push_log(L, e->log ? e->log : "");
+    push_log(L, e->log ? e->log : "", asked_for_report(L, options));
     lua_setfield(L, -2, "log");
     lua_createtable(L, 0, e->nlowered);
     for (int i = 0; i < e->nlowered; i++) {
@@ -800,13 +934,14 @@ static void push_program(lua_State *L, const request *rq, const gl_cache_entry *
     lua_pushvalue(L, options);
     lua_setfield(L, -2, "options");
     luaL_setmetatable(L, PROGRAM_T);
+    remember_inputs(L, rq, e, options, names, headers);
 }
 
 /* The entry is freed on every path, including a Lua error while building the table. */
 static int push_program_protected(lua_State *L) {
     const request *rq = lua_touserdata(L, 1);
     const gl_cache_entry *e = lua_touserdata(L, 2);
-    push_program(L, rq, e, lua_toboolean(L, 3), 4);
+    push_program(L, rq, e, lua_toboolean(L, 3), 4, 5, 6);
     return 1;
 }
 
@@ -816,7 +951,9 @@ static void push_and_free(lua_State *L, const request *rq, gl_cache_entry *e, bo
     lua_pushlightuserdata(L, e);
     lua_pushboolean(L, hit);
     lua_pushvalue(L, rq->options); /* stack indices of this frame mean nothing inside the call */
-    int status = lua_pcall(L, 4, 1, 0);
+    lua_pushvalue(L, rq->names);
+    lua_pushvalue(L, rq->headers);
+    int status = lua_pcall(L, 6, 1, 0);
     gl_cache_entry_free(e);
     if (status != LUA_OK) lua_error(L);
 }
@@ -933,7 +1070,7 @@ static int l_cache_key(lua_State *L) {
 /* ------------------------------------------------------------------------------------------
  * cuda.program methods
  * ------------------------------------------------------------------------------------------ */
-static void check_program(lua_State *L, int idx, const char *fn) {
+void gl_check_program(lua_State *L, int idx, const char *fn) {
     if (lua_type(L, idx) == LUA_TTABLE && lua_getmetatable(L, idx)) {
         luaL_getmetatable(L, PROGRAM_T);
         bool same = lua_rawequal(L, -1, -2);
@@ -941,6 +1078,38 @@ static void check_program(lua_State *L, int idx, const char *fn) {
         if (same) return;
     }
     gl_typeerror(L, idx, fn, "cuda.program");
+}
+
+void gl_program_recompile(lua_State *L, int prog, const char *option, const char *fn) {
+    if (gl_program_private(L, prog) != LUA_TTABLE)
+        luaL_error(L, "%s: this program's inputs are gone (a script removed gpulab's private store)", fn);
+    int priv = lua_gettop(L);
+    request rq = {.fn = fn};
+    lua_getfield(L, priv, "source");
+    rq.src = lua_tolstring(L, -1, &rq.src_len);
+    lua_getfield(L, priv, "name");
+    rq.name = lua_tostring(L, -1);
+    lua_getfield(L, priv, "arch");
+    rq.arch = lua_tostring(L, -1);
+    copy_array(L, (lua_getfield(L, priv, "options"), lua_gettop(L)));
+    rq.options = lua_gettop(L);
+    push_option(L, rq.options, option);
+    lua_getfield(L, priv, "names");
+    rq.names = lua_gettop(L);
+    lua_getfield(L, priv, "headers");
+    rq.headers = lua_gettop(L);
+    if (!rq.src || !rq.name || !rq.arch || !lua_istable(L, rq.names) || !lua_istable(L, rq.headers))
+        luaL_error(L, "%s: this program's inputs are incomplete", fn);
+    inputs in = {0};
+    in.options = string_array(L, rq.options, &in.noptions);
+    in.options = with_report_option(L, in.options, &in.noptions);
+    in.names = string_array(L, rq.names, &in.nnames);
+    collect_headers(L, rq.headers, &in);
+    require_nvrtc(L, fn);
+    gl_cache_entry e;
+    outcome o = run_nvrtc(&rq, &in, &e);
+    if (o.step) raise_failure(L, &rq, &o);
+    push_and_free(L, &rq, &e, false);
 }
 
 /* The number of .entry directives in the PTX. */
@@ -969,7 +1138,7 @@ static int l_program_tostring(lua_State *L) {
 /* prog:params(kernel) --> { {kind=, size=, align=, offset=}, ... } */
 static int l_program_params(lua_State *L) {
     const char *fn = "prog:params";
-    check_program(L, 1, fn);
+    gl_check_program(L, 1, fn);
     if (lua_type(L, 2) != LUA_TSTRING)
         gl_typeerror(L, 2, fn, "kernel name");
     const char *asked = lua_tostring(L, 2);
@@ -1018,6 +1187,12 @@ static int l_program_params(lua_State *L) {
 }
 
 void gl_open_nvrtc(lua_State *L) {
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    gl_private_set(L, PROGRAM_PRIVATE);
     static const luaL_Reg meta[] = {{"__tostring", l_program_tostring}, {NULL, NULL}};
     static const luaL_Reg methods[] = {{"params", l_program_params}, {NULL, NULL}};
     gl_new_class(L, PROGRAM_T, meta, methods);
