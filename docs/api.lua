@@ -526,6 +526,23 @@ finalizer that frees it), so such a call raises `... was freed` instead of touch
       returns = { {"cuda.graph", "the executable graph"} },
       summary = "captures what `fn(s)` enqueues on `s` into an executable graph `g`: `g:launch([s])`, `g.nodes`, `g:free()`; the graph keeps the objects its launches use. Work on the default stream meanwhile is refused by the driver (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, 906); a prepared launch called as `prepared(s)` goes to `s`" },
     { "cuda.stream:free", sig = "s:free()", summary = "destroys the stream once its work is done (also `<close>`)" },
+    { "cuda.stream:set_l2_window", sig = "s:set_l2_window{array=d | ptr=, bytes=, hit_ratio=1, hit=\"persisting\", miss=\"streaming\"}",
+      params = { {"window", "table|nil", "the window (the `l2_window` launch key's table); nil removes it"} },
+      errors = { "bad argument #1 to 's:set_l2_window' (bytes = 4097 is outside the array's 1..4096 bytes)",
+                 "s:set_l2_window: needs the driver entry point cuStreamSetAttribute (...)",
+                 "s:set_l2_window: not available while a stream capture is under way" },
+      summary = "sets the stream's L2 access-policy window (cuStreamSetAttribute, ACCESS_POLICY_WINDOW) for the kernels launched on it afterwards; the same checks and messages as the `l2_window` launch key, before the driver: array= alive and on the current device (the stream too), bytes within the array (a view's bounds) and the device's largest window, hit_ratio in [0, 1], hit/miss names (a miss cannot persist). `nil` removes it (a window of 0 bytes). The stream keeps the window's array alive until the window is removed or replaced or the stream object is collected; a:free() of that array still frees it (a window is a cache hint: work that reads the memory marks the array it was given), and `s:l2_window()` then says `freed=true`. Windows go on stream objects: launches on the default stream take the `l2_window` launch key" },
+    { "cuda.stream:l2_window", sig = "s:l2_window()",
+      returns = { {"table|nil", "`{ptr=, bytes=, hit_ratio=, hit=, miss=, array=, freed=}` as the driver holds it (hit_ratio is a float); array= and freed= for a window set with array=; nil when none"} },
+      summary = "the stream's L2 access-policy window (cuStreamGetAttribute)" },
+    { "cuda.l2_persisting", sig = "cuda.l2_persisting([bytes])", params = { {"bytes", "integer?", "the set-aside to ask for; none: read it"} },
+      returns = { {"integer", "the persisting L2 set-aside the driver granted (cuCtxGetLimit after cuCtxSetLimit, PERSISTING_L2_CACHE_SIZE)"} },
+      errors = { "bad argument #1 to 'cuda.l2_persisting' (bytes = 39321601 exceeds device 0's largest persisting L2 set-aside, 39321600 bytes (MAX_PERSISTING_L2_CACHE_SIZE))",
+                 "cuda.l2_persisting: needs the driver entry point cuCtxSetLimit (...)" },
+      summary = "sets aside part of L2 for lines that a window's `hit=\"persisting\"` accesses make persisting (H200: at most 37.5 MiB of 60); a non-negative integer, at most the device's MAX_PERSISTING_L2_CACHE_SIZE, checked before the driver; the driver may round the grant (the stand-in grants whole 64 KiB units)" },
+    { "cuda.l2_reset", sig = "cuda.l2_reset()",
+      errors = { "cuda.l2_reset: needs the driver entry point cuCtxResetPersistingL2Cache (...)" },
+      summary = "turns every persisting L2 line back into a normal one (cuCtxResetPersistingL2Cache; not stream ordered: it acts when called). cuda.measure's cold regime does this before every sample" },
     { "cuda.event", sig = "cuda.event{timing=true}", params = { {"opts", "table?", "flags"} },
       options = { {"timing", "boolean", "`true`", "records times (for e:elapsed)"} },
       returns = { {"cuda.event", "a new event"} },
@@ -552,6 +569,58 @@ finalizer that frees it), so such a call raises `... was freed` instead of touch
                   {"timeout", "number", "none", "seconds for each rep's wait"} },
       returns = { {"table", "`{median=, min=, max=, mean=, samples=}` in ms"} },
       summary = "`{median=, min=, max=, mean=, samples=}` in ms, each rep timed with a pair of events (the plain form of `cuda.measure`, below); `timeout` (seconds, default none) bounds each rep's wait for its end event and raises naming the pending launches" },
+  } },
+
+-- ---------------------------------------------------------------------------------------------
+{ title = "SM partitions: `cuda.partition`", level = 3,
+  text = [==[
+`cuda.partition{sms=n}` runs kernels on part of the current device's SMs, through the driver's green
+contexts (CUDA 12.4 drivers and newer, looked up at run time). `p:stream()` gives an ordinary
+`cuda.stream`: launches, copies, events, `cuda.measure`, `cuda.bench` and `cuda.profile` take it as
+they take any stream. Modules and arrays of the device work on it unchanged: a green context uses the
+device's primary context, where gpulab loads modules and allocates.
+
+The driver splits SMs in fixed steps, which `cuDeviceGetDevResource` reports (compute capability 9.0:
+at least 8 SMs, in multiples of 8; where an older driver leaves those fields empty, gpulab uses the
+steps cuda.h documents). A request between two steps is rounded up: `cuda.partition{sms=12}` on an
+H200 gives 16 SMs, `p.rounded` is true and `tostring(p)` says so. `sms` equal to the device's SM count
+takes the whole device without a split.
+
+Lifetime: each stream keeps its partition alive. `p:free()` (also `<close>` and collection) never
+raises and can be called twice; streams made before it keep working, and the green context is
+destroyed after the last of them is freed and its work is done (the driver needs the streams gone
+first). `cuda.stats().partitions` counts partitions not yet freed.
+
+On the H200, blocks on a 16-SM partition's stream run on at most 16 distinct SMs (`%smid`;
+tests/lua/gpu_partition.lua). The driver documents two cases where a partition may use more SMs than
+it was given: MPS with `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`, and a loaded module that uses dynamic
+parallelism on compute capability 9.x (2 more shared SMs).]==],
+  entries = {
+    { "cuda.partition", sig = "cuda.partition{sms=n}",
+      params = { {"opts", "table", "`{sms=n}`"} },
+      options = { {"sms", "integer", nil, "SMs to set aside: between the driver's minimum and the device's SM count"} },
+      returns = { {"cuda.partition", "the partition"} },
+      errors = { "cuda.partition: needs cuGreenCtxCreate (a CUDA 12.4 driver or newer); this driver (12020) lacks it",
+                 "bad argument #1 to 'cuda.partition' (field 'sms': 133 is above this device's 132 SMs)",
+                 "bad argument #1 to 'cuda.partition' (field 'sms': 4 is below the driver's minimum partition of 8 SMs (granularity: multiples of 8))",
+                 "bad argument #1 to 'cuda.partition' (field 'sms': 130 SMs cannot be split off this device's 132 (the driver splits at least 8 SMs, in multiples of 8): ask for at most 128, or 132 for the whole device)",
+                 "bad argument #1 to 'cuda.partition' (partitions do not nest: cuda.partition splits the current device (pass {sms=n}))" },
+      summary = "a partition of the current device's SMs (cuDeviceGetDevResource, cuDevSmResourceSplitByCount, cuDevResourceGenerateDesc, cuGreenCtxCreate); `sms` is a positive integer, checked against the device and the driver's split rules before the split" },
+    { "cuda.partition", kind = "class", summary = "an SM partition (a green context); `<close>` frees it",
+      fields = { {"sm_count", "integer", "SMs the driver granted"}, {"requested", "integer", "the `sms` asked for"},
+                 {"rounded", "boolean", "true when the driver granted more than asked (rounded up to its steps)"},
+                 {"granularity", "integer", "the driver's split step (SMs)"}, {"minimum", "integer", "the smallest partition (SMs)"},
+                 {"device", "integer", "the device ordinal"}, {"streams", "integer", "its streams not yet freed"},
+                 {"freed", "boolean", "true after `p:free()`"} } },
+    { "cuda.partition:stream", sig = "p:stream{priority=}",
+      params = { {"opts", "table?", "`{priority=}`"} },
+      options = { {"priority", "integer", "the lowest", "stream priority, in the device's range (lower is higher priority)"} },
+      returns = { {"cuda.stream", "a non-blocking stream whose kernels run on the partition's SMs (cuGreenCtxStreamCreate)"} },
+      errors = { "part:stream: the cuda.partition was freed",
+                 "bad argument #1 to 'part:stream' (the cuda.partition belongs to device 0, but device 1 is current)" },
+      summary = "a stream in the partition; the partition's device must be current" },
+    { "cuda.partition:free", sig = "p:free()",
+      summary = "gives the partition up (also `<close>`); its live streams keep working and the green context goes with the last of them" },
   } },
 
 -- ---------------------------------------------------------------------------------------------
@@ -706,7 +775,7 @@ os.exit(lab:finish())                       -- JSON, verdict summary, exit statu
       params = { {"claim", "string", "a claim id or text"}, {"measured_text", "string", "what was measured"},
                  {"holds", "boolean?", "true, false, or nil for unclear"}, {"evidence", "table?", "lab:compare's detail"} },
       summary = "HOLDS / REFUTED / UNCLEAR (holds == nil)" },
-    { "Lab:record", sig = "lab:record(key, value)", params = { {"key", "string", "the name"}, {"value", "any", "a JSON-able value"} },
+    { "Lab:record", sig = "lab:record(key, value)", params = { {"key", "string", "the name"}, {"value", "any", "a JSON-able value; a measure result's `ci95` (a list with `.lo`/`.hi`) is written as `[lo, hi]`, other tables mixing list and name keys as objects keyed \"1\"..\"n\" and by name"} },
       summary = "a value in the JSON results" },
     { "Lab:gpu", sig = "lab:gpu()", returns = { {"boolean", "a device is usable"}, {"string?", "why not"} },
       summary = "false without a device: compile only, exit 0" },
@@ -738,7 +807,8 @@ local lab = harness.new{ name = "x", claims = "seed §3", budget_s = 240, quick_
 lab:claim{ id = "overlap", source = "Luo et al. 2024, Table 3", text = "the sentence it tests" }
   -- source: any citation (a paper's table, a URL, a document and section); or seed = "§3"; or own = true
 local r = harness.measure(fn, {regime = "cold", min_samples = 10, min_time = 0.2, max_noise = 0.005, timeout = 5})
-  -- cuda.measure with only these options handed on; engine = "cuda.measure" in the result
+  -- every cuda.measure option handed on (warmup, batch, max_samples, blocking, ... too), label= copied into
+  -- the result, any other option refused; engine = "cuda.measure" in the result; lab:record(key, r) keeps it
 local d, ratio, ci, detail = lab:compare(a, b, {margin = 0.01, against = 1, rounds = 3, remeasure = fn})
 lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals and the ratio interval
 ```
@@ -783,7 +853,7 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
       summary = "decides on a's time against b's from their 95% intervals" },
     { "harness.measure", sig = "harness.measure(fn, opts)", params = { {"fn", "function", "enqueues the work"}, {"opts", "table?", "cuda.measure's options"} },
       returns = { {"table", "cuda.measure's result, `engine = \"cuda.measure\"`"} },
-      summary = "cuda.measure with only the options above handed on" },
+      summary = "cuda.measure with every one of its options handed on (`label=` is copied into the result; an unknown option raises)" },
     { "harness.summarize", sig = "harness.summarize(times_ms [, extra])",
       params = { {"times_ms", "number[]", "the samples"}, {"extra", "table?", "fields copied into the result"} },
       returns = { {"table", "mean, median, min, max, stdev, noise, ci95"} }, summary = "builds a result from a list of times" },
@@ -980,6 +1050,7 @@ structs gpulab declares (`bindings/cupti_abi.h`) match the toolkit's headers fie
                   {"blocking", "boolean", "`false`", "hold the stream until the sample is enqueued"},
                   {"warmup", "integer", "2", "untimed calls first"},
                   {"batch", "integer", nil, "calls per sample (hot, graph)"},
+                  {"l2_reset", "boolean", "`true`", "cold: reset persisting L2 lines before every sample (false: skip, to show what a window left behind does)"},
                   {"max_samples", "integer", "10000", "samples at most"} },
       returns = { {"table", "`{mean=, median=, min=, max=, stdev=, noise=, ci95=, samples=, …}` in ms per call"} },
       errors = { "cuda.measure: fn enqueued no GPU work", "cuda.measure: no sample accepted within ...",
@@ -1005,7 +1076,7 @@ raises `cuda.measure: fn enqueued no GPU work`.
 
 | regime | one sample |
 |---|---|
-| `cold` (default) | L2 flushed (a `cuMemsetD32Async` of a buffer 2× `dev.l2_bytes`, enqueued *before* the start event), then one call |
+| `cold` (default) | persisting L2 lines reset (`cuCtxResetPersistingL2Cache`, unless `l2_reset=false`), L2 flushed (a `cuMemsetD32Async` of a buffer 2× `dev.l2_bytes`, enqueued *before* the start event), then one call |
 | `hot` | `batch` calls back to back between the events, reported per call; `batch` is chosen from a warmup pass so that a sample lasts ≥ 1 ms (1..1000 calls) unless given |
 | `graph` | `fn(s)` captured once on the stream (one is made when `stream` is not given), then `batch` replays per sample |
 
@@ -1033,6 +1104,14 @@ raises `cuda.measure: fn enqueued no GPU work`.
   each accepted sample), `clock_ref_mhz`, `clock_ref` (`"nvml max"`, `"device attribute"` or `"none"`),
   `nvml_sm_clock_mhz` (median NVML reading; absent without NVML), `throttle`, `max_noise`, `elapsed_s`.
   `sm_clock_mhz` is the median clock of the accepted samples.
+- Cold results say what was done before every sample: `l2_reset` (true when persisting lines were reset;
+  false with `l2_reset_reason`: `"l2_reset=false: ..."` or `"the driver lacks cuCtxResetPersistingL2Cache"`),
+  `l2_resets` (how many), and `flush = {bytes=, l2_bytes=, l2_multiple=, count=, access="write", how=}`:
+  the flush writes a new value over `bytes` (2× the L2 size the device reports; 64 MiB when it reports
+  none), so the previous sample's lines are displaced by dirty lines of the flush; `count` flushes, one per
+  pass. Without the reset, lines a persisting window (`s:set_l2_window`) left in the set-aside
+  (`cuda.l2_persisting`) survive the flush and a "cold" sample reads them from L2. Hot and graph results
+  have none of these fields, and `l2_reset` is refused there.
 - Errors: options are checked by name (`cuda.measure: option 'max_noise' must be a finite number > 0, got
   0`; NaN, infinities, negative or zero values where they make no sense, unknown options, `batch` with
   `cold`, `min_time` > `timeout`); a stream freed before or during the call, a stream of another device's

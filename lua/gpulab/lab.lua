@@ -459,15 +459,31 @@ function harness.pool(a, b)
     sm_clock_mhz = a.sm_clock_mhz, engine = a.engine, label = a.label })
 end
 
--- harness.measure(fn, opts) --> cuda.measure(fn, opts) with only the contract's options handed on
--- (regime, min_samples, min_time, max_noise, timeout, stream, throttle), engine = "cuda.measure".
-local MEASURE_OPTS = { "regime", "min_samples", "min_time", "max_noise", "timeout", "stream", "throttle" }
+-- harness.measure(fn, opts) --> cuda.measure(fn, opts) with every one of cuda.measure's options
+-- handed on (regime, min_samples, max_samples, min_time, max_noise, timeout, stream, throttle,
+-- blocking, warmup, batch, l2_reset) and `label=` copied into the result; engine = "cuda.measure".
+-- Any other option raises: an option dropped in silence measures something else than asked.
+local MEASURE_OPTS = { "regime", "min_samples", "max_samples", "min_time", "max_noise", "timeout", "stream",
+  "throttle", "blocking", "warmup", "batch", "l2_reset" }
+local MEASURE_KNOWN = { label = true }
+for _, k in ipairs(MEASURE_OPTS) do MEASURE_KNOWN[k] = true end
 function harness.measure(fn, opts)
   opts = opts or {}
+  if type(opts) ~= "table" then arg_error("harness.measure", 2, "options table expected") end
+  for k in pairs(opts) do
+    if not MEASURE_KNOWN[k] then
+      arg_error("harness.measure", 2, string.format("unknown option '%s' (known: %s, label)", tostring(k),
+        table.concat(MEASURE_OPTS, ", ")))
+    end
+  end
+  if type(cuda) ~= "table" or type(cuda.measure) ~= "function" then
+    error("harness.measure: this build has no cuda.measure", 2)
+  end
   local o = {}
   for _, k in ipairs(MEASURE_OPTS) do o[k] = opts[k] end
   local r = cuda.measure(fn, o)
   r.engine = r.engine or "cuda.measure"
+  if opts.label ~= nil then r.label = opts.label end
   return r
 end
 
@@ -498,7 +514,7 @@ function harness.decide(ci, margin, against)
   if ci[2] < t * (1 - margin) then return "faster" end
   if ci[1] > t * (1 + margin) then return "slower" end
   if ci[1] >= t * (1 - margin) and ci[2] <= t * (1 + margin) then return "same" end
-  return nil
+  return "unclear"
 end
 
 local function clock_s()
@@ -559,7 +575,7 @@ function Lab:compare(a, b, opts)
   local ratio, ci = harness.ratio(a, b)
   local decision = harness.decide(ci, margin, against)
   local done, spent = 0, nil
-  while not decision and done < rounds do
+  while decision == "unclear" and done < rounds do
     if not (fa or fb or remeasure) then break end
     local used = clock_s() - self.started_clock
     if used >= self.budget_s then
@@ -580,12 +596,11 @@ function Lab:compare(a, b, opts)
     ratio, ci = harness.ratio(a, b)
     decision = harness.decide(ci, margin, against)
   end
-  if not decision and not spent and (fa or fb or remeasure) and rounds > 0 then
+  if decision == "unclear" and not spent and (fa or fb or remeasure) and rounds > 0 then
     spent = string.format("%d re-measure round%s spent", done, done == 1 and "" or "s")
   end
   local detail = { a = a, b = b, ratio = ratio, ci = ci, margin = margin, against = against, rounds = done }
-  if not decision then
-    decision = "unclear"
+  if decision == "unclear" then
     detail.reason = unclear_reason(ci, margin, spent, against)
   end
   detail.decision = decision
@@ -708,11 +723,53 @@ function Lab:judge_missing(why)
   end
 end
 
+-- A copy of `v` that json.encode takes, nothing lost: a list that also carries names which repeat
+-- its first two entries (cuda.measure's ci95 = {lo, hi, lo=, hi=}) becomes the plain list; any
+-- other table mixing list and name keys becomes an object whose list entries are keyed "1".."n".
+local function jsonable(v, path, seen)
+  if type(v) ~= "table" then return v end
+  if seen[v] then error(path .. ": the table contains itself", 0) end
+  if next(v) == nil then return json.encode(v) == "[]" and json.array({}) or {} end
+  seen[v] = true
+  local n, named, count = 0, {}, 0
+  for k in pairs(v) do
+    count = count + 1
+    if math.type(k) == "integer" and k >= 1 then
+      if k > n then n = k end
+    elseif type(k) == "string" then
+      named[#named + 1] = k
+    else
+      error(string.format("%s: a key of type %s cannot be written as JSON", path, type(k)), 0)
+    end
+  end
+  local out
+  local list_only = #named == 0 and n == count
+  local ci_like = n == 2 and count == 2 + #named and #named > 0
+  for _, k in ipairs(named) do
+    if not ((k == "lo" and v.lo == v[1]) or (k == "hi" and v.hi == v[2])) then ci_like = false end
+  end
+  if list_only or ci_like then
+    out = json.array({})
+    for i = 1, n do out[i] = jsonable(v[i], path .. "[" .. i .. "]", seen) end
+  else
+    out = {}
+    for k, x in pairs(v) do
+      local name = type(k) == "string" and k or tostring(k)
+      out[name] = jsonable(x, path .. "." .. name, seen)
+    end
+  end
+  seen[v] = nil
+  return out
+end
+
+-- lab:record(key, value): any JSON-able value, a measure result too (see jsonable); kept as a copy.
 function Lab:record(key, value)
   if type(key) ~= "string" then arg_error("lab:record", 1, "string key expected") end
-  local ok, err = pcall(json.encode, value)
-  if not ok then error("lab:record: value for '" .. key .. "' cannot be written as JSON: " .. err, 2) end
-  self.records[key] = value
+  local ok, copy = pcall(jsonable, value, key, {})
+  local err
+  if ok then ok, err = pcall(json.encode, copy) else err = copy end
+  if not ok then error("lab:record: value for '" .. key .. "' cannot be written as JSON: " .. tostring(err), 2) end
+  self.records[key] = copy
 end
 
 function Lab:fail(msg)

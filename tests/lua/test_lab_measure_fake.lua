@@ -42,5 +42,23 @@ T.test("the engine is named in the result", function()
   T.eq(r.engine, cuda.measure and "cuda.measure" or "cuda.bench")
 end)
 
+T.test("warmup, max_samples and batch reach cuda.measure; the result is recorded and read back", function()
+  local r = harness.measure(work, { regime = "hot", min_samples = 2, max_samples = 4, min_time = 0,
+    max_noise = 1e-12, timeout = 20, warmup = 3, batch = 5 })
+  T.ok(r.samples <= 4, "at most max_samples accepted: " .. r.samples)
+  T.ok(#r.times <= 4, "times: " .. #r.times)
+  T.eq(r.warmup, 3)
+  T.eq(r.batch, 5)
+  if r.stop ~= "timeout" then T.eq(r.stop, "max_samples") end
+  local json = require("gpulab.json")
+  local lab = harness.new{ name = "rec", args = {} }
+  lab:record("copy", r)
+  local back = json.decode(json.encode(lab:results().records))
+  T.eq(#back.copy.ci95, 2)
+  T.near(back.copy.ci95[1], r.ci95[1], 1e-12)
+  T.near(back.copy.ci95[2], r.ci95[2], 1e-12)
+  T.eq(back.copy.samples, r.samples)
+end)
+
 d:free()
 T.done()

@@ -240,7 +240,7 @@ T.test("a lab with claims: verdict lines with intervals, the never-judged claim,
   T.eq(res.params.cols, 256)
 end)
 
-T.test("harness.measure: cuda.measure when the build has it, with only the contract's options", function()
+T.test("harness.measure: cuda.measure with every one of its options handed on, others refused", function()
   local saved = cuda.measure
   local got
   cuda.measure = function(fn, opts)
@@ -249,16 +249,51 @@ T.test("harness.measure: cuda.measure when the build has it, with only the contr
     return { mean = 1, ci95 = { 0.9, 1.1 }, times = { 1 } }
   end
   local called = false
-  local r = harness.measure(function() called = true end, { regime = "graph", min_samples = 7, extra = 1 })
-  cuda.measure = saved
+  local r = harness.measure(function() called = true end, { regime = "graph", min_samples = 7, warmup = 3,
+    max_samples = 4, batch = 8, blocking = true, l2_reset = false, label = "x" })
   T.ok(called, "the function was handed on")
   T.eq(got.regime, "graph")
   T.eq(got.min_samples, 7)
-  T.eq(got.extra, nil)
+  T.eq(got.warmup, 3)
+  T.eq(got.max_samples, 4)
+  T.eq(got.batch, 8)
+  T.eq(got.blocking, true)
+  T.eq(got.label, nil)
+  T.eq(r.label, "x")
   T.eq(r.engine, "cuda.measure")
-  if not saved then
-    T.raises(function() harness.measure(function() end, { regime = "graph" }) end, "regime 'graph' needs cuda.measure")
-  end
+  T.raises(function() harness.measure(function() end, { regime = "hot", extra = 1 }) end,
+    "bad argument #2 to 'harness.measure' (unknown option 'extra' (known: regime, min_samples, max_samples")
+  cuda.measure = saved
+end)
+
+T.test("harness.decide: faster, slower, same, and unclear where the interval straddles the band", function()
+  T.eq(harness.decide({ 0.5, 0.9 }, 0.01), "faster")
+  T.eq(harness.decide({ 1.1, 1.3 }, 0.01), "slower")
+  T.eq(harness.decide({ 0.995, 1.005 }, 0.01), "same")
+  T.eq(harness.decide({ 0.9, 1.1 }, 0.01), "unclear")
+  T.eq(harness.decide({ 1.9, 2.2 }, 0.01, 2), "unclear")
+end)
+
+T.test("lab:record takes a measure result: ci95 with .lo/.hi is written as [lo, hi], nothing lost", function()
+  local lab = new()
+  local ci = { 0.9, 1.1, lo = 0.9, hi = 1.1 }
+  lab:record("m", { mean = 1, ci95 = ci, times = { 0.9, 1.1 }, clocks = {}, stop = "converged" })
+  local back = json.decode(json.encode(lab:results().records))
+  T.eq(back.m.ci95[1], 0.9)
+  T.eq(back.m.ci95[2], 1.1)
+  T.eq(#back.m.ci95, 2)
+  T.eq(back.m.times[2], 1.1)
+  T.eq(back.m.stop, "converged")
+  T.eq(ci.lo, 0.9, "the caller's table is left alone")
+  lab:record("mixed", { 5, 6, name = "x" })
+  back = json.decode(json.encode(lab:results().records))
+  T.eq(back.mixed["1"], 5)
+  T.eq(back.mixed["2"], 6)
+  T.eq(back.mixed.name, "x")
+  local loop = {}
+  loop.self = loop
+  T.raises(function() lab:record("loop", loop) end, "contains itself")
+  T.raises(function() lab:record("f", { fn = print }) end, "lab:record: value for 'f' cannot be written as JSON")
 end)
 
 T.test("harness.spawn: output and exit status; the deadline is told apart", function()
