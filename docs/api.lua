@@ -167,6 +167,52 @@ local mod = cuda.load(prog)]==] },
       params = { {"kernel", "string", "an extern \"C\" name, a name expression or a mangled name"} },
       returns = { {"table[]", "`{ {kind=, size=, align=, offset=}, … }`"} },
       summary = "the kernel's parameter list read from the PTX" },
+    { "cuda.program:resources", sig = "prog:resources(kernel)",
+      params = { {"kernel", "string", "an extern \"C\" name, a name expression or a mangled name"} },
+      returns = { {"table", "`{regs=, spill_stores=, spill_loads=, local_bytes=, stack_bytes=, smem=, smem_reserved=, cmem=, cmem_banks=, barriers=, max_regs=, max_threads=, param_bytes=, code_bytes=, instructions=, entry=, from=}`"} },
+      summary = "what ptxas made of the kernel, from the compile itself (no GPU)",
+      text = [[Read from the cubin's ELF (`.nv.info` attributes: register count, stack frame, launch
+bounds, barriers, parameter size; the sizes of `.nv.shared.<kernel>`, `.nv.constantN` and `.text.<kernel>`)
+and from ptxas's verbose report, which every compile asks for (`--ptxas-options=-v`, hashed into the cache
+key, kept in the cached log and so present on a cache hit, but left out of `prog.log` and `prog.options`
+unless the script asked for it itself). `local_bytes` is the per-thread stack frame (local arrays and
+spills), as ptxas's "bytes stack frame"; `spill_stores`/`spill_loads` are ptxas's bytes; `smem` the static
+shared memory the kernel declares, `smem_reserved` the 1 KiB per block the system adds on sm_90 and later;
+`cmem` the bytes of the constant banks the kernel sees, per bank in `cmem_banks` (`[0]`: parameters and
+driver constants, `[3]`: the module's `__constant__` variables, shared by its kernels); `instructions` =
+`code_bytes / 16`. A program compiled for a virtual arch (`compute_90`) has no cubin and raises.]],
+      example = [[local p = cuda.compile(src)
+local r = p:resources("saxpy")
+print(r.regs, r.spill_stores, r.local_bytes, r.smem)]] },
+    { "cuda.program:sass", sig = "prog:sass(kernel [, opts])",
+      params = { {"kernel", "string", "an extern \"C\" name, a name expression or a mangled name"},
+                 {"opts", "table?", "`{lineinfo=true, timeout=60}`"} },
+      options = { {"lineinfo", "boolean", "true", "map instructions to source lines: a program compiled without `lineinfo=true` is compiled again with `-lineinfo` (once, not through the cache; line info does not change the code ptxas makes); false disassembles the program's own cubin"},
+                  {"timeout", "number", "60", "seconds the disassembler may run before it is killed"} },
+      returns = { {"cuda.sass", "list of `{offset=, text=, opcode=, file=, line=, inlined_at=}`"} },
+      summary = "the kernel's SASS with source lines, from the toolkit's nvdisasm",
+      text = [[Runs `nvdisasm -c -g` on the cubin as a child process with a deadline and parses its text.
+`offset` is the byte offset in the kernel's code, `text` the instruction (`@!P0 BRA ...`), `opcode` its first
+word after the predicate (`LDG.E.128`), `file`/`line` the innermost source location (an inlined helper's
+line, with the call site in `inlined_at` as `"file:line"`). nvdisasm is found like NVRTC: `GPULAB_NVDISASM`,
+the `bin` folder of the toolkit gpulab was built with, of `GPULAB_LIBNVRTC`'s toolkit, `$CUDA_HOME/bin`,
+`$CUDA_PATH/bin`, `PATH`, `/usr/local/cuda/bin`; when none has it one error lists every place looked at and
+what to install.]],
+      errors = { "prog:sass: the CUDA disassembler nvdisasm was not found; looked at: …",
+                 "prog:sass: …/nvdisasm did not finish within 60 s (killed)" },
+      example = [[local s = cuda.compile(src, {lineinfo = true}):sass("saxpy")
+print(s)                               -- one line per instruction with file:line
+print(s:count{"LDG", "FFMA"}.LDG)]] },
+    { "cuda.sass", kind = "class", summary = "a kernel's SASS: a list of instruction tables, `kernel` = the entry name",
+      fields = { {"kernel", "string", "the mangled entry name"} } },
+    { "cuda.sass:count", sig = "sass:count(classes)",
+      params = { {"classes", "string[]", "opcode classes such as `{\"LDG\", \"SHFL\", \"BAR\", \"LDS\"}`"} },
+      returns = { {"table<string, integer>", "`{LDG=n, …}`"} },
+      summary = "instructions per opcode class: `LDG` counts `LDG` and `LDG.E.128`, not `LDGSTS`" },
+    { "cuda.sass_parse", sig = "cuda.sass_parse(text, kernel)",
+      params = { {"text", "string", "nvdisasm (or `cuobjdump -sass`) output"}, {"kernel", "string", "the mangled entry name"} },
+      returns = { {"cuda.sass", "the list prog:sass makes"} },
+      summary = "parses a disassembly's text into the list `prog:sass` returns" },
   },
   after = [==[
 The result `prog` has `ptx`, `cubin` (nil for a virtual arch), `log`, `lowered`, `cache_hit`, `name`,

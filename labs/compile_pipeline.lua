@@ -131,32 +131,17 @@ else
 end
 
 lab:section("Stage 4: cubin -> SASS")
-local disasm = find_tool("cuobjdump") and { find_tool("cuobjdump"), "-sass" } or
-    (find_tool("nvdisasm") and { find_tool("nvdisasm"), "" })
-local sass, sass_functions
-if disasm then
-  local out, why = run_on_temp(prog.cubin, ".cubin", function(path)
-    return shell_quote(disasm[1]) .. " " .. disasm[2] .. " " .. path
-  end)
-  sass = out
-  if not sass then lab:note("disassembly failed: " .. tostring(why):sub(1, 200)) end
-end
-if sass then
-  -- cuobjdump heads each function with "Function : SYM", nvdisasm with ".text.SYM:"
-  local heads = {}
-  for pos, name in sass:gmatch("()Function : ([%w_$]+)") do heads[#heads + 1] = { pos, name } end
-  for pos, name in sass:gmatch("()%.text%.([%w_$]+):") do heads[#heads + 1] = { pos, name } end
-  table.sort(heads, function(a, b) return a[1] < b[1] end)
-  sass_functions = {}
-  for i, h in ipairs(heads) do
-    sass_functions[h[2]] = sass:sub(h[1], heads[i + 1] and heads[i + 1][1] - 1 or #sass)
-  end
+-- prog:sass runs the toolkit's nvdisasm and parses it; without one it raises naming what to install
+local sass_ok, first_sass = pcall(prog.sass, prog, names[1], { lineinfo = false })
+local sass_functions
+if sass_ok then
+  sass_functions = { [names[1]] = first_sass }
+  for i = 2, #names do sass_functions[names[i]] = prog:sass(names[i], { lineinfo = false }) end
   local rows, per_kernel = {}, {}
   for i, n in ipairs(names) do
-    local body = sass_functions[prog.lowered[n]] or ""
-    local c = { total = count(body, "/%*%x+%*/"), ldg = count(body, "LDG"), shfl = count(body, "SHFL"),
-      bar = count(body, "BAR%.SYNC") + count(body, "BAR%.RED") + count(body, " BAR "),
-      smem = count(body, "STS") + count(body, "LDS") }
+    local list = sass_functions[n]
+    local k = list:count { "LDG", "SHFL", "BAR", "LDS", "STS" }
+    local c = { total = #list, ldg = k.LDG, shfl = k.SHFL, bar = k.BAR, smem = k.LDS + k.STS }
     per_kernel[i] = c
     rows[#rows + 1] = { n, c.total, c.ldg, c.shfl, c.bar, c.smem }
   end
@@ -164,9 +149,7 @@ if sass then
   lab:record("sass", per_kernel)
   -- a taste of the machine code: the first instructions of the 4-warp layout
   local first = {}
-  for ins in (sass_functions[prog.lowered[names[3]]] or ""):gmatch("/%*%x+%*/%s+([^;]+);") do
-    if #first < 8 then first[#first + 1] = (ins:gsub("%s+", " "):gsub("%s$", "")) end
-  end
+  for j = 1, math.min(8, #sass_functions[names[3]]) do first[j] = sass_functions[names[3]][j].text end
   lab:note(names[3] .. " begins: " .. table.concat(first, " | "))
   local others_sync = true
   for i = 2, #per_kernel do if per_kernel[i].bar == 0 or per_kernel[i].smem == 0 then others_sync = false end end
@@ -177,9 +160,9 @@ if sass then
       return table.concat(parts, ", ")
     end)()),
     per_kernel[1].total > 0 and per_kernel[1].bar == 0 and per_kernel[1].smem == 0 and others_sync)
-elseif not disasm then
-  lab:note("neither cuobjdump nor nvdisasm found: SASS stage skipped (install the CUDA toolkit's binary utilities)")
-  lab:verdict("data_exchange", "could not run: neither cuobjdump nor nvdisasm found", nil)
+else
+  lab:note("SASS stage skipped: " .. tostring(first_sass):sub(1, 300))
+  lab:verdict("data_exchange", "could not run: no disassembler (" .. tostring(first_sass):sub(1, 120) .. ")", nil)
 end
 
 -- ---------------------------------------------------------------------------------------------
@@ -195,7 +178,7 @@ if ptxas_default and ptxas_capped and ptxas_default.many_live_values and ptxas_c
     tostring(a.regs), tostring(a.spill_stores), P.reg_cap, tostring(b.regs), tostring(b.spill_stores)))
 end
 
-if not lab:gpu() then os.exit(lab:finish()) end
+lab:require_gpu()
 
 -- ---------------------------------------------------------------------------------------------
 lab:section("Stage 5: module load")

@@ -279,8 +279,9 @@ else
     T.ok(r.stdout:match("cubin %(sm_90a%)%s+%d+ B") ~= nil, "cubin size")
   end)
 
-  -- A stand-in cuobjdump with a listing in the tool's layout: "Function : SYM" heads, one
-  -- "/*offset*/ INSTRUCTION ;" line per instruction plus an encoding-only line.
+  -- A stand-in disassembler (GPULAB_NVDISASM, run by prog:sass) printing a listing in cuobjdump's
+  -- layout: "Function : SYM" heads, one "/*offset*/ INSTRUCTION ;" line per instruction plus an
+  -- encoding-only line.
   T.test("compile_pipeline reads per-kernel SASS from a cuobjdump listing", function()
     local dir = os.tmpname()
     os.remove(dir)
@@ -302,12 +303,12 @@ else
       end
       listing[#listing + 1] = "        .........."
     end
-    local f = assert(io.open(dir .. "/cuobjdump", "w"))
+    local f = assert(io.open(dir .. "/nvdisasm", "w"))
     f:write("#!/bin/sh\ncat <<'EOF'\n", table.concat(listing, "\n"), "\nEOF\n")
     f:close()
-    assert(os.execute("chmod +x " .. dir .. "/cuobjdump"))
+    assert(os.execute("chmod +x " .. dir .. "/nvdisasm"))
     local r = run_lab("compile_pipeline", { "--quick" },
-      { GPULAB_LIBCUDA = NO_DRIVER.GPULAB_LIBCUDA, PATH = dir .. ":" .. os.getenv("PATH") })
+      { GPULAB_LIBCUDA = NO_DRIVER.GPULAB_LIBCUDA, GPULAB_NVDISASM = dir .. "/nvdisasm" })
     os.execute("rm -rf " .. dir)
     T.eq(r.code, 0, "exit code: " .. r.stderr)
     T.ok(r.stdout:match("tile_reduce<1>%s+5%s+1%s+1%s+0%s+0") ~= nil, "1-warp row:\n" .. r.stdout)

@@ -130,7 +130,8 @@ T.test("sass: parses the disassembler's text: offsets, opcodes, source lines, in
   T.eq(other:count { "LDG", "LDGSTS" }.LDG, 0, "LDGSTS is not an LDG")
   local text = tostring(list)
   T.ok(text:find("SASS of fmachain %(10 instructions%)"), text)
-  T.ok(text:find("/%*0020%*/  LDG%.E R0, desc%[UR4%]%[R2%.64%]%s+k%.cu:11"), text)
+  T.ok(text:find("/%*0020%*/  LDG%.E R0, desc%[UR4%]%[R2%.64%]%s+k%.cu:11"),
+    text)
   local cu = cuda.sass_parse(T.read("tests/sass/cuobjdump_sample.txt"), "fmachain")
   T.eq(#cu, 3, "cuobjdump's layout: the encoding lines are not instructions")
   T.eq(cu[2].opcode, "LDG.E.128")
@@ -142,7 +143,8 @@ end)
 local function sass_child(env, body)
   local log = scratch .. "/nvdisasm.log"
   os.remove(log)
-  local out, ok = child("GPULAB_CACHE=0 FAKE_NVDISASM_LOG='" .. log .. "' FAKE_NVDISASM_TEXT=tests/sass/sample.txt " .. env,
+  local out, ok = child("GPULAB_CACHE=0 FAKE_NVDISASM_LOG='" .. log .. "' FAKE_NVDISASM_TEXT=tests/sass/sample.txt "
+    .. env,
     "local p = cuda.compile(" .. string.format("%q", SRC) .. ", {arch = 'sm_90a'})\n" .. body)
   local f = io.open(log)
   local calls = f and f:read("a") or ""
@@ -209,8 +211,10 @@ T.test("sass: no disassembler anywhere names what to install and where it looked
     print("not checked: a real nvdisasm is installed here: " .. found)
     return
   end
-  T.ok(out:find("prog:sass: the CUDA disassembler nvdisasm was not found; looked at: .*" .. scratch .. "/bin/nvdisasm %(CUDA_HOME%)"), out)
-  T.ok(out:find("each folder of PATH") and out:find("/usr/local/cuda/bin/nvdisasm") and out:find("GPULAB_NVDISASM="), out)
+  T.ok(out:find("prog:sass: the CUDA disassembler nvdisasm was not found; looked at: .*" .. scratch
+    .. "/bin/nvdisasm %(CUDA_HOME%)"), out)
+  T.ok(out:find("each folder of PATH") and out:find("/usr/local/cuda/bin/nvdisasm")
+    and out:find("GPULAB_NVDISASM="), out)
 end)
 
 os.execute("rm -rf '" .. scratch .. "'")
