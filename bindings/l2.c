@@ -24,6 +24,7 @@
 #include "errors.h"
 #include "identity.h"
 #include "lifetime.h"
+#include "module.h"
 #include "objects.h"
 #include "options.h"
 #include "stream.h"
