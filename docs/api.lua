@@ -797,6 +797,7 @@ lab:table({ "box", "GB/s" }, rows)          -- aligned; also in the JSON results
 lab:verdict(claim, measured_text, holds)    -- HOLDS / REFUTED / UNCLEAR (holds == nil)
 lab:record(key, value)
 local ok, why = lab:gpu()                   -- false without a device: compile only, exit 0
+lab:require_gpu("compiled only")            -- without a device: note, finish (claims never judged), exit 0
 lab:progress(i, n, label)                   -- on stderr when it is a terminal
 lab:svg_lines{…}; lab:svg_bars{…}; lab:svg_timeline{…}
 lab:fail(msg)                               -- records a failure (stderr now, JSON later): lab:finish() exits 1
@@ -825,6 +826,9 @@ os.exit(lab:finish())                       -- JSON, verdict summary, exit statu
       summary = "a value in the JSON results" },
     { "Lab:gpu", sig = "lab:gpu()", returns = { {"boolean", "a device is usable"}, {"string?", "why not"} },
       summary = "false without a device: compile only, exit 0" },
+    { "Lab:require_gpu", sig = "lab:require_gpu([text])", params = { {"text", "string?", "a note for the run without a device"} },
+      returns = { {"boolean", "true: a device is usable"} },
+      summary = "without a device, ends the lab: notes `text`, `lab:finish()` (claims never judged: \"no GPU\"; outputs written) and exits 0" },
     { "Lab:progress", sig = "lab:progress(i, n, label)",
       params = { {"i", "integer", "done"}, {"n", "integer", "total"}, {"label", "string?", "what"} },
       summary = "on stderr when it is a terminal" },

@@ -92,11 +92,7 @@ local prog = lab:compile("kernels/hopper_clusters.cu", { arch = "sm_90a", what =
   "dsmem_stream, tma_multicast_tiles, pdl_step, coop_steps, coop_one_step" })
 lab:note(string.format("cubin %d B; helpers from kernels/include/gpulab/cluster.cuh", #(prog.cubin or "")))
 
-local ok_gpu = lab:gpu()
-if not ok_gpu then
-  lab:note("there is no device: the kernels were compiled; nothing measured")
-  os.exit(lab:finish())
-end
+lab:require_gpu("there is no device: the kernels were compiled; nothing measured")
 
 local dev = cuda.device(0)
 local mod = cuda.load(prog)

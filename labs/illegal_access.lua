@@ -71,7 +71,7 @@ local prog = lab:compile("kernels/faults.cu", { arch = "sm_90a", std = "c++17", 
 lab:note(#prog.cubin .. " B of cubin")
 local LINE = bug_line()
 lab:note(string.format("the planted bug: kernels/faults.cu:%d, thread 17 of block 3 of oob_write", LINE))
-if not lab:gpu() then os.exit(lab:finish()) end
+lab:require_gpu()
 
 -- Runs a child natively; returns {steps={name={ok=,text=}}, order={...}, raw=result}.
 -- Natively even when this lab itself runs under `gpulab --sanitize=TOOL`: the tool's injection

@@ -47,8 +47,7 @@ local warps_per_block = P.block // 32
 lab:note(string.format("the seed's example: grid=%d x block=%d = %d threads, %d warps per block, %d warps in all",
   P.grid, P.block, threads, warps_per_block, P.grid * warps_per_block))
 
-local gpu_ok = lab:gpu()
-if not gpu_ok then os.exit(lab:finish()) end
+lab:require_gpu()
 
 local dev = cuda.device(0)
 local mod = cuda.load(prog)

@@ -61,7 +61,7 @@ if P.step ~= 2 and P.step ~= 4 then L:fail("--step must be 2 or 4"); os.exit(L:f
 if P.min_bytes % 4 ~= 0 or P.min_bytes < 4 or P.max_bytes < P.min_bytes then
   L:fail("--min_bytes must be a multiple of 4 and at most --max_bytes"); os.exit(L:finish())
 end
-if not L:gpu() then os.exit(L:finish()) end
+L:require_gpu()
 local n = cuda.count()
 local names = {}
 for g = 0, n - 1 do names[#names + 1] = string.format("%d: %s", g, cuda.device(g).name) end

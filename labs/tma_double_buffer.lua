@@ -138,11 +138,7 @@ for _, shape in ipairs(SHAPES) do
 end
 lab:table({ "box", "row bytes", "L2 promotion", "tensormap_check" }, check_rows)
 
-local ok_gpu = lab:gpu()
-if not ok_gpu then
-  lab:note("there is no device: the kernels were compiled and the tensor maps validated; nothing measured")
-  os.exit(lab:finish())
-end
+lab:require_gpu("there is no device: the kernels were compiled and the tensor maps validated; nothing measured")
 
 -- ---------------------------------------------------------------------------------------------
 local dev = cuda.device(0)

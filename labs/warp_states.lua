@@ -48,7 +48,7 @@ lab:note(string.format("kernels/warp_states.cu compiled for sm_90a in %.1f ms: %
   table.concat(names, ", ")))
 lab:note(string.format("each thread does %d FMA links or %d load links in all, split over ILP independent chains",
   STEPS.fma, STEPS.load))
-if not lab:gpu() then os.exit(lab:finish()) end
+lab:require_gpu()
 
 local dev = cuda.device(0)
 local mod = cuda.load(prog)

@@ -32,9 +32,10 @@ Lab.__name = "gpulab.lab"
 
 -- ---- time ------------------------------------------------------------------------------------
 
--- Wall-clock seconds with 10 ms resolution from /proc/uptime (pure Lua has only os.time's
--- whole seconds); falls back to os.time where /proc is absent.
+-- Seconds from a monotonic clock for the lab's timings: cuda.now() (microseconds or finer) in
+-- gpulab; /proc/uptime (10 ms) or os.time (1 s) only where the cuda module is absent.
 local function wall_s()
+  if type(cuda) == "table" and type(cuda.now) == "function" then return cuda.now() end
   local f = io.open("/proc/uptime", "r")
   if f then
     local v = f:read("n")
@@ -789,6 +790,17 @@ function Lab:gpu()
   return self.gpu_state.available, self.gpu_state.reason
 end
 
+
+-- lab:require_gpu([why_text]) --> true with a usable device. Without one the lab ends here: the
+-- text (when given) is noted, lab:finish() reports the claims never judged ("no GPU") and writes
+-- the outputs, and the process exits 0 (compiling without a device is a successful run).
+function Lab:require_gpu(text)
+  if text ~= nil and type(text) ~= "string" then arg_error("lab:require_gpu", 1, "string or nil expected") end
+  if self:gpu() then return true end
+  if text then self:note(text) end
+  io.stdout:flush()
+  os.exit(self:finish())
+end
 
 -- ---- helpers the labs share ---------------------------------------------------------------
 

@@ -165,4 +165,48 @@ os.exit(lab:finish())
   T.ok(r.stderr:find("'overlpa' is not a declared claim", 1, true), r.stderr)
 end)
 
+T.test("lab:require_gpu ends a lab without a GPU: claims never judged, outputs written, exit 0", function()
+  local d = tmpdir()
+  T.write(d .. "/lab.lua", [[
+local harness = require("gpulab.lab")
+local lab = harness.new{ name = "needs_gpu" }
+lab:claim { id = "fast", own = true, text = "the kernel is fast" }
+lab:require_gpu("compiled only: there is no device")
+print("AFTER REQUIRE_GPU")
+lab:verdict("fast", "1 ms", true)
+os.exit(lab:finish())
+]])
+  local r = run(d .. "/lab.lua", { "--json", d .. "/r.json" })
+  T.eq(r.code, 0, r.stderr)
+  T.ok(not r.stdout:find("AFTER REQUIRE_GPU", 1, true), r.stdout)
+  T.ok(r.stdout:find("compiled only: there is no device", 1, true), r.stdout)
+  T.ok(r.stdout:find("[UNCLEAR] the kernel is fast (fast) — never judged: no GPU", 1, true), r.stdout)
+  local res = json.decode(T.read(d .. "/r.json"))
+  T.eq(res.verdicts[1].judged, false)
+  T.eq(res.gpu.available, false)
+  T.raises(function() new():require_gpu(5) end, "bad argument #1 to 'lab:require_gpu' (string or nil expected)")
+end)
+
+T.test("the labs end without a GPU through lab:require_gpu", function()
+  for _, name in ipairs { "compile_pipeline", "hopper_clusters", "illegal_access", "launch_anatomy", "multi_gpu",
+      "tma_double_buffer", "warp_states" } do
+    local f = "labs/" .. name .. ".lua"
+    local text = T.read(f)
+    T.ok(text:find(":require_gpu(", 1, true), f .. " ends through require_gpu")
+    T.ok(not text:find("if not lab:gpu() then", 1, true) and not text:find("if not L:gpu() then", 1, true),
+      f .. " still repeats the no-GPU ending")
+  end
+end)
+
+T.test("lab timings come from a fine monotonic clock", function()
+  local before = cuda.now()
+  local lab = new()
+  local t0 = cuda.now()
+  while cuda.now() - t0 < 0.002 do end
+  local total = lab:results().timings.total_s
+  local outer = cuda.now() - before
+  -- a 10 ms clock says 0 or 0.01 for this run; a fine one lies between the busy wait and the whole
+  T.ok(total >= 0.002 and total <= outer, string.format("a %.4f s run timed as %s s", outer, total))
+end)
+
 T.done()
