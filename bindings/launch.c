@@ -929,7 +929,8 @@ static void note_prepared_objects(lua_State *L, const prepared *P) {
 
 /* prepared() and prepared:launch(n): the hot path. Only liveness checks, marks, the log entry
  * and the launches; n launches are one C loop. with_count: prepared:launch(n) reads a count;
- * prepared() ignores its arguments, since cuda.measure calls any callable as fn(stream). */
+ * prepared(s) with a cuda.stream launches on s (cuda.measure calls any callable as fn(stream),
+ * and its graph regime captures that stream), and ignores any other argument. */
 static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
     prepared *P = check_prepared(L, 1, fn);
     lua_Integer count = 1;
@@ -944,7 +945,14 @@ static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
     gl_require_gpu(L, fn);
     check_module_usable(L, k, fn);
     gl_stream_track *track = P->cfg.track;
-    if (P->cfg.stream) {
+    gl_stream *given = with_count ? NULL : gl_test_stream(L, 2);
+    if (given) { /* prepared(s): cuda.measure's fn(s), so a capture of s records the launch */
+        if (given->track == NULL) gl_argerror(L, 2, fn, "the cuda.stream was freed");
+        if (given->device != k->module->ordinal)
+            gl_argerror(L, 2, fn, "the cuda.stream belongs to device %d, the kernel to device %d", given->device,
+                        k->module->ordinal);
+        track = given->track;
+    } else if (P->cfg.stream) {
         if (P->cfg.stream->track == NULL) luaL_error(L, "%s: its cuda.stream was freed", fn);
         track = P->cfg.stream->track;
     }

@@ -535,7 +535,8 @@ static int l_stream_capture(lua_State *L) {
     bool collecting = lua_gc(L, LUA_GCISRUNNING);
     lua_gc(L, LUA_GCSTOP);
     lua_pushvalue(L, 2);
-    int status = lua_pcall(L, 0, 0, 0);
+    lua_pushvalue(L, 1); /* fn(s): the stream to launch on, as cuda.measure passes it */
+    int status = lua_pcall(L, 1, 0, 0);
     if (collecting) lua_gc(L, LUA_GCRESTART);
     CUresult r;
     CUgraph graph = end_capture(L, s, &r);

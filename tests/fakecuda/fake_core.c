@@ -244,6 +244,7 @@ static const struct {
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
     {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
+    {906, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT", "operation would make the legacy stream depend on a capturing blocking stream"},
     {912, "CUDA_ERROR_INVALID_CLUSTER_SIZE", "invalid cluster size"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
@@ -1212,6 +1213,7 @@ static CUresult launch_common(const fake_func *f, const unsigned g[3], const uns
     if (cluster && !grid_divisible(g, cluster)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
 
     /* 1,024 parameters of up to 32,764 bytes in all: two hex digits a byte and the spaces */
+    if (fake_capture_implicit(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     static char hex[2 * 32764 + FAKE_MAX_PARAMS + 16];
     CUresult r = format_args(f, params, extra, hex, sizeof hex);
     if (r != CUDA_SUCCESS) return r;

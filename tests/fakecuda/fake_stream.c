@@ -155,6 +155,7 @@ bool fake_capture_implicit(CUstream h) {
         if (s->capture && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
             s->capture_invalidated = true;
             any = true;
+            fake_log("capture_implicit %p", (void *)s);
         }
     return any;
 }

@@ -337,4 +337,25 @@ test("no driver object outlives a measurement, whatever fn does", function()
   T.ok(out:find("DEFERRED\t0", 1, true), out)
 end)
 
+T.test("a prepared launch without a stream is measured in the graph regime on the stream it is given", function()
+  -- the H200 refused this with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (906): the launch went to the
+  -- default stream while the measurement stream was being captured; prepared(s) launches on s
+  local p = work:prepare({ grid = 1, block = 1 }, a)
+  local r = cuda.measure(p, { regime = "graph", min_samples = 3, min_time = 0 })
+  T.eq(r.regime, "graph")
+  T.ok(r.samples >= 3)
+  local s = cuda.stream { nonblocking = true }
+  clear_log()
+  p(s)
+  p(5) -- any other argument is ignored
+  local lines = {}
+  for l in T.read(LOG):gmatch("launch work [^\n]*") do lines[#lines + 1] = l end
+  T.eq(#lines, 2)
+  T.ok(not lines[1]:find("stream=0 ", 1, true), "on the stream given: " .. lines[1])
+  T.ok(lines[2]:find("stream=0 ", 1, true), "on its own (default) stream: " .. lines[2])
+  s:free()
+  T.raises(function() p(s) end, "bad argument #2 to 'cuda.prepared' (the cuda.stream was freed)")
+  p:free()
+end)
+
 T.done()
