@@ -12,6 +12,7 @@
 #include "module.h"
 #include "options.h"
 #include "program.h"
+#include "register.h"
 
 #include <errno.h>
 #include <fcntl.h>
