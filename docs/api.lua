@@ -167,6 +167,52 @@ local mod = cuda.load(prog)]==] },
       params = { {"kernel", "string", "an extern \"C\" name, a name expression or a mangled name"} },
       returns = { {"table[]", "`{ {kind=, size=, align=, offset=}, … }`"} },
       summary = "the kernel's parameter list read from the PTX" },
+    { "cuda.program:resources", sig = "prog:resources(kernel)",
+      params = { {"kernel", "string", "an extern \"C\" name, a name expression or a mangled name"} },
+      returns = { {"table", "`{regs=, spill_stores=, spill_loads=, local_bytes=, stack_bytes=, smem=, smem_reserved=, cmem=, cmem_banks=, barriers=, max_regs=, max_threads=, param_bytes=, code_bytes=, instructions=, entry=, from=}`"} },
+      summary = "what ptxas made of the kernel, from the compile itself (no GPU)",
+      text = [[Read from the cubin's ELF (`.nv.info` attributes: register count, stack frame, launch
+bounds, barriers, parameter size; the sizes of `.nv.shared.<kernel>`, `.nv.constantN` and `.text.<kernel>`)
+and from ptxas's verbose report, which every compile asks for (`--ptxas-options=-v`, hashed into the cache
+key, kept in the cached log and so present on a cache hit, but left out of `prog.log` and `prog.options`
+unless the script asked for it itself). `local_bytes` is the per-thread stack frame (local arrays and
+spills), as ptxas's "bytes stack frame"; `spill_stores`/`spill_loads` are ptxas's bytes; `smem` the static
+shared memory the kernel declares, `smem_reserved` the 1 KiB per block the system adds on sm_90 and later;
+`cmem` the bytes of the constant banks the kernel sees, per bank in `cmem_banks` (`[0]`: parameters and
+driver constants, `[3]`: the module's `__constant__` variables, shared by its kernels); `instructions` =
+`code_bytes / 16`. A program compiled for a virtual arch (`compute_90`) has no cubin and raises.]],
+      example = [[local p = cuda.compile(src)
+local r = p:resources("saxpy")
+print(r.regs, r.spill_stores, r.local_bytes, r.smem)]] },
+    { "cuda.program:sass", sig = "prog:sass(kernel [, opts])",
+      params = { {"kernel", "string", "an extern \"C\" name, a name expression or a mangled name"},
+                 {"opts", "table?", "`{lineinfo=true, timeout=60}`"} },
+      options = { {"lineinfo", "boolean", "true", "map instructions to source lines: a program compiled without `lineinfo=true` is compiled again with `-lineinfo` (once, not through the cache; line info does not change the code ptxas makes); false disassembles the program's own cubin"},
+                  {"timeout", "number", "60", "seconds the disassembler may run before it is killed"} },
+      returns = { {"cuda.sass", "list of `{offset=, text=, opcode=, file=, line=, inlined_at=}`"} },
+      summary = "the kernel's SASS with source lines, from the toolkit's nvdisasm",
+      text = [[Runs `nvdisasm -c -g` on the cubin as a child process with a deadline and parses its text.
+`offset` is the byte offset in the kernel's code, `text` the instruction (`@!P0 BRA ...`), `opcode` its first
+word after the predicate (`LDG.E.128`), `file`/`line` the innermost source location (an inlined helper's
+line, with the call site in `inlined_at` as `"file:line"`). nvdisasm is found like NVRTC: `GPULAB_NVDISASM`,
+the `bin` folder of the toolkit gpulab was built with, of `GPULAB_LIBNVRTC`'s toolkit, `$CUDA_HOME/bin`,
+`$CUDA_PATH/bin`, `PATH`, `/usr/local/cuda/bin`; when none has it one error lists every place looked at and
+what to install.]],
+      errors = { "prog:sass: the CUDA disassembler nvdisasm was not found; looked at: …",
+                 "prog:sass: …/nvdisasm did not finish within 60 s (killed)" },
+      example = [[local s = cuda.compile(src, {lineinfo = true}):sass("saxpy")
+print(s)                               -- one line per instruction with file:line
+print(s:count{"LDG", "FFMA"}.LDG)]] },
+    { "cuda.sass", kind = "class", summary = "a kernel's SASS: a list of instruction tables, `kernel` = the entry name",
+      fields = { {"kernel", "string", "the mangled entry name"} } },
+    { "cuda.sass:count", sig = "sass:count(classes)",
+      params = { {"classes", "string[]", "opcode classes such as `{\"LDG\", \"SHFL\", \"BAR\", \"LDS\"}`"} },
+      returns = { {"table<string, integer>", "`{LDG=n, …}`"} },
+      summary = "instructions per opcode class: `LDG` counts `LDG` and `LDG.E.128`, not `LDGSTS`" },
+    { "cuda.sass_parse", sig = "cuda.sass_parse(text, kernel)",
+      params = { {"text", "string", "nvdisasm (or `cuobjdump -sass`) output"}, {"kernel", "string", "the mangled entry name"} },
+      returns = { {"cuda.sass", "the list prog:sass makes"} },
+      summary = "parses a disassembly's text into the list `prog:sass` returns" },
   },
   after = [==[
 The result `prog` has `ptx`, `cubin` (nil for a virtual arch), `log`, `lowered`, `cache_hit`, `name`,
@@ -526,6 +572,23 @@ finalizer that frees it), so such a call raises `... was freed` instead of touch
       returns = { {"cuda.graph", "the executable graph"} },
       summary = "captures what `fn(s)` enqueues on `s` into an executable graph `g`: `g:launch([s])`, `g.nodes`, `g:free()`; the graph keeps the objects its launches use. Work on the default stream meanwhile is refused by the driver (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, 906); a prepared launch called as `prepared(s)` goes to `s`" },
     { "cuda.stream:free", sig = "s:free()", summary = "destroys the stream once its work is done (also `<close>`)" },
+    { "cuda.stream:set_l2_window", sig = "s:set_l2_window{array=d | ptr=, bytes=, hit_ratio=1, hit=\"persisting\", miss=\"streaming\"}",
+      params = { {"window", "table|nil", "the window (the `l2_window` launch key's table); nil removes it"} },
+      errors = { "bad argument #1 to 's:set_l2_window' (bytes = 4097 is outside the array's 1..4096 bytes)",
+                 "s:set_l2_window: needs the driver entry point cuStreamSetAttribute (...)",
+                 "s:set_l2_window: not available while a stream capture is under way" },
+      summary = "sets the stream's L2 access-policy window (cuStreamSetAttribute, ACCESS_POLICY_WINDOW) for the kernels launched on it afterwards; the same checks and messages as the `l2_window` launch key, before the driver: array= alive and on the current device (the stream too), bytes within the array (a view's bounds) and the device's largest window, hit_ratio in [0, 1], hit/miss names (a miss cannot persist). `nil` removes it (a window of 0 bytes). The stream keeps the window's array alive until the window is removed or replaced or the stream object is collected; a:free() of that array still frees it (a window is a cache hint: work that reads the memory marks the array it was given), and `s:l2_window()` then says `freed=true`. Windows go on stream objects: launches on the default stream take the `l2_window` launch key" },
+    { "cuda.stream:l2_window", sig = "s:l2_window()",
+      returns = { {"table|nil", "`{ptr=, bytes=, hit_ratio=, hit=, miss=, array=, freed=}` as the driver holds it (hit_ratio is a float); array= and freed= for a window set with array=; nil when none"} },
+      summary = "the stream's L2 access-policy window (cuStreamGetAttribute)" },
+    { "cuda.l2_persisting", sig = "cuda.l2_persisting([bytes])", params = { {"bytes", "integer?", "the set-aside to ask for; none: read it"} },
+      returns = { {"integer", "the persisting L2 set-aside the driver granted (cuCtxGetLimit after cuCtxSetLimit, PERSISTING_L2_CACHE_SIZE)"} },
+      errors = { "bad argument #1 to 'cuda.l2_persisting' (bytes = 39321601 exceeds device 0's largest persisting L2 set-aside, 39321600 bytes (MAX_PERSISTING_L2_CACHE_SIZE))",
+                 "cuda.l2_persisting: needs the driver entry point cuCtxSetLimit (...)" },
+      summary = "sets aside part of L2 for lines that a window's `hit=\"persisting\"` accesses make persisting (H200: at most 37.5 MiB of 60); a non-negative integer, at most the device's MAX_PERSISTING_L2_CACHE_SIZE, checked before the driver; the driver may round the grant (the stand-in grants whole 64 KiB units)" },
+    { "cuda.l2_reset", sig = "cuda.l2_reset()",
+      errors = { "cuda.l2_reset: needs the driver entry point cuCtxResetPersistingL2Cache (...)" },
+      summary = "turns every persisting L2 line back into a normal one (cuCtxResetPersistingL2Cache; not stream ordered: it acts when called). cuda.measure's cold regime does this before every sample" },
     { "cuda.event", sig = "cuda.event{timing=true}", params = { {"opts", "table?", "flags"} },
       options = { {"timing", "boolean", "`true`", "records times (for e:elapsed)"} },
       returns = { {"cuda.event", "a new event"} },
@@ -734,6 +797,7 @@ lab:table({ "box", "GB/s" }, rows)          -- aligned; also in the JSON results
 lab:verdict(claim, measured_text, holds)    -- HOLDS / REFUTED / UNCLEAR (holds == nil)
 lab:record(key, value)
 local ok, why = lab:gpu()                   -- false without a device: compile only, exit 0
+lab:require_gpu("compiled only")            -- without a device: note, finish (claims never judged), exit 0
 lab:progress(i, n, label)                   -- on stderr when it is a terminal
 lab:svg_lines{…}; lab:svg_bars{…}; lab:svg_timeline{…}
 lab:fail(msg)                               -- records a failure (stderr now, JSON later): lab:finish() exits 1
@@ -758,10 +822,13 @@ os.exit(lab:finish())                       -- JSON, verdict summary, exit statu
       params = { {"claim", "string", "a claim id or text"}, {"measured_text", "string", "what was measured"},
                  {"holds", "boolean?", "true, false, or nil for unclear"}, {"evidence", "table?", "lab:compare's detail"} },
       summary = "HOLDS / REFUTED / UNCLEAR (holds == nil)" },
-    { "Lab:record", sig = "lab:record(key, value)", params = { {"key", "string", "the name"}, {"value", "any", "a JSON-able value"} },
+    { "Lab:record", sig = "lab:record(key, value)", params = { {"key", "string", "the name"}, {"value", "any", "a JSON-able value; a measure result's `ci95` (a list with `.lo`/`.hi`) is written as `[lo, hi]`, other tables mixing list and name keys as objects keyed \"1\"..\"n\" and by name"} },
       summary = "a value in the JSON results" },
     { "Lab:gpu", sig = "lab:gpu()", returns = { {"boolean", "a device is usable"}, {"string?", "why not"} },
       summary = "false without a device: compile only, exit 0" },
+    { "Lab:require_gpu", sig = "lab:require_gpu([text])", params = { {"text", "string?", "a note for the run without a device"} },
+      returns = { {"boolean", "true: a device is usable"} },
+      summary = "without a device, ends the lab: notes `text`, `lab:finish()` (claims never judged: \"no GPU\"; outputs written) and exits 0" },
     { "Lab:progress", sig = "lab:progress(i, n, label)",
       params = { {"i", "integer", "done"}, {"n", "integer", "total"}, {"label", "string?", "what"} },
       summary = "on stderr when it is a terminal" },
@@ -790,7 +857,8 @@ local lab = harness.new{ name = "x", claims = "seed §3", budget_s = 240, quick_
 lab:claim{ id = "overlap", source = "Luo et al. 2024, Table 3", text = "the sentence it tests" }
   -- source: any citation (a paper's table, a URL, a document and section); or seed = "§3"; or own = true
 local r = harness.measure(fn, {regime = "cold", min_samples = 10, min_time = 0.2, max_noise = 0.005, timeout = 5})
-  -- cuda.measure with only these options handed on; engine = "cuda.measure" in the result
+  -- every cuda.measure option handed on (warmup, batch, max_samples, blocking, ... too), label= copied into
+  -- the result, any other option refused; engine = "cuda.measure" in the result; lab:record(key, r) keeps it
 local d, ratio, ci, detail = lab:compare(a, b, {margin = 0.01, against = 1, rounds = 3, remeasure = fn})
 lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals and the ratio interval
 ```
@@ -835,7 +903,7 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
       summary = "decides on a's time against b's from their 95% intervals" },
     { "harness.measure", sig = "harness.measure(fn, opts)", params = { {"fn", "function", "enqueues the work"}, {"opts", "table?", "cuda.measure's options"} },
       returns = { {"table", "cuda.measure's result, `engine = \"cuda.measure\"`"} },
-      summary = "cuda.measure with only the options above handed on" },
+      summary = "cuda.measure with every one of its options handed on (`label=` is copied into the result; an unknown option raises)" },
     { "harness.summarize", sig = "harness.summarize(times_ms [, extra])",
       params = { {"times_ms", "number[]", "the samples"}, {"extra", "table?", "fields copied into the result"} },
       returns = { {"table", "mean, median, min, max, stdev, noise, ci95"} }, summary = "builds a result from a list of times" },
@@ -1032,6 +1100,7 @@ structs gpulab declares (`bindings/cupti_abi.h`) match the toolkit's headers fie
                   {"blocking", "boolean", "`false`", "hold the stream until the sample is enqueued"},
                   {"warmup", "integer", "2", "untimed calls first"},
                   {"batch", "integer", nil, "calls per sample (hot, graph)"},
+                  {"l2_reset", "boolean", "`true`", "cold: reset persisting L2 lines before every sample (false: skip, to show what a window left behind does)"},
                   {"max_samples", "integer", "10000", "samples at most"} },
       returns = { {"table", "`{mean=, median=, min=, max=, stdev=, noise=, ci95=, samples=, …}` in ms per call"} },
       errors = { "cuda.measure: fn enqueued no GPU work", "cuda.measure: no sample accepted within ...",
@@ -1057,7 +1126,7 @@ raises `cuda.measure: fn enqueued no GPU work`.
 
 | regime | one sample |
 |---|---|
-| `cold` (default) | L2 flushed (a `cuMemsetD32Async` of a buffer 2× `dev.l2_bytes`, enqueued *before* the start event), then one call |
+| `cold` (default) | persisting L2 lines reset (`cuCtxResetPersistingL2Cache`, unless `l2_reset=false`), L2 flushed (a `cuMemsetD32Async` of a buffer 2× `dev.l2_bytes`, enqueued *before* the start event), then one call |
 | `hot` | `batch` calls back to back between the events, reported per call; `batch` is chosen from a warmup pass so that a sample lasts ≥ 1 ms (1..1000 calls) unless given |
 | `graph` | `fn(s)` captured once on the stream (one is made when `stream` is not given), then `batch` replays per sample |
 
@@ -1085,6 +1154,14 @@ raises `cuda.measure: fn enqueued no GPU work`.
   each accepted sample), `clock_ref_mhz`, `clock_ref` (`"nvml max"`, `"device attribute"` or `"none"`),
   `nvml_sm_clock_mhz` (median NVML reading; absent without NVML), `throttle`, `max_noise`, `elapsed_s`.
   `sm_clock_mhz` is the median clock of the accepted samples.
+- Cold results say what was done before every sample: `l2_reset` (true when persisting lines were reset;
+  false with `l2_reset_reason`: `"l2_reset=false: ..."` or `"the driver lacks cuCtxResetPersistingL2Cache"`),
+  `l2_resets` (how many), and `flush = {bytes=, l2_bytes=, l2_multiple=, count=, access="write", how=}`:
+  the flush writes a new value over `bytes` (2× the L2 size the device reports; 64 MiB when it reports
+  none), so the previous sample's lines are displaced by dirty lines of the flush; `count` flushes, one per
+  pass. Without the reset, lines a persisting window (`s:set_l2_window`) left in the set-aside
+  (`cuda.l2_persisting`) survive the flush and a "cold" sample reads them from L2. Hot and graph results
+  have none of these fields, and `l2_reset` is refused there.
 - Errors: options are checked by name (`cuda.measure: option 'max_noise' must be a finite number > 0, got
   0`; NaN, infinities, negative or zero values where they make no sense, unknown options, `batch` with
   `cold`, `min_time` > `timeout`); a stream freed before or during the call, a stream of another device's
