@@ -189,7 +189,7 @@ static int l_partition(lua_State *L) {
     memset(p, 0, sizeof *p);
     luaL_setmetatable(L, PARTITION_T);
     green_ctx *g = calloc(1, sizeof *g);
-    if (g == NULL) luaL_error(L, "%s: out of host memory", fn);
+    if (g == NULL) return luaL_error(L, "%s: out of host memory", fn);
     CUresult r = gl_cu.cuGreenCtxCreate(&g->handle, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
     if (r != CUDA_SUCCESS) {
         free(g);
@@ -239,7 +239,7 @@ static int l_partition_stream(lua_State *L) {
              "cuGreenCtxStreamCreate");
     if (!gl_stream_adopt(s, h, (int)priority, stream_released, p->g)) {
         gl_cu.cuStreamDestroy(h);
-        luaL_error(L, "%s: out of host memory", fn);
+        return luaL_error(L, "%s: out of host memory", fn);
     }
     p->g->refs++;
     p->g->streams++;
