@@ -11,7 +11,9 @@
  * Modules: a green context retains the device's primary context and its streams belong to it
  * (cuStreamGetCtx_v2 answers the primary context for them), so kernels of modules gpulab loaded
  * in the primary context, and arrays allocated there, are used on a partition's streams as on
- * any other stream of the device.
+ * any other stream of the device. cuda.sync() covers their work too: cuCtxSynchronize on the
+ * primary context synchronizes the green contexts made from it (cuda.h), and the deadline path
+ * polls every live stream gpulab made, these included.
  *
  * Lifetime: the green context is a small refcounted record held by the partition object and by
  * each of its streams (whose uservalue also holds the partition object). part:free() drops the

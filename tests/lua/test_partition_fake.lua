@@ -146,6 +146,20 @@ T.test("streams: launches, copies, events, cuda.measure and cuda.bench run on a 
   T.ok(lines("green_destroy")[1]:find("live_streams=0", 1, true), "streams destroyed before their green context")
 end)
 
+T.test("cuda.profile reads the counters of a launch on a partition's stream", function()
+  if not os.getenv("GPULAB_CUPTI") then return end -- the run with the CUPTI stand-in (tests/partition.cmake)
+  local p = cuda.partition{sms = 16}
+  local s = p:stream()
+  local a = cuda.array("f32", 64)
+  local rows = cuda.profile(function() touch:launch({ grid = 2, block = 32, stream = s }, a) end,
+                            { metrics = { "dram__bytes.sum" } })
+  T.eq(#rows, 1)
+  T.eq(rows[1].kernel, "touch")
+  T.ok(rows[1].metrics["dram__bytes.sum"] ~= nil, "the metric's value")
+  s:free(); p:free()
+  settle()
+end)
+
 T.test("part:stream{priority=}: the device's range, checked", function()
   local p = cuda.partition{sms = 8}
   local s = p:stream{ priority = -5 }
