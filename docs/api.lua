@@ -886,6 +886,11 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
   `lab:child(script, {args=, env=, timeout=})` (cuda.run_isolated without a sanitizer's injection),
   `harness.spawn(command, {timeout=}).wait()` → `{out=, exit=, timed_out=, seconds=}` (several at once;
   exit 124/137 = the deadline), `harness.find_tool(name)`, `harness.shell_quote(s)`, `harness.gpulab_exe()`.
+- Outputs (`--json FILE`, `--svg PREFIX`) are tried by writing before the lab does any
+  work (a missing folder, a path without write permission, a full device such as `/dev/full`): the lab
+  stops at once with exit 1 and a message naming the option and the path. Later, one output failing
+  (a picture whose folder disappeared, a disk filling up) is a failure of the run (exit 1) that never
+  keeps the others from being written.
 - Pictures: a point `{x, y, lo=, hi=}` of `lab:svg_lines` draws an error bar (a series with
   `band = true` a shaded band); a bar `{label=, value=, lo=, hi=}` of `lab:svg_bars` an error bar.]==],
   entries = {

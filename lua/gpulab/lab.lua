@@ -209,6 +209,69 @@ local function check_spec(spec)
   return params
 end
 
+-- ---- outputs, checked before any work ----------------------------------------------------
+
+local function is_dir(path)
+  -- "path/." opens only when path is a folder
+  local f = io.open(path .. "/.", "r")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- Whether `path` can take the lab's output, tried by writing: an existing file gets its first
+-- byte written back in place (a device such as /dev/full fails the flush; the content is kept),
+-- a new file is created with one byte and removed again. --> true | false, why
+local function probe_output(path)
+  if is_dir(path) then return false, path .. ": is a folder" end
+  local f = io.open(path, "r")
+  local existed = f ~= nil
+  if f then f:close() end
+  local g, err = io.open(path, existed and "r+" or "w")
+  if not g then return false, tostring(err) end
+  local ok, werr = true, nil
+  if existed then
+    local c = g:read(1)
+    if c then
+      g:seek("set", 0)
+      ok, werr = g:write(c)
+    end
+  else
+    ok, werr = g:write("\n")
+  end
+  if ok then ok, werr = g:flush() end
+  local closed, cerr = g:close()
+  if not existed then os.remove(path) end
+  if not (ok and closed) then return false, path .. ": " .. tostring(werr or cerr) end
+  return true
+end
+
+local OutputError = { __tostring = function(e) return e.message end }
+
+local function fail_output(lab, what, option, path, why)
+  error(setmetatable({ message = string.format("%s: cannot write %s to %s (%s): %s; checked before any work, " ..
+    "nothing was run", lab.name, what, path, option, why) }, OutputError), 0)
+end
+
+-- A probe file beside where the pictures go: PREFIX/ must be a folder, PREFIX-x.svg's folder must exist.
+local function probe_pictures(lab)
+  local p = lab.svg_prefix
+  if p:sub(-1) == "/" and not is_dir(p) then
+    fail_output(lab, "the pictures", "--svg", p, "no such folder")
+  end
+  local probe = lab:picture_path(".gpulab-write-check.svg")
+  local ok, why = probe_output(probe)
+  if not ok then fail_output(lab, "the pictures", "--svg", p, why) end
+end
+
+-- Every output the lab was asked for is tried before it measures anything.
+local function check_outputs(lab)
+  if lab.json_path then
+    local ok, why = probe_output(lab.json_path)
+    if not ok then fail_output(lab, "the JSON results", "--json", lab.json_path, why) end
+  end
+  if lab.svg_prefix then probe_pictures(lab) end
+end
+
 -- The folder of the file that called harness.new (the lab), from its chunk name ("@labs/x.lua"),
 -- else from the script's arg[0]; "." when the file has no folder part.
 local function lab_folder()
@@ -264,6 +327,7 @@ function harness.new(spec)
   lab.budget_s = lab.quick and (spec.quick_budget_s or 30) or (spec.budget_s or 180)
   lab.json_path = lab.json_path or host_json_option() or os.getenv("GPULAB_JSON")
   if lab.json_path == "" then lab.json_path = nil end
+  check_outputs(lab)
   local head = lab.name .. (lab.title and (" — " .. lab.title) or "")
   print(head)
   print(string.rep("=", utf8.len(head) or #head))
@@ -1110,13 +1174,6 @@ end
 
 -- ---- pictures ------------------------------------------------------------------------------
 
-local function is_dir(path)
-  -- "path/." opens only when path is a folder
-  local f = io.open(path .. "/.", "r")
-  if f then f:close() end
-  return f ~= nil
-end
-
 -- Where a picture named `file` goes: PREFIX-file, or PREFIX/file when PREFIX is a folder.
 -- A prefix given as a file name ("out/run.svg") loses its extension: out/run-file.svg.
 function Lab:picture_path(file)
@@ -1136,10 +1193,19 @@ local function picture(lab, kind, spec, render)
   local text = render(spec) -- rendered even when not written, so bad data shows up in CI
   local path = lab:picture_path(file)
   if path then
-    svg.write(path, text)
-    print("  picture: " .. path)
+    -- a picture that cannot be written is a failure of the run, never the loss of the other outputs
+    local ok, err = pcall(svg.write, path, text)
+    if ok then
+      print("  picture: " .. path)
+    else
+      lab:fail("cannot write the picture " .. path .. ": " .. tostring(err))
+      path = nil
+    end
   end
-  lab.pictures[#lab.pictures + 1] = { kind = kind, file = file, path = path, title = spec.title }
+  lab.pictures[#lab.pictures + 1] = { kind = kind, file = file, path = path, title = spec.title,
+    section = lab:current_section() }
+  lab.picture_texts = lab.picture_texts or {}
+  lab.picture_texts[#lab.pictures] = text -- for the --html report; not part of the JSON
   return path, text
 end
 

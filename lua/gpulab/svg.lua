@@ -380,8 +380,9 @@ function svg.write(path, text)
   local f, err = io.open(path, "w")
   if not f then error("svg.write: " .. tostring(err), 2) end
   local ok, werr = f:write(text)
-  f:close()
-  if not ok then error("svg.write: " .. path .. ": " .. tostring(werr), 2) end
+  -- a full disk can show only when the buffer is flushed at the close
+  local closed, cerr = f:close()
+  if not (ok and closed) then error("svg.write: " .. path .. ": " .. tostring(werr or cerr), 2) end
   return path
 end
 

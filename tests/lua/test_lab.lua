@@ -48,26 +48,29 @@ T.test("defaults, typed from each parameter's default", function()
 end)
 
 T.test("every option form", function()
+  local out = tmpdir()
   local lab = parse({ "--quick", "--rows=64", "--scale", "2.25",
-    "--fast-path", "--label", "x y", "--json", "/tmp/r.json",
-    "--svg=pics/" })
+    "--fast-path", "--label", "x y", "--json", out .. "/r.json",
+    "--svg=" .. out .. "/" })
   T.eq(lab.quick, true)
   T.eq(lab.params.rows, 64)
   T.eq(math.type(lab.params.rows), "integer")
   T.eq(lab.params.scale, 2.25)
   T.eq(lab.params.fast_path, true)
   T.eq(lab.params.label, "x y")
-  T.eq(lab.json_path, "/tmp/r.json")
-  T.eq(lab.svg_prefix, "pics/")
-  lab = parse({ "--rows", "1e3", "--scale=-3", "--fast_path=false", "--label=", "--json=/tmp/a.json", "--svg", "out/x",
+  T.eq(lab.json_path, out .. "/r.json")
+  T.eq(lab.svg_prefix, out .. "/")
+  T.eq(io.open(out .. "/r.json"), nil, "the write check leaves no file behind")
+  lab = parse({ "--rows", "1e3", "--scale=-3", "--fast_path=false", "--label=", "--json=" .. out .. "/a.json", "--svg",
+    out .. "/x",
     "--quick=no" })
   T.eq(lab.params.rows, 1000)
   T.eq(math.type(lab.params.rows), "integer")
   T.eq(lab.params.scale, -3)
   T.eq(lab.params.fast_path, false)
   T.eq(lab.params.label, "")
-  T.eq(lab.json_path, "/tmp/a.json")
-  T.eq(lab.svg_prefix, "out/x")
+  T.eq(lab.json_path, out .. "/a.json")
+  T.eq(lab.svg_prefix, out .. "/x")
   T.eq(lab.quick, false)
   lab = parse({ "--fast-path=yes", "--no-fast-path" })
   T.eq(lab.params.fast_path, false)
@@ -267,15 +270,19 @@ T.test("JSON path from gpulab --json FILE (before the script) and from GPULAB_JS
   os.execute("rm -rf '" .. dir .. "'")
 end)
 
-T.test("an unwritable JSON path is a failure of the lab (exit 1)", function()
+T.test("an unwritable JSON path fails the lab before any work (exit 1)", function()
   local r = run(DEMO, { "--json", "/nonexistent-dir/x.json" })
   T.eq(r.status, "error")
   T.eq(r.code, 1)
-  T.ok(r.stderr:find("demo_lab: FAIL: cannot write the JSON results", 1, true), r.stderr)
-  -- a file that opens but cannot take the bytes (a full disk): no "results:" line, exit 1
+  T.ok(r.stderr:find("demo_lab: cannot write the JSON results to /nonexistent-dir/x.json (--json): ", 1, true),
+    r.stderr)
+  T.ok(r.stderr:find("checked before any work", 1, true), r.stderr)
+  T.ok(not r.stderr:find("traceback", 1, true), r.stderr)
+  T.ok(not r.stdout:find("## Setup", 1, true), "nothing ran: " .. r.stdout)
+  -- a file that opens but cannot take the bytes (a full disk): found by the write check, exit 1
   r = run(DEMO, { "--json", "/dev/full" })
   T.eq(r.code, 1, r.stderr)
-  T.ok(r.stderr:find("cannot write the JSON results to /dev/full: ", 1, true), r.stderr)
+  T.ok(r.stderr:find("cannot write the JSON results to /dev/full (--json): /dev/full: ", 1, true), r.stderr)
   T.ok(not r.stdout:find("results: /dev/full", 1, true), r.stdout)
 end)
 
@@ -331,9 +338,16 @@ T.test("--svg PREFIX and --svg FOLDER/ place the pictures", function()
   r = run(DEMO, { "--svg=" .. dir })
   T.eq(r.status, "ok", r.stderr)
   T.ok(read(dir .. "/sweep.svg"):find("</svg>", 1, true))
+  -- a missing folder is found before any work, with a message and no traceback
   r = run(DEMO, { "--svg", dir .. "/missing/x" })
   T.eq(r.status, "error")
-  T.ok(r.stderr:find("svg.write", 1, true), r.stderr)
+  T.ok(r.stderr:find("cannot write the pictures to " .. dir .. "/missing/x (--svg)", 1, true), r.stderr)
+  T.ok(not r.stderr:find("traceback", 1, true), r.stderr)
+  T.ok(not r.stdout:find("## Setup", 1, true), r.stdout)
+  r = run(DEMO, { "--svg", dir .. "/missing/" })
+  T.eq(r.code, 1)
+  T.ok(r.stderr:find("(--svg): no such folder", 1, true), r.stderr)
+  T.eq(io.open(dir .. "/.gpulab-write-check.svg"), nil, "the write check leaves no file behind")
   os.execute("rm -rf '" .. dir .. "'")
 end)
 

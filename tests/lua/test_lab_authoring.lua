@@ -209,4 +209,35 @@ T.test("lab timings come from a fine monotonic clock", function()
   T.ok(total >= 0.002 and total <= outer, string.format("a %.4f s run timed as %s s", outer, total))
 end)
 
+T.test("a picture that cannot be written fails the run but never loses the JSON", function()
+  local d = tmpdir()
+  assert(os.execute("mkdir -p '" .. d .. "/pics'"))
+  T.write(d .. "/lab.lua", string.format([[
+local harness = require("gpulab.lab")
+local lab = harness.new{ name = "lossy" }
+lab:svg_bars{ file = "first.svg", bars = { { label = "a", value = 1 } } }
+os.execute("rm -rf %s/pics")  -- the folder disappears during the run
+lab:svg_bars{ file = "second.svg", bars = { { label = "b", value = 2 } } }
+lab:record("after", 42)
+os.exit(lab:finish())
+]], d))
+  local r = run(d .. "/lab.lua", { "--json", d .. "/r.json", "--svg", d .. "/pics/" })
+  T.eq(r.code, 1, r.stderr)
+  T.ok(r.stderr:find("lossy: FAIL: cannot write the picture " .. d .. "/pics/second.svg", 1, true), r.stderr)
+  local res = json.decode(T.read(d .. "/r.json"))
+  T.eq(res.records.after, 42)
+  T.eq(#res.failures, 1)
+  T.eq(res.pictures[2].file, "second.svg")
+end)
+
+T.test("--json /dev/full and a JSON path in a missing folder stop the lab before it starts, exit 1", function()
+  local d = outside_lab('print("WORK STARTED")\nos.exit(lab:finish())\n')
+  for _, path in ipairs { "/dev/full", d .. "/no/such/r.json", d } do
+    local r = run(d .. "/lab.lua", { "--json", path })
+    T.eq(r.code, 1, path .. ": " .. r.stderr)
+    T.ok(not r.stdout:find("WORK STARTED", 1, true), r.stdout)
+    T.ok(r.stderr:find("cannot write the JSON results to " .. path .. " (--json)", 1, true), r.stderr)
+  end
+end)
+
 T.done()
