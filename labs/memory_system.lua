@@ -372,6 +372,10 @@ for _, L in ipairs(LEVELS) do
 end
 lab:table({ "level", "footprint", "nodes", "load", "cycles per hop [95% CI]", "ns per hop (%globaltimer)",
   "SM clock implied (MHz)" }, lrows)
+lab:note(string.format("cycles from clock64 around the timed hops, ns from %%globaltimer around the same hops; the " ..
+  "device attribute CLOCK_RATE says %.0f MHz (the boost clock: a lower implied clock means the SM ran slower). " ..
+  "The HBM chase jumps about 244 MiB per hop across 512 MiB: its hops include the TLB misses such jumps cause",
+  dev:attribute("CLOCK_RATE") / 1000))
 local l1, l2, hbm = lat.L1.cycles, lat.L2.cycles, lat.HBM.cycles
 local order
 if l1.ci95[2] * 1.5 < l2.ci95[1] and l2.ci95[2] * 1.5 < hbm.ci95[1] then
