@@ -21,6 +21,7 @@
 #include "stream.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,8 @@ static CUevent record_event(CUstream stream) {
     return e;
 }
 
+static void copy_name(char *dst, size_t cap, const char *name);
+
 /* A token that names no span: the submission is still seen (cuda.profile notes it). */
 #define NO_SPAN LONG_MAX
 
@@ -131,7 +134,7 @@ static trace_event *finish(long token, ev_kind kind, const char *name, CUstream 
     e->kind = kind;
     e->filled = true;
     e->host_end = now_us() - tr.t0;
-    snprintf(e->name, sizeof e->name, "%s", name);
+    copy_name(e->name, sizeof e->name, name);
     if (e->ev0) {
         e->ev1 = record_event(stream);
         if (e->ev1) tr.timed++;
@@ -164,14 +167,47 @@ void gl_observe_graph(long token, CUstream stream) {
 /* ------------------------------------------------------------------------------------------
  * Writing the JSON
  * ------------------------------------------------------------------------------------------ */
+/* Length of the well-formed UTF-8 sequence at c (1-4), or 0 when it is not one (overlong forms,
+ * surrogates, code points above U+10FFFF and cut sequences included). */
+static int utf8_length(const unsigned char *c) {
+    if (c[0] < 0x80) return 1;
+    int n = c[0] >= 0xc2 && c[0] <= 0xdf ? 2 : c[0] >= 0xe0 && c[0] <= 0xef ? 3 : c[0] >= 0xf0 && c[0] <= 0xf4 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((c[i] & 0xc0) != 0x80) return 0;
+    if (n == 3 && ((c[0] == 0xe0 && c[1] < 0xa0) || (c[0] == 0xed && c[1] >= 0xa0))) return 0;
+    if (n == 4 && ((c[0] == 0xf0 && c[1] < 0x90) || (c[0] == 0xf4 && c[1] >= 0x90))) return 0;
+    return n;
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped, and every byte that is not
+ * part of well-formed UTF-8 (a kernel name is any bytes a script chose) written as U+FFFD, so the
+ * file is always valid JSON for Perfetto and chrome://tracing. */
 static void put_string(FILE *f, const char *s) {
     fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    for (const unsigned char *c = (const unsigned char *)s; *c;) {
+        int n = utf8_length(c);
+        if (n == 0) {
+            fputs("\\ufffd", f);
+            c++;
+            continue;
+        }
         if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
         else if (*c < 0x20) fprintf(f, "\\u%04x", *c);
-        else fputc(*c, f);
+        else fwrite(c, 1, (size_t)n, f);
+        c += n;
     }
     fputc('"', f);
+}
+
+/* Copies name into dst (cap bytes), cut at a character boundary when it does not fit. */
+static void copy_name(char *dst, size_t cap, const char *name) {
+    size_t len = strlen(name);
+    if (len >= cap) {
+        len = cap - 1;
+        while (len > 0 && ((unsigned char)name[len] & 0xc0) == 0x80) len--; /* inside a character */
+    }
+    memcpy(dst, name, len);
+    dst[len] = '\0';
 }
 
 /* Small ids for the device tracks, in order of first use; 0 is the default stream. */
@@ -215,8 +251,9 @@ static bool device_span(trace_event *e, double *start, double *end, double deadl
             nanosleep(&ts, NULL);
         }
         float a = 0, b = 0;
+        /* a driver's NaN or infinite elapsed time would write "ts":nan, which is no JSON */
         if (r == CUDA_SUCCESS && gl_cu.cuEventElapsedTime(&a, tr.base, e->ev0) == CUDA_SUCCESS &&
-            gl_cu.cuEventElapsedTime(&b, tr.base, e->ev1) == CUDA_SUCCESS) {
+            gl_cu.cuEventElapsedTime(&b, tr.base, e->ev1) == CUDA_SUCCESS && isfinite(a) && isfinite(b)) {
             *start = tr.base_host + a * 1e3;
             *end = tr.base_host + b * 1e3;
             ok = true;

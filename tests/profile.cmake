@@ -13,7 +13,8 @@ gl_add_lua_test(profile_fake tests/lua/test_profile_fake.lua FAKE
 gl_add_lua_test(profile_fake_nocupti tests/lua/test_profile_fake.lua FAKE
   ENV GPULAB_CUPTI=${CMAKE_BINARY_DIR}/no-such-dir/libcupti.so.13 GPULAB_PROFILE_EXPECT=absent)
 gl_add_lua_test(trace_fake tests/lua/test_trace_fake.lua FAKE
-  ENV GPULAB_CUPTI=$<TARGET_FILE:fakecupti> GPULAB_TRACE_DIR=${CMAKE_BINARY_DIR}/trace_fake)
+  ENV GPULAB_CUPTI=$<TARGET_FILE:fakecupti> GPULAB_TRACE_DIR=${CMAKE_BINARY_DIR}/trace_fake
+      GPULAB_FAKE_ELAPSED_FILE=${CMAKE_BINARY_DIR}/trace_fake/elapsed)
 # On a GPU: counters of known kernels (a copy's DRAM bytes) and a trace of real launches.
 gl_add_lua_test(gpu_profile tests/lua/gpu_profile.lua GPU)
 

@@ -171,4 +171,33 @@ os.exit(0)
   T.ok(code ~= 0 and out:find("'--trace' needs a file name", 1, true), out)
 end)
 
+T.test("kernel names of any bytes and a NaN elapsed time still give valid JSON", function()
+  local bad = "k\xff\xfe"
+  local long = string.rep("a", 126) .. "\xc3\xa9" .. "z" -- the e-acute straddles the 127-byte cut
+  local entry = ".visible .entry %s(.param .u64 p, .param .u32 n)\n{\n\tret;\n}\n"
+  local ptx = ".version 8.0\n.target sm_90\n.address_size 64\n" .. entry:format(bad) .. entry:format(long)
+  local mod = cuda.load(ptx)
+  local k1, k2 = mod:kernel(bad), mod:kernel(long)
+  local d = cuda.array("u32", 4)
+  local elapsed = DIR .. "/elapsed"
+  for _, nan in ipairs({ false, true }) do
+    if nan then T.write(elapsed, "1 nan 2 nan\n") end
+    local path = DIR .. (nan and "/nan.json" or "/names.json")
+    cuda.trace(path)
+    k1:launch({ grid = 1, block = 1 }, d, 4)
+    k2:launch({ grid = 1, block = 1 }, d, 4)
+    cuda.sync()
+    cuda.trace(false)
+    local text = assert(T.read(path))
+    T.ok(utf8.len(text) ~= nil, "the file is UTF-8")
+    T.ok(not text:find("nan", 1, true) and not text:find("inf", 1, true), "no NaN or infinity in the numbers")
+    local doc = json.decode(text)
+    local names = {}
+    for _, e in ipairs(doc.traceEvents) do if e.ph == "X" then names[e.name] = true end end
+    T.ok(names["k\u{fffd}\u{fffd}"], "invalid bytes become U+FFFD")
+    T.ok(names[string.rep("a", 126)], "a name cut at 127 bytes ends at a character boundary")
+  end
+  os.remove(elapsed)
+end)
+
 T.done()
