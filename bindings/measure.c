@@ -957,6 +957,10 @@ static void measure_options(lua_State *L, int idx, gl_measure_opts *o) {
     bool have_batch = !lua_isnil(L, -1);
     lua_pop(L, 1);
     o->batch = have_batch ? int_opt(L, idx, "batch", 1, 1, MEASURE_MAX_BATCH, fn) : 0;
+    if (o->blocking && o->batch > MEASURE_MAX_BATCH_BLOCKING) /* the spin holds the queue: it must not fill */
+        gl_fielderror(L, idx, fn, "batch", "%lld calls with blocking=true exceed the %d that fit behind the "
+                                           "spin kernel in the driver's launch queue", (long long)o->batch,
+                      MEASURE_MAX_BATCH_BLOCKING);
     if (have_batch && o->regime == GL_REGIME_COLD && o->batch != 1)
         gl_fielderror(L, idx, fn, "batch", "applies to the hot and graph regimes (cold flushes L2 "
                                            "before every call)");

@@ -238,6 +238,8 @@ test("bad input: clear errors naming the argument", function()
   T.raises(function() cuda.measure({}) end, "(function or callable expected, got table)")
   T.raises(function() cuda.measure(f, 5) end, "bad argument #2 to 'cuda.measure' (options table")
   bad({ reps = 3 }, "bad argument #2 to 'cuda.measure' (unknown field 'reps'")
+  bad({ regime = "hot", blocking = true, batch = 1000 },
+    "field 'batch': 1000 calls with blocking=true exceed the 256 that fit behind the spin kernel")
   bad({ regime = "warm" }, "field 'regime': must be \"cold\", \"hot\" or \"graph\", got \"warm\"")
   bad({ min_samples = 1 }, "field 'min_samples': must be 2..1000000, got 1")
   bad({ min_samples = -3 }, "field 'min_samples': must be 2..1000000, got -3")
