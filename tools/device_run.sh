@@ -20,10 +20,13 @@
 #   verdicts   tools/verdicts.sh: every lab 3 times quick and once full, verdicts side by side
 #   hopper     launches with attributes: the Hopper GPU tests, labs/hopper_clusters.lua three times
 #              quick (verdicts side by side), bench_launch --quick (plain and attribute sections)
+#   gpu        ctest -L gpu alone (one test at a time), every test's line in the summary
+#   memsys     labs/memory_system.lua three times quick, verdicts side by side
+#   reports    every lab in quick mode with --json and --html into OUTDIR/reports
 # Usage: tools/device_run.sh OUTDIR [part...]   (after tools/device_build.sh made .device-build)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-all_parts="tests labs bench cache leaks stress sanitize lifetimes measure profile hostref loader verdicts hopper"
+all_parts="tests labs bench cache leaks stress sanitize lifetimes measure profile hostref loader verdicts hopper gpu memsys reports"
 usage() {
   echo "usage: tools/device_run.sh OUTDIR [part...]"
   echo "  runs the build in .device-build (made by tools/device_build.sh) and writes logs and"
@@ -94,6 +97,33 @@ for part in $parts; do
     row "bench_compile" "rc=$?" "$(grep -E 'cached compile' "$out/bench_compile.log" | head -1)"
     bash tools/bench_startup.sh "$gl" 200 >"$out/bench_startup.log" 2>&1
     row "bench_startup" "rc=$?" "$(head -1 "$out/bench_startup.log")"
+    ;;
+  gpu)
+    (cd .device-build && ctest -L gpu -E 'lab_memory_system' --output-on-failure --timeout 250) \
+      >"$out/ctest-gpu.log" 2>&1
+    row "ctest -L gpu (one at a time)" "$([ $? = 0 ] && echo PASS || echo FAIL)" \
+      "$(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1)"
+    grep -E 'Test +#' "$out/ctest-gpu.log" | sed 's/^ */    /' | tee -a "$summary"
+    ;;
+  memsys)
+    for run in 1 2 3; do
+      timeout 150 "$gl" labs/memory_system.lua --quick --json "$out/memory_system-$run.json" \
+        >"$out/memory_system-$run.log" 2>&1
+      row "memory_system --quick, run $run" "rc=$?" "$(verdict_counts "$out/memory_system-$run.log")"
+      sed -n '/^## Verdicts/,$p' "$out/memory_system-$run.log" | grep -E '^\s*\[' >"$out/memsys_verdicts-$run.txt"
+    done
+    if cmp -s "$out/memsys_verdicts-1.txt" "$out/memsys_verdicts-2.txt" &&
+       cmp -s "$out/memsys_verdicts-1.txt" "$out/memsys_verdicts-3.txt"; then same=yes; else same=no; fi
+    row "memory_system verdicts identical over 3 runs" "$same" ""
+    ;;
+  reports)
+    mkdir -p "$out/reports"
+    for lab in labs/*.lua; do
+      name=$(basename "$lab" .lua)
+      timeout 180 "$gl" "$lab" --quick --json "$out/reports/$name.json" --html "$out/reports/$name.html" \
+        >"$out/reports/$name.log" 2>&1
+      row "lab $name --quick --html" "rc=$?" "$(verdict_counts "$out/reports/$name.log")"
+    done
     ;;
   hopper)
     (cd .device-build && ctest -R 'hopper' --output-on-failure --timeout 240) >"$out/ctest-hopper.log" 2>&1
