@@ -922,7 +922,15 @@ static int array_view(lua_State *L) {
     v->device = a->device;
     v->block = a->block;
     if (v->block) block_hold(v->block);
-    gl_live.arrays++;
+    if (a->release_view) { /* a view of memory another object owns (a module variable): the owner
+                              counts this view too, so freeing the parent view cannot release it */
+        v->release_view = a->release_view;
+        v->retain_view = a->retain_view;
+        v->view_owner = a->view_owner;
+        if (v->retain_view) v->retain_view(v->view_owner);
+    } else {
+        gl_live.arrays++;
+    }
     luaL_setmetatable(L, GL_ARRAY_T);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);

@@ -79,6 +79,9 @@ static void absorb_use(gl_use *into, gl_use *from) {
     from->last_seq = 0;
 }
 
+/* A view of a mod:global view: one more view keeps the module's code loaded. */
+static void view_retained(void *owner) { ((gl_module *)owner)->views++; }
+
 /* A mod:global view was freed or collected (its module is still allocated: the view's
  * uservalue references it). */
 static void view_released(gl_array *a, void *owner) {
@@ -448,6 +451,7 @@ static int l_module_global(lua_State *L) {
         recheck_module(L, m, fn);
     }
     v->device = m->ordinal; /* launches elsewhere are refused like any array's */
+    v->retain_view = view_retained;
     m->views++;
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, 6, 1);

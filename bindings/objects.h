@@ -34,6 +34,7 @@ typedef struct gl_array {
     /* A view of memory another object owns (a module variable): never cuMemFree'd and not
      * counted in cuda.stats(); release_view(a, view_owner) runs once when it is freed. */
     void (*release_view)(struct gl_array *a, void *view_owner);
+    void (*retain_view)(void *view_owner); /* a view of this view: the owner counts it too */
     void *view_owner;
     gl_mem_block *block;  /* shared with views; NULL for memory gpulab did not allocate */
     int device;           /* ordinal of the device whose context allocated it */
