@@ -319,6 +319,19 @@ static void set_int(lua_State *L, const char *k, lua_Integer v) {
     lua_setfield(L, -2, k);
 }
 
+/* dev.uuid as nvidia-smi prints it ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"); absent when the
+ * driver lacks cuDeviceGetUuid or it fails (the results' provenance just goes without it). */
+static void push_uuid(lua_State *L, CUdevice dev) {
+    CUuuid u;
+    if (gl_cu.cuDeviceGetUuid == NULL || gl_cu.cuDeviceGetUuid(&u, dev) != CUDA_SUCCESS) return;
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    char text[48];
+    snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    lua_pushstring(L, text);
+    lua_setfield(L, -2, "uuid");
+}
+
 static void push_device(lua_State *L, int ordinal, const char *fn) {
     const gl_device_limits *d = limits_of(L, ordinal, fn);
     CUdevice dev;
@@ -350,6 +363,7 @@ static void push_device(lua_State *L, int ordinal, const char *fn) {
     set_int(L, "regs_per_sm", d->regs_per_sm);
     set_int(L, "max_blocks_per_sm", d->blocks_per_sm);
     set_int(L, "warp_size", d->warp_size);
+    push_uuid(L, dev);
     luaL_setmetatable(L, DEVICE_T);
 }
 

@@ -675,10 +675,16 @@ static int l_available(lua_State *L) {
 
 extern void gl_push_nvrtc_version(lua_State *L); /* nvrtc.c */
 
+#ifndef GPULAB_COMMIT
+#define GPULAB_COMMIT "unknown" /* set by CMake from git at configure time */
+#endif
+
 static int l_version(lua_State *L) {
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 5);
     lua_pushstring(L, GPULAB_VERSION);
     lua_setfield(L, -2, "gpulab");
+    lua_pushstring(L, GPULAB_COMMIT);
+    lua_setfield(L, -2, "commit");
     lua_pushstring(L, LUA_RELEASE);
     lua_setfield(L, -2, "lua");
     gl_push_nvrtc_version(L);

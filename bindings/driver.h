@@ -44,7 +44,7 @@
     X(cuStreamSetAttribute) X(cuStreamGetAttribute)                                              \
     X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc)        \
     X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuCtxFromGreenCtx) X(cuGreenCtxGetDevResource)    \
-    X(cuGreenCtxStreamCreate)
+    X(cuGreenCtxStreamCreate) X(cuDeviceGetUuid)
 
 #define GL_DRIVER_FIELD(name) __typeof__(&name) name;
 typedef struct gl_driver {

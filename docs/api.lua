@@ -46,8 +46,8 @@ sections = {
       returns = { {"boolean", "true when a GPU can be used"}, {"string?", "why not"} },
       summary = "`true`, or `false, reason` (no driver, no device, poisoned context)" },
     { "cuda.version", sig = "cuda.version()",
-      returns = { {"table", "{gpulab=, lua=, nvrtc=, driver=}"} },
-      summary = "`{gpulab=, lua=, nvrtc=, driver=}` (`driver` is nil without a driver)" },
+      returns = { {"table", "{gpulab=, commit=, lua=, nvrtc=, driver=}"} },
+      summary = "`{gpulab=, commit=, lua=, nvrtc=, driver=}` (`commit`: the git commit the build was configured at, \"unknown\" outside git; `driver` is nil without a driver); `gpulab --version` prints the first two" },
     { "cuda.count", sig = "cuda.count()", returns = { {"integer", "devices"} },
       summary = "number of devices" },
     { "cuda.device", sig = "cuda.device(i)",
@@ -72,6 +72,7 @@ sections = {
         {"regs_per_sm", "integer", "registers per multiprocessor"},
         {"max_blocks_per_sm", "integer", "resident blocks per multiprocessor"},
         {"warp_size", "integer", "threads per warp"},
+        {"uuid", "string?", "\"GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx\" as nvidia-smi prints it (cuDeviceGetUuid; nil where the driver lacks it)"},
       } },
     { "cuda.device:attribute", sig = "dev:attribute(name)",
       params = { {"name", "string", "a `CU_DEVICE_ATTRIBUTE_*` name, prefix optional"} },
@@ -876,7 +877,9 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
   e.g. no GPU), in the printed summary and in the JSON (`never_judged = true`, `judged = false`);
   `lab:judge_missing(why)` does it earlier. JSON verdicts carry `id`, `source`, `seed`, `own`, `judged` and
   `evidence = {intervals = {…}, ratio, ratio_ci, against, margin, decision, reason}`;
-  `declared_claims` lists the claims. `lab:verdict` with a word that is no declared id (a typo such as
+  `declared_claims` lists the claims. The JSON's layout, `schema` version and `provenance` (build,
+  versions, device, date, host, command line, parameters, each kernel's options and resources) are
+  described in docs/RESULTS_SCHEMA.md. `lab:verdict` with a word that is no declared id (a typo such as
   "overlpa") raises naming the declared ids and the nearest one; a whole sentence is an undeclared claim.
 - `harness.summarize(times_ms [, extra])` builds a result (mean, median, min, max, stdev, noise =
   stdev/mean, ci95 = mean ± t·stdev/√n); `harness.pool(a, b)`; `harness.ratio(a, b)`; `harness.format_result(r)`.

@@ -21,6 +21,7 @@ static void usage(FILE *out) {
             "  -l mod           require library 'mod' into global 'mod'\n"
             "  -l g=mod         require library 'mod' into global 'g'\n"
             "  -v               show version information\n"
+            "  --version        print gpulab's version and commit, then exit\n"
             "  -E               ignore environment variables (LUA_INIT, LUA_PATH, LUA_CPATH)\n"
             "  -W               turn warnings on\n"
             "  --sanitize=TOOL  re-run under compute-sanitizer (memcheck, racecheck, synccheck,\n"
@@ -37,6 +38,16 @@ static void usage(FILE *out) {
             "With no script, gpulab starts the REPL when stdin is a terminal and runs stdin "
             "otherwise.\n",
             gl_progname);
+}
+
+#ifndef GPULAB_COMMIT
+#define GPULAB_COMMIT "unknown" /* set by CMake from git at configure time */
+#endif
+
+/* gpulab --version: what was built, from which commit, on which Lua. */
+static void print_release(void) {
+    printf("gpulab %s (commit %s, %s)\n", GPULAB_VERSION, GPULAB_COMMIT, LUA_RELEASE);
+    fflush(stdout);
 }
 
 typedef struct {
@@ -72,6 +83,7 @@ static bool parse_args(int argc, char **argv, cli *o) {
         if (strcmp(a, "-E") == 0) { o->no_env = true; continue; }
         if (strcmp(a, "-W") == 0) continue; /* run in order with -e and -l */
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); exit(EXIT_SUCCESS); }
+        if (strcmp(a, "--version") == 0) { print_release(); exit(EXIT_SUCCESS); }
         if (strcmp(a, "--watch") == 0) { o->watch = true; continue; }
         if (strncmp(a, "--gpus=", 7) == 0) {
             if (!gpus_spec_ok(a + 7)) {

@@ -14,4 +14,6 @@ set_tests_properties(lab_svg_browser PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 T
 # On a GPU: faulting and hanging children of cuda.run_isolated; the demo lab's GPU path.
 gl_add_lua_test(lab_gpu tests/lua/test_lab_gpu.lua GPU)
 # A lab author's harness: labs outside the tree, claims with sources, provenance, --html reports.
-gl_add_lua_test(lab_authoring tests/lua/test_lab_authoring.lua ENV ${GL_NO_DRIVER})
+gl_add_lua_test(lab_authoring tests/lua/test_lab_authoring.lua ENV ${GL_NO_DRIVER} GPULAB_BIN=$<TARGET_FILE:gpulab>)
+# The results' device provenance (name, UUID, SMs, clocks, memory) through the driver stand-in.
+gl_add_lua_test(lab_provenance_fake tests/lua/test_lab_provenance_fake.lua FAKE)

@@ -1215,6 +1215,124 @@ function Lab:svg_timeline(spec) return picture(self, "timeline", spec, svg.timel
 
 -- ---- the end -------------------------------------------------------------------------------
 
+-- ---- provenance ------------------------------------------------------------------------------
+
+-- The version of the results' JSON layout (docs/RESULTS_SCHEMA.md); raised when a field changes
+-- meaning or goes away, not when one is added.
+harness.RESULTS_SCHEMA = 1
+
+local function read_line(path)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local line = f:read("l")
+  f:close()
+  return line
+end
+
+local function host_name()
+  local h = read_line("/proc/sys/kernel/hostname") or os.getenv("HOSTNAME")
+  if h and h ~= "" then return h end
+  local p = io.popen("uname -n 2>/dev/null")
+  if p then
+    h = p:read("l")
+    p:close()
+  end
+  return (h and h ~= "") and h or "unknown"
+end
+
+-- The command that ran the lab, as a list (interpreter, its options, the script, its arguments)
+-- and as one line a shell takes back.
+local function command_line()
+  local a = _G.arg or {}
+  local lo = 0
+  while a[lo - 1] ~= nil do lo = lo - 1 end
+  local list, words = json.array({}), {}
+  for i = lo, #a do
+    local w = tostring(a[i])
+    list[#list + 1] = w
+    words[#words + 1] = w:match("^[%w%._/=:,%-+@]+$") and w or harness.shell_quote(w)
+  end
+  return list, table.concat(words, " ")
+end
+
+local function device_provenance(lab)
+  if not (lab.gpu_state and lab.gpu_state.available) then return nil end
+  local ok, dev = pcall(cuda.device)
+  if not ok or type(dev) ~= "table" then return { error = tostring(dev) } end
+  local function attr(name)
+    local aok, v = pcall(dev.attribute, dev, name)
+    return aok and v or nil
+  end
+  local sm_khz, mem_khz = attr("CLOCK_RATE"), attr("MEMORY_CLOCK_RATE")
+  return { name = dev.name, ordinal = dev.ordinal, uuid = dev.uuid, arch = dev.arch, sm_count = dev.sm_count,
+    mem_bytes = dev.mem_bytes, l2_bytes = dev.l2_bytes, sm_clock_mhz = sm_khz and sm_khz / 1000,
+    mem_clock_mhz = mem_khz and mem_khz / 1000, mem_bus_bits = attr("GLOBAL_MEMORY_BUS_WIDTH"),
+    cc = dev.cc and json.array({ dev.cc[1], dev.cc[2] }) }
+end
+
+-- What lab:compile compiled: the file, the options, and each kernel's resources as the compiler
+-- left them in the cubin (prog:resources: registers, shared, local and constant bytes, spills).
+local function kernel_provenance(lab)
+  local list = json.array({})
+  for _, k in ipairs(lab.compiled or {}) do
+    local opts = {}
+    for key, v in pairs(k.options) do
+      if key == "headers" and type(v) == "table" then
+        local names = json.array({})
+        for name in pairs(v) do names[#names + 1] = tostring(name) end
+        table.sort(names)
+        v = names
+      end
+      opts[key] = v
+    end
+    local okc, opts_copy = pcall(jsonable, opts, "options", {})
+    local entry = { file = k.file, path = k.path, options = okc and opts_copy or { error = tostring(opts_copy) },
+      compile_ms = k.ms, cache_hit = k.cache_hit, kernels = json.array({}) }
+    local readable = {}
+    for name, mangled in pairs(k.prog.lowered or {}) do readable[mangled] = name end
+    local seen = {}
+    for entry_name in (k.prog.ptx or ""):gmatch("%.entry%s+([%w_$]+)") do
+      if not seen[entry_name] then
+        seen[entry_name] = true
+        local item = { name = readable[entry_name] or entry_name, symbol = entry_name }
+        if type(k.prog.resources) == "function" and k.prog.cubin then
+          local rok, res = pcall(k.prog.resources, k.prog, entry_name)
+          if rok and type(res) == "table" then
+            for rk, rv in pairs(res) do
+              if type(rv) == "number" or type(rv) == "string" or type(rv) == "boolean" then item[rk] = rv end
+            end
+          else
+            item.resources_error = tostring(res)
+          end
+        end
+        entry.kernels[#entry.kernels + 1] = item
+      end
+    end
+    list[#list + 1] = entry
+  end
+  return list
+end
+
+-- Where, when, on what and from which build the results came (the JSON's `provenance`).
+function Lab:provenance()
+  local v = {}
+  if type(cuda) == "table" and type(cuda.version) == "function" then
+    local ok, got = pcall(cuda.version)
+    if ok and type(got) == "table" then v = got end
+  end
+  local list, line = command_line()
+  return {
+    gpulab = { version = v.gpulab, commit = v.commit or "unknown" },
+    lua = v.lua or _VERSION, nvrtc = v.nvrtc, driver = v.driver,
+    device = device_provenance(self),
+    gpu = self.gpu_state,
+    date_utc = os.date("!%Y-%m-%dT%H:%M:%SZ"), host = host_name(),
+    command = list, command_line = line, cwd = os.getenv("PWD"),
+    lab_dir = self.dir, quick = self.quick, mode = self.quick and "quick" or "full",
+    params = self.params, kernels = kernel_provenance(self),
+  }
+end
+
 function Lab:results()
   close_section(self)
   local params = {}
@@ -1222,6 +1340,7 @@ function Lab:results()
   local sections = json.array({})
   for i, s in ipairs(self.sections) do sections[i] = { title = s.title, seconds = s.seconds } end
   return {
+    schema = harness.RESULTS_SCHEMA, provenance = self:provenance(),
     name = self.name, title = self.title, claims = self.claims, quick = self.quick,
     params = params, tables = json.array(self.tables), verdicts = json.array(self.verdicts),
     records = self.records, pictures = json.array(self.pictures), notes = json.array(self.notes),

@@ -240,4 +240,61 @@ T.test("--json /dev/full and a JSON path in a missing folder stop the lab before
   end
 end)
 
+local PROVENANCE_LAB = [[
+local harness = require("gpulab.lab")
+local lab = harness.new{ name = "prov", params = { { name = "n", default = 4, quick = 2, help = "a size" } } }
+lab:claim { id = "c", source = "a test", text = "never judged here" }
+lab:compile("k.cu", { arch = "sm_90a", defines = { K = 4 }, headers = { ["a.h"] = "int x;" } })
+lab:gpu()
+os.exit(lab:finish())
+]]
+
+T.test("the JSON carries its provenance: schema, build, versions, date, host, command, params, kernels", function()
+  local d = outside_lab("")
+  T.write(d .. "/lab.lua", PROVENANCE_LAB)
+  local r = run(d .. "/lab.lua", { "--quick", "--n=3", "--json", d .. "/r.json" })
+  T.eq(r.code, 0, r.stderr)
+  local res = json.decode(T.read(d .. "/r.json"))
+  T.eq(res.schema, harness.RESULTS_SCHEMA)
+  local p = res.provenance
+  local v = cuda.version()
+  T.eq(p.gpulab.version, v.gpulab)
+  T.eq(p.gpulab.commit, v.commit)
+  T.ok(type(v.commit) == "string" and (v.commit == "unknown" or v.commit:match("^%x+$")), tostring(v.commit))
+  T.eq(p.lua, v.lua)
+  T.eq(p.nvrtc, v.nvrtc)
+  T.eq(p.driver, nil)
+  T.eq(p.device, nil)
+  T.eq(p.gpu.available, false)
+  T.ok(p.date_utc:match("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$"), p.date_utc)
+  T.ok(type(p.host) == "string" and p.host ~= "", tostring(p.host))
+  T.eq(p.command[#p.command], d .. "/r.json")
+  T.ok(p.command_line:find(d .. "/lab.lua --quick --n=3 --json " .. d .. "/r.json", 1, true), p.command_line)
+  T.eq(p.mode, "quick")
+  T.eq(p.quick, true)
+  T.eq(p.params.n, 3)
+  T.eq(p.lab_dir, d)
+  local k = p.kernels[1]
+  T.eq(k.file, "k.cu")
+  T.eq(k.path, d .. "/k.cu")
+  T.eq(k.options.arch, "sm_90a")
+  T.eq(k.options.defines.K, 4)
+  T.eq(k.options.headers[1], "a.h")
+  T.eq(k.kernels[1].name, "twice")
+  T.ok(math.type(k.kernels[1].regs) == "integer" and k.kernels[1].regs > 0, "registers from the cubin")
+  T.ok(k.kernels[1].local_bytes ~= nil or k.kernels[1].smem ~= nil, "shared/local bytes from the cubin")
+  T.eq(res.verdicts[1].judged, false)
+end)
+
+T.test("gpulab --version prints the version and the commit cuda.version() knows", function()
+  local bin = os.getenv("GPULAB_BIN")
+  if not bin then return end
+  local p = io.popen("'" .. bin .. "' --version")
+  local out = p:read("a")
+  local ok, _, code = p:close()
+  T.ok(ok and code == 0, "exit " .. tostring(code))
+  local v = cuda.version()
+  T.eq(out, string.format("gpulab %s (commit %s, %s)\n", v.gpulab, v.commit, v.lua))
+end)
+
 T.done()
