@@ -160,7 +160,8 @@ int gl_getmetatable(lua_State *L, const char *tname) {
 #define TAG_BYTES 8
 #define TAG_FRESH UINT64_C(0)    /* allocated here, no class metatable set yet: no type's tag */
 #define TAG_REPLACED UINT64_C(1) /* a script put another metatable on the object */
-#define REPLACED_KEY "gpulab.replaced_metatables" /* private, weak keys: object -> its own metatable */
+#define REPLACED_KEY "gpulab.replaced_metatables" /* private, weak keys: object -> its guardian */
+#define GUARDIAN_KEY "gpulab.guardian_metatable"
 
 static uint64_t tag_secret;
 
@@ -313,9 +314,51 @@ static int push_own_metatable_if_replaced(lua_State *L, int idx) {
     }
     push_replaced(L);
     lua_pushvalue(L, idx);
-    int t = lua_rawget(L, -2);
-    lua_remove(L, -2);
+    int t = lua_rawget(L, -2) == LUA_TUSERDATA ? lua_getiuservalue(L, -1, 2) : LUA_TNIL;
+    lua_replace(L, -3);
+    lua_pop(L, 1);
     return t;
+}
+
+/* An object collected under a foreign metatable would never run its own __gc (Lua calls the
+ * __gc of the metatable it has then, or none), so its memory, stream or module would never be
+ * released. While its metatable is replaced, a guardian holds the object and its own metatable,
+ * reachable only through the weak-keyed table: when the object becomes garbage so does the
+ * guardian, whose finalizer gives the object its own metatable back and runs its own __gc (every
+ * gpulab __gc is idempotent, so a later call by Lua does nothing). */
+static int guardian_gc(lua_State *L) {
+    if (lua_getiuservalue(L, 1, 1) != LUA_TUSERDATA || lua_getiuservalue(L, 1, 2) != LUA_TTABLE) return 0;
+    unsigned char *slot = tag_slot(L, 2);
+    if (slot == NULL || !(read_tag(slot) & TAG_REPLACED)) return 0; /* its own metatable is back */
+    write_tag(slot, read_tag(slot) & ~TAG_REPLACED);
+    lua_pushvalue(L, 3);
+    lua_setmetatable(L, 2);
+    lua_pushliteral(L, "__gc");
+    if (lua_rawget(L, 3) == LUA_TFUNCTION) {
+        lua_pushvalue(L, 2);
+        lua_pcall(L, 1, 0, 0); /* a finalizer never raises; an error here is dropped as Lua would */
+    }
+    return 0;
+}
+
+/* Pushes a guardian for the object at obj with its own metatable at own. */
+static void push_guardian(lua_State *L, int obj, int own) {
+    lua_newuserdatauv(L, 0, 2);
+    lua_pushvalue(L, obj);
+    lua_setiuservalue(L, -2, 1);
+    lua_pushvalue(L, own);
+    lua_setiuservalue(L, -2, 2);
+    if (gl_private_get(L, GUARDIAN_KEY) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 2);
+        lua_pushcfunction(L, guardian_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushliteral(L, "gpulab object");
+        lua_setfield(L, -2, "__metatable");
+        lua_pushvalue(L, -1);
+        gl_private_set(L, GUARDIAN_KEY);
+    }
+    lua_setmetatable(L, -2);
 }
 
 /* True for a userdata created by gpulab, whatever metatable it is under now. */
@@ -338,7 +381,7 @@ static int l_setmetatable(lua_State *L) {
         if (!lua_rawequal(L, 2, 3)) {
             push_replaced(L);
             lua_pushvalue(L, 1);
-            lua_pushvalue(L, 3);
+            push_guardian(L, 1, 3);
             lua_rawset(L, -3);
             write_tag(slot, read_tag(slot) | TAG_REPLACED);
         }

@@ -67,6 +67,28 @@ T.test("fields of a published class table replaced: kernels still get their own 
   kernel_class.__methods = saved
 end)
 
+T.test("an object collected under another metatable is still released by its own __gc", function()
+  collectgarbage(); collectgarbage()
+  local before = cuda.stats()
+  do
+    local a = cuda.array("f32", 1024)
+    debug.setmetatable(a, {}) -- no __gc at all
+    local b = cuda.array("f32", 1024)
+    debug.setmetatable(b, debug.getmetatable(cuda.host("f32", 1))) -- another class's __gc
+    local s = cuda.stream()
+    debug.setmetatable(s, { __gc = function() end })
+    local c = cuda.array("f32", 16)
+    local own = debug.getmetatable(c)
+    debug.setmetatable(c, {})
+    debug.setmetatable(c, own) -- given back: its own __gc as usual
+  end
+  collectgarbage(); collectgarbage(); collectgarbage()
+  local after = cuda.stats()
+  T.eq(after.arrays, before.arrays, "arrays")
+  T.eq(after.streams, before.streams, "streams")
+  T.eq(after.device_bytes, before.device_bytes, "device bytes")
+end)
+
 T.test("a CUDA failure is a cuda.error though registry[\"cuda.error\"] was replaced", function()
   registry["cuda.error"] = 5
   local ok, e = pcall(cuda.host, "f32", 4, { pinned = true })
