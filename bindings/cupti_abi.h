@@ -245,4 +245,119 @@ typedef struct {
 #define GL_CUPTI_HOST_PASSES_SIZE GL_CUPTI_SIZE(gl_cupti_host_passes_params, numOfPasses)
 #define GL_CUPTI_HOST_EVALUATE_SIZE GL_CUPTI_SIZE(gl_cupti_host_evaluate_params, pMetricValues)
 
+/* ------------------------------------------------------------------------------------------
+ * cupti_pcsampling.h (CUDA 11.3 and later): PC sampling, for cuda.pcsample (pcsample.c).
+ * These params structs start with `size` (not structSize), set to the *_SIZE value below.
+ * The record structs are declared packed and 8-byte aligned by CUPTI; their fields fall on
+ * natural boundaries, so the plain declarations below have the same layout (checked).
+ * ------------------------------------------------------------------------------------------ */
+#define GL_CUPTI_STALL_REASON_STRING_SIZE 128 /* CUPTI_STALL_REASON_STRING_SIZE */
+
+enum { GL_CUPTI_PCS_MODE_CONTINUOUS = 1, GL_CUPTI_PCS_MODE_KERNEL_SERIALIZED = 2 }; /* CUpti_PCSamplingCollectionMode */
+enum { GL_CUPTI_PCS_FORMAT_PARSED = 1 };                              /* CUpti_PCSamplingOutputDataFormat */
+enum {                                                  /* CUpti_PCSamplingConfigurationAttributeType */
+    GL_CUPTI_PCS_ATTR_SAMPLING_PERIOD = 1,
+    GL_CUPTI_PCS_ATTR_STALL_REASON = 2,
+    GL_CUPTI_PCS_ATTR_SCRATCH_BUFFER_SIZE = 3,
+    GL_CUPTI_PCS_ATTR_HARDWARE_BUFFER_SIZE = 4,
+    GL_CUPTI_PCS_ATTR_COLLECTION_MODE = 5,
+    GL_CUPTI_PCS_ATTR_ENABLE_START_STOP_CONTROL = 6,
+    GL_CUPTI_PCS_ATTR_OUTPUT_DATA_FORMAT = 7,
+    GL_CUPTI_PCS_ATTR_SAMPLING_DATA_BUFFER = 8,
+};
+
+typedef struct { /* CUpti_PCSamplingStallReason */
+    uint32_t pcSamplingStallReasonIndex;
+    uint32_t samples;
+} gl_cupti_pcs_stall;
+
+typedef struct { /* CUpti_PCSamplingPCData: one PC of one function, its samples per stall reason */
+    size_t size;
+    uint64_t cubinCrc;
+    uint64_t pcOffset;
+    uint32_t functionIndex;
+    uint32_t pad;
+    char *functionName; /* shared by CUPTI across records; never freed by gpulab while in use */
+    size_t stallReasonCount;
+    gl_cupti_pcs_stall *stallReason; /* the caller's array of as many entries as reasons */
+    uint32_t correlationId;
+} gl_cupti_pcs_pc;
+
+typedef struct { /* CUpti_PCSamplingData: a buffer of PC records, filled by GetData and Disable */
+    size_t size;
+    size_t collectNumPcs;
+    uint64_t totalSamples;
+    uint64_t droppedSamples;
+    size_t totalNumPcs;
+    size_t remainingNumPcs;
+    uint64_t rangeId;
+    gl_cupti_pcs_pc *pPcData;
+    uint64_t nonUsrKernelsTotalSamples;
+    uint8_t hardwareBufferFull;
+} gl_cupti_pcs_data;
+
+typedef struct { /* CUpti_PCSamplingConfigurationInfo */
+    int attributeType;   /* GL_CUPTI_PCS_ATTR_* */
+    int attributeStatus; /* CUptiResult, per attribute */
+    union {
+        struct { uint64_t data[3]; } invalidData;
+        struct { uint32_t samplingPeriod; } samplingPeriodData; /* 2^n cycles, n in 5..31 */
+        struct { size_t stallReasonCount; uint32_t *pStallReasonIndex; } stallReasonData;
+        struct { size_t scratchBufferSize; } scratchBufferSizeData;
+        struct { size_t hardwareBufferSize; } hardwareBufferSizeData;
+        struct { int collectionMode; } collectionModeData;
+        struct { uint32_t enableStartStopControl; } enableStartStopControlData;
+        struct { int outputDataFormat; } outputDataFormatData;
+        struct { void *samplingDataBuffer; } samplingDataBufferData;
+    } attributeData;
+} gl_cupti_pcs_config_info;
+
+typedef struct {
+    size_t size; void *pPriv;
+    CUcontext ctx;
+    size_t numAttributes;
+    gl_cupti_pcs_config_info *pPCSamplingConfigurationInfo;
+} gl_cupti_pcs_config_params;
+typedef struct {
+    size_t size; void *pPriv;
+    CUcontext ctx;
+    void *pcSamplingData; /* a gl_cupti_pcs_data */
+} gl_cupti_pcs_get_data_params;
+typedef struct {
+    size_t size; void *pPriv;
+    CUcontext ctx;
+} gl_cupti_pcs_ctx_params; /* Enable, Disable, Start, Stop */
+typedef struct {
+    size_t size; void *pPriv;
+    CUcontext ctx;
+    size_t *numStallReasons;
+} gl_cupti_pcs_num_reasons_params;
+typedef struct {
+    size_t size; void *pPriv;
+    CUcontext ctx;
+    size_t numStallReasons;
+    uint32_t *stallReasonIndex;
+    char **stallReasons; /* numStallReasons buffers of GL_CUPTI_STALL_REASON_STRING_SIZE bytes */
+} gl_cupti_pcs_reasons_params;
+
+#define GL_CUPTI_PCS_FUNCS(X)                                                                   \
+    X(cuptiPCSamplingGetNumStallReasons, gl_cupti_pcs_num_reasons_params)                       \
+    X(cuptiPCSamplingGetStallReasons, gl_cupti_pcs_reasons_params)                              \
+    X(cuptiPCSamplingSetConfigurationAttribute, gl_cupti_pcs_config_params)                     \
+    X(cuptiPCSamplingEnable, gl_cupti_pcs_ctx_params)                                           \
+    X(cuptiPCSamplingDisable, gl_cupti_pcs_ctx_params)                                          \
+    X(cuptiPCSamplingStart, gl_cupti_pcs_ctx_params)                                            \
+    X(cuptiPCSamplingStop, gl_cupti_pcs_ctx_params)                                             \
+    X(cuptiPCSamplingGetData, gl_cupti_pcs_get_data_params)
+
+#define GL_CUPTI_PCS_CONFIG_SIZE GL_CUPTI_SIZE(gl_cupti_pcs_config_params, pPCSamplingConfigurationInfo)
+#define GL_CUPTI_PCS_GET_DATA_SIZE GL_CUPTI_SIZE(gl_cupti_pcs_get_data_params, pcSamplingData)
+#define GL_CUPTI_PCS_CTX_SIZE GL_CUPTI_SIZE(gl_cupti_pcs_ctx_params, ctx)
+#define GL_CUPTI_PCS_NUM_REASONS_SIZE GL_CUPTI_SIZE(gl_cupti_pcs_num_reasons_params, numStallReasons)
+#define GL_CUPTI_PCS_REASONS_SIZE GL_CUPTI_SIZE(gl_cupti_pcs_reasons_params, stallReasons)
+
+/* profile.c opens libcupti once for both callers: its handle, or NULL with the reason (what to
+ * install, where gpulab looked). path gets the file opened. */
+void *gl_cupti_library(const char **path, const char **why);
+
 #endif

@@ -6,6 +6,7 @@
 #include <cupti_profiler_target.h>
 #include <cupti_range_profiler.h>
 #include <cupti_profiler_host.h>
+#include <cupti_pcsampling.h>
 #include <cupti_result.h>
 extern "C" {
 #include "cupti_abi.h"
@@ -176,5 +177,99 @@ static_assert((int)GL_CUPTI_AUTO_RANGE == (int)CUPTI_AutoRange && (int)GL_CUPTI_
 static_assert((int)GL_CUPTI_METRIC_THROUGHPUT == (int)CUPTI_METRIC_TYPE_THROUGHPUT && (int)GL_CUPTI_PROFILER_RANGE == (int)CUPTI_PROFILER_TYPE_RANGE_PROFILER, "enums");
 static_assert(GL_CUPTI_RP_SET_CONFIG_SIZE == CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE && GL_CUPTI_HOST_EVALUATE_SIZE == CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE, "sizes");
 static_assert(GL_CUPTI_RP_STOP_SIZE == CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE && GL_CUPTI_HOST_INIT_SIZE == CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE, "sizes");
+
+// cupti_pcsampling.h: cuda.pcsample's records, configuration and params structs.
+SIZE(gl_cupti_pcs_stall, CUpti_PCSamplingStallReason)
+SAME(gl_cupti_pcs_stall, CUpti_PCSamplingStallReason, pcSamplingStallReasonIndex)
+SAME(gl_cupti_pcs_stall, CUpti_PCSamplingStallReason, samples)
+SIZE(gl_cupti_pcs_pc, CUpti_PCSamplingPCData)
+SAME(gl_cupti_pcs_pc, CUpti_PCSamplingPCData, size)
+SAME(gl_cupti_pcs_pc, CUpti_PCSamplingPCData, cubinCrc)
+SAME(gl_cupti_pcs_pc, CUpti_PCSamplingPCData, pcOffset)
+SAME(gl_cupti_pcs_pc, CUpti_PCSamplingPCData, functionIndex)
+SAME(gl_cupti_pcs_pc, CUpti_PCSamplingPCData, pad)
+SAME(gl_cupti_pcs_pc, CUpti_PCSamplingPCData, functionName)
+SAME(gl_cupti_pcs_pc, CUpti_PCSamplingPCData, stallReasonCount)
+SAME(gl_cupti_pcs_pc, CUpti_PCSamplingPCData, stallReason)
+SAME(gl_cupti_pcs_pc, CUpti_PCSamplingPCData, correlationId)
+SIZE(gl_cupti_pcs_data, CUpti_PCSamplingData)
+SAME(gl_cupti_pcs_data, CUpti_PCSamplingData, size)
+SAME(gl_cupti_pcs_data, CUpti_PCSamplingData, collectNumPcs)
+SAME(gl_cupti_pcs_data, CUpti_PCSamplingData, totalSamples)
+SAME(gl_cupti_pcs_data, CUpti_PCSamplingData, droppedSamples)
+SAME(gl_cupti_pcs_data, CUpti_PCSamplingData, totalNumPcs)
+SAME(gl_cupti_pcs_data, CUpti_PCSamplingData, remainingNumPcs)
+SAME(gl_cupti_pcs_data, CUpti_PCSamplingData, rangeId)
+SAME(gl_cupti_pcs_data, CUpti_PCSamplingData, pPcData)
+SAME(gl_cupti_pcs_data, CUpti_PCSamplingData, nonUsrKernelsTotalSamples)
+SAME(gl_cupti_pcs_data, CUpti_PCSamplingData, hardwareBufferFull)
+SIZE(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeType)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeStatus)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeData)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeData.invalidData.data)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeData.samplingPeriodData.samplingPeriod)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeData.stallReasonData.stallReasonCount)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeData.stallReasonData.pStallReasonIndex)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeData.scratchBufferSizeData.scratchBufferSize)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeData.hardwareBufferSizeData.hardwareBufferSize)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeData.collectionModeData.collectionMode)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeData.enableStartStopControlData.enableStartStopControl)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeData.outputDataFormatData.outputDataFormat)
+SAME(gl_cupti_pcs_config_info, CUpti_PCSamplingConfigurationInfo, attributeData.samplingDataBufferData.samplingDataBuffer)
+SIZE(gl_cupti_pcs_config_params, CUpti_PCSamplingConfigurationInfoParams)
+SAME(gl_cupti_pcs_config_params, CUpti_PCSamplingConfigurationInfoParams, size)
+SAME(gl_cupti_pcs_config_params, CUpti_PCSamplingConfigurationInfoParams, pPriv)
+SAME(gl_cupti_pcs_config_params, CUpti_PCSamplingConfigurationInfoParams, ctx)
+SAME(gl_cupti_pcs_config_params, CUpti_PCSamplingConfigurationInfoParams, numAttributes)
+SAME(gl_cupti_pcs_config_params, CUpti_PCSamplingConfigurationInfoParams, pPCSamplingConfigurationInfo)
+SIZE(gl_cupti_pcs_get_data_params, CUpti_PCSamplingGetDataParams)
+SAME(gl_cupti_pcs_get_data_params, CUpti_PCSamplingGetDataParams, size)
+SAME(gl_cupti_pcs_get_data_params, CUpti_PCSamplingGetDataParams, pPriv)
+SAME(gl_cupti_pcs_get_data_params, CUpti_PCSamplingGetDataParams, ctx)
+SAME(gl_cupti_pcs_get_data_params, CUpti_PCSamplingGetDataParams, pcSamplingData)
+SIZE(gl_cupti_pcs_ctx_params, CUpti_PCSamplingEnableParams)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingEnableParams, size)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingEnableParams, pPriv)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingEnableParams, ctx)
+SIZE(gl_cupti_pcs_ctx_params, CUpti_PCSamplingDisableParams)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingDisableParams, size)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingDisableParams, pPriv)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingDisableParams, ctx)
+SIZE(gl_cupti_pcs_ctx_params, CUpti_PCSamplingStartParams)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingStartParams, size)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingStartParams, pPriv)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingStartParams, ctx)
+SIZE(gl_cupti_pcs_ctx_params, CUpti_PCSamplingStopParams)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingStopParams, size)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingStopParams, pPriv)
+SAME(gl_cupti_pcs_ctx_params, CUpti_PCSamplingStopParams, ctx)
+SIZE(gl_cupti_pcs_num_reasons_params, CUpti_PCSamplingGetNumStallReasonsParams)
+SAME(gl_cupti_pcs_num_reasons_params, CUpti_PCSamplingGetNumStallReasonsParams, size)
+SAME(gl_cupti_pcs_num_reasons_params, CUpti_PCSamplingGetNumStallReasonsParams, pPriv)
+SAME(gl_cupti_pcs_num_reasons_params, CUpti_PCSamplingGetNumStallReasonsParams, ctx)
+SAME(gl_cupti_pcs_num_reasons_params, CUpti_PCSamplingGetNumStallReasonsParams, numStallReasons)
+SIZE(gl_cupti_pcs_reasons_params, CUpti_PCSamplingGetStallReasonsParams)
+SAME(gl_cupti_pcs_reasons_params, CUpti_PCSamplingGetStallReasonsParams, size)
+SAME(gl_cupti_pcs_reasons_params, CUpti_PCSamplingGetStallReasonsParams, pPriv)
+SAME(gl_cupti_pcs_reasons_params, CUpti_PCSamplingGetStallReasonsParams, ctx)
+SAME(gl_cupti_pcs_reasons_params, CUpti_PCSamplingGetStallReasonsParams, numStallReasons)
+SAME(gl_cupti_pcs_reasons_params, CUpti_PCSamplingGetStallReasonsParams, stallReasonIndex)
+SAME(gl_cupti_pcs_reasons_params, CUpti_PCSamplingGetStallReasonsParams, stallReasons)
+static_assert(GL_CUPTI_PCS_CONFIG_SIZE == CUpti_PCSamplingConfigurationInfoParamsSize && GL_CUPTI_PCS_GET_DATA_SIZE == CUpti_PCSamplingGetDataParamsSize, "pcs sizes");
+static_assert(GL_CUPTI_PCS_CTX_SIZE == CUpti_PCSamplingEnableParamsSize && GL_CUPTI_PCS_CTX_SIZE == CUpti_PCSamplingDisableParamsSize && GL_CUPTI_PCS_CTX_SIZE == CUpti_PCSamplingStartParamsSize && GL_CUPTI_PCS_CTX_SIZE == CUpti_PCSamplingStopParamsSize, "pcs sizes");
+static_assert(GL_CUPTI_PCS_NUM_REASONS_SIZE == CUpti_PCSamplingGetNumStallReasonsParamsSize && GL_CUPTI_PCS_REASONS_SIZE == CUpti_PCSamplingGetStallReasonsParamsSize, "pcs sizes");
+static_assert(GL_CUPTI_STALL_REASON_STRING_SIZE == CUPTI_STALL_REASON_STRING_SIZE, "stall reason string size");
+static_assert((int)GL_CUPTI_PCS_MODE_CONTINUOUS == (int)CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS && (int)GL_CUPTI_PCS_MODE_KERNEL_SERIALIZED == (int)CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED, "pcs enums");
+static_assert((int)GL_CUPTI_PCS_FORMAT_PARSED == (int)CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED, "pcs enums");
+static_assert((int)GL_CUPTI_PCS_ATTR_SAMPLING_PERIOD == (int)CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD, "pcs attribute SAMPLING_PERIOD");
+static_assert((int)GL_CUPTI_PCS_ATTR_STALL_REASON == (int)CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON, "pcs attribute STALL_REASON");
+static_assert((int)GL_CUPTI_PCS_ATTR_SCRATCH_BUFFER_SIZE == (int)CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE, "pcs attribute SCRATCH_BUFFER_SIZE");
+static_assert((int)GL_CUPTI_PCS_ATTR_HARDWARE_BUFFER_SIZE == (int)CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE, "pcs attribute HARDWARE_BUFFER_SIZE");
+static_assert((int)GL_CUPTI_PCS_ATTR_COLLECTION_MODE == (int)CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE, "pcs attribute COLLECTION_MODE");
+static_assert((int)GL_CUPTI_PCS_ATTR_ENABLE_START_STOP_CONTROL == (int)CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL, "pcs attribute ENABLE_START_STOP_CONTROL");
+static_assert((int)GL_CUPTI_PCS_ATTR_OUTPUT_DATA_FORMAT == (int)CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT, "pcs attribute OUTPUT_DATA_FORMAT");
+static_assert((int)GL_CUPTI_PCS_ATTR_SAMPLING_DATA_BUFFER == (int)CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER, "pcs attribute SAMPLING_DATA_BUFFER");
+static_assert(sizeof(((gl_cupti_pcs_config_info *)0)->attributeType) == sizeof(CUpti_PCSamplingConfigurationAttributeType) && sizeof(((gl_cupti_pcs_config_info *)0)->attributeStatus) == sizeof(CUptiResult), "enum widths");
 
 int main() { std::puts("cupti_abi.h matches the CUPTI headers"); return 0; }
