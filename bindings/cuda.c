@@ -150,7 +150,7 @@ int luaopen_cuda(lua_State *L) {
     gl_open_measure(L);
     gl_open_tensormap(L);
     gl_open_errors(L);
-    gl_open_profile(L); gl_open_trace(L); gl_open_sass(L);
+    gl_open_profile(L); gl_open_trace(L); gl_open_sass(L); gl_open_pcsample(L);
     gl_open_peer(L); gl_open_nccl(L);
     gl_open_partition(L);
     gl_guard_debug_library(L);

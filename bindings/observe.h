@@ -16,7 +16,7 @@
 
 #include <cuda.h>
 
-extern int gl_observers; /* number of active watchers (trace, profile) */
+extern int gl_observers; /* number of active watchers (trace, profile, pcsample) */
 
 /* Before a submission on `stream` (NULL: the default stream). Returns a token (>= 0) for the
  * matching call below; never raises. A submission that fails leaves the token unused.
@@ -31,5 +31,9 @@ void gl_observe_graph(long token, CUstream stream);
 
 /* profile.c: a launch seen while cuda.profile runs its function. */
 void gl_profile_note_launch(const char *kernel, const unsigned grid[3], const unsigned block[3]);
+bool gl_profile_running(void);
+/* pcsample.c: the same for cuda.pcsample; the two refuse to run inside each other. */
+void gl_pcsample_note_launch(const char *kernel, const unsigned grid[3], const unsigned block[3]);
+bool gl_pcsample_running(void);
 
 #endif

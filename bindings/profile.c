@@ -46,6 +46,7 @@ static struct {
 
 static struct {
     bool tried, ok;
+    void *handle;
     char path[1024];
     char reason[2048];
 } lib;
@@ -119,6 +120,7 @@ static bool cupti_open(const char **reason) {
                      lib.path, why ? why : "not found");
         } else {
             lib.ok = true;
+            lib.handle = h;
 #define GL_CUPTI_SYM(name, params)                                                              \
     if (lib.ok) {                                                                               \
         void *p = dlsym(h, #name);                                                              \
@@ -140,6 +142,13 @@ static bool cupti_open(const char **reason) {
     }
     if (reason) *reason = lib.ok ? NULL : lib.reason;
     return lib.ok;
+}
+
+void *gl_cupti_library(const char **path, const char **why) {
+    if (!lib.tried) cupti_open(NULL);
+    if (path) *path = lib.path;
+    if (why) *why = lib.handle ? NULL : lib.reason;
+    return lib.handle;
 }
 
 /* "CUPTI_ERROR_INVALID_OPERATION (7): message" */
@@ -185,6 +194,8 @@ typedef struct session {
 } session;
 
 static session *active; /* the session whose fn is running, for nesting and the launch notes */
+
+bool gl_profile_running(void) { return active != NULL; }
 
 static void session_release(session *s) {
     if (s->closed) return;
@@ -594,6 +605,8 @@ static int l_profile(lua_State *L) {
     profile_opts o;
     read_opts(L, &o);
     if (active) luaL_error(L, FN ": already profiling (cuda.profile cannot be nested)");
+    if (gl_pcsample_running())
+        luaL_error(L, FN ": cuda.pcsample is running (CUPTI's PC sampling and counters do not mix)");
     if (gl_capture_active())
         luaL_error(L, FN ": cannot profile during a stream capture (profile the graph's launch instead)");
     gl_require_gpu(L, FN);

@@ -21,6 +21,7 @@ void gl_open_measure(lua_State *L);
 void gl_open_tensormap(lua_State *L); /* tensormap, tensormap_check            (tensormap.c) */
 void gl_open_profile(lua_State *L);   /* profile, profile_available            (profile.c)   */
 void gl_open_trace(lua_State *L);     /* trace                                 (trace.c)     */
+void gl_open_pcsample(lua_State *L);  /* pcsample, pcsample_available          (pcsample.c)  */
 void gl_open_sass(lua_State *L);      /* prog:resources, prog:sass, sass_parse (sass.c)   */
 void gl_open_partition(lua_State *L); /* partition; SM partition class       (partition.c) */
 

@@ -423,3 +423,275 @@ EXPORT gl_cupti_result cuptiProfilerHostEvaluateToGpuValues(gl_cupti_host_evalua
     }
     return 0;
 }
+
+/* ------------------------------------------------------------------------------------------
+ * PC sampling (cupti_pcsampling.h), for cuda.pcsample:
+ *   - the device has the stall reasons in pcs_reasons[] below, with CUPTI's indices 10..16 (not
+ *     0-based, so a caller that confuses positions and indices is caught);
+ *   - each launch seen between Start and Stop adds GPULAB_FAKE_PCS's records to its kernel:
+ *     "offset:reason_index:samples,..." (default "0x10:10:5,0x20:11:30,0x20:13:2,0x30:12:9");
+ *   - with GPULAB_FAKE_PCS_EXTRA=name, Stop adds one record (0x0, reason 11, 7 samples) for a
+ *     function no gpulab launch ran (another library's kernel, a graph's);
+ *   - GetData hands over at most collectNumPcs records and says how many remain; Disable puts
+ *     what is still pending into the buffer given with the configuration;
+ *   - each function name is a malloc'd string shared by that function's records, which the
+ *     caller frees (CUPTI's contract), so a leak or a double free shows in ASan runs;
+ *   - the sequencing rules of the real API: Enable once per context, configure while enabled
+ *     and stopped, Start/Stop only with start/stop control, no Start twice;
+ *   - GPULAB_FAKE_LOG gets "cupti pcs <call>" lines.
+ * ------------------------------------------------------------------------------------------ */
+static const struct { uint32_t index; const char *name; } pcs_reasons[] = {
+    {10, "smsp__pcsamp_warps_issue_stalled_selected"},
+    {11, "smsp__pcsamp_warps_issue_stalled_long_scoreboard"},
+    {12, "smsp__pcsamp_warps_issue_stalled_wait"},
+    {13, "smsp__pcsamp_warps_issue_stalled_short_scoreboard"},
+    {14, "smsp__pcsamp_warps_issue_stalled_math_pipe_throttle"},
+    {15, "smsp__pcsamp_warps_issue_stalled_barrier"},
+    {16, "smsp__pcsamp_warps_issue_stalled_no_instructions"},
+};
+#define PCS_NREASONS (sizeof pcs_reasons / sizeof pcs_reasons[0])
+#define PCS_MAX_PENDING 8192
+
+typedef struct { char *name; uint64_t offset; uint32_t samples[PCS_NREASONS]; } pcs_pending;
+
+static struct {
+    CUcontext ctx;
+    int enabled, started, start_stop, mode, selected[PCS_NREASONS];
+    gl_cupti_pcs_data *final;
+    pcs_pending pending[PCS_MAX_PENDING];
+    size_t npending;
+    char *names[256]; /* this session's name strings, one per function */
+    bool given[256];  /* handed to the caller in a record: the caller frees it */
+    size_t nnames;
+} pcs;
+
+static int reason_slot(uint32_t index) {
+    for (size_t i = 0; i < PCS_NREASONS; i++)
+        if (pcs_reasons[i].index == index) return (int)i;
+    return -1;
+}
+
+#define PCS_ENTER(params, size_)                                                                \
+    do {                                                                                        \
+        gl_cupti_result r_ = enter(__func__);                                                   \
+        if (r_ != GL_CUPTI_SUCCESS) return r_;                                                  \
+        if ((params) == NULL || (params)->size != (size_) || (params)->pPriv != NULL)           \
+            return GL_CUPTI_ERROR_INVALID_PARAMETER;                                            \
+    } while (0)
+
+static char *pcs_name(const char *kernel) {
+    for (size_t i = 0; i < pcs.nnames; i++)
+        if (strcmp(pcs.names[i], kernel) == 0) return pcs.names[i];
+    if (pcs.nnames == 256) return NULL;
+    char *n = strdup(kernel);
+    if (n) pcs.names[pcs.nnames++] = n;
+    return n;
+}
+
+static void pcs_add(const char *kernel, uint64_t offset, uint32_t index, uint32_t samples) {
+    int slot = reason_slot(index);
+    if (slot < 0 || !pcs.selected[slot]) return;
+    char *name = pcs_name(kernel);
+    if (name == NULL) return;
+    for (size_t i = 0; i < pcs.npending; i++)
+        if (pcs.pending[i].name == name && pcs.pending[i].offset == offset) {
+            pcs.pending[i].samples[slot] += samples;
+            return;
+        }
+    if (pcs.npending == PCS_MAX_PENDING) return;
+    pcs_pending *p = &pcs.pending[pcs.npending++];
+    memset(p, 0, sizeof *p);
+    p->name = name;
+    p->offset = offset;
+    p->samples[slot] = samples;
+}
+
+static void pcs_on_launch(const char *kernel, const unsigned g[3], const unsigned b[3]) {
+    (void)g;
+    (void)b;
+    if (!pcs.started) return;
+    const char *spec = getenv("GPULAB_FAKE_PCS");
+    if (spec == NULL) spec = "0x10:10:5,0x20:11:30,0x20:13:2,0x30:12:9";
+    for (const char *p = spec; *p;) {
+        char *end;
+        unsigned long long off = strtoull(p, &end, 0);
+        if (*end != ':') return;
+        unsigned long idx = strtoul(end + 1, &end, 0);
+        if (*end != ':') return;
+        unsigned long n = strtoul(end + 1, &end, 0);
+        pcs_add(kernel, off, (uint32_t)idx, (uint32_t)n);
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0') return;
+    }
+}
+
+EXPORT gl_cupti_result cuptiPCSamplingGetNumStallReasons(gl_cupti_pcs_num_reasons_params *p) {
+    PCS_ENTER(p, GL_CUPTI_PCS_NUM_REASONS_SIZE);
+    if (p->ctx == NULL || p->numStallReasons == NULL) return GL_CUPTI_ERROR_INVALID_PARAMETER;
+    *p->numStallReasons = PCS_NREASONS;
+    return 0;
+}
+
+EXPORT gl_cupti_result cuptiPCSamplingGetStallReasons(gl_cupti_pcs_reasons_params *p) {
+    PCS_ENTER(p, GL_CUPTI_PCS_REASONS_SIZE);
+    if (p->ctx == NULL || p->numStallReasons != PCS_NREASONS || !p->stallReasonIndex || !p->stallReasons)
+        return GL_CUPTI_ERROR_INVALID_PARAMETER;
+    for (size_t i = 0; i < PCS_NREASONS; i++) {
+        p->stallReasonIndex[i] = pcs_reasons[i].index;
+        snprintf(p->stallReasons[i], GL_CUPTI_STALL_REASON_STRING_SIZE, "%s", pcs_reasons[i].name);
+    }
+    return 0;
+}
+
+EXPORT gl_cupti_result cuptiPCSamplingEnable(gl_cupti_pcs_ctx_params *p) {
+    PCS_ENTER(p, GL_CUPTI_PCS_CTX_SIZE);
+    if (p->ctx == NULL) return GL_CUPTI_ERROR_INVALID_PARAMETER;
+    if (pcs.enabled || enabled) return GL_CUPTI_ERROR_INVALID_OPERATION; /* nor with the profiler */
+    memset(&pcs, 0, sizeof pcs);
+    pcs.ctx = p->ctx;
+    pcs.enabled = 1;
+    for (size_t i = 0; i < PCS_NREASONS; i++) pcs.selected[i] = 1;
+    flog("pcs enable");
+    return 0;
+}
+
+static gl_cupti_result pcs_attribute(gl_cupti_pcs_config_info *a) {
+    switch (a->attributeType) {
+    case GL_CUPTI_PCS_ATTR_SAMPLING_PERIOD: {
+        uint32_t v = a->attributeData.samplingPeriodData.samplingPeriod;
+        if (v < 5 || v > 31) return GL_CUPTI_ERROR_INVALID_PARAMETER;
+        flog("pcs period %u", v);
+        return 0;
+    }
+    case GL_CUPTI_PCS_ATTR_STALL_REASON: {
+        size_t n = a->attributeData.stallReasonData.stallReasonCount;
+        const uint32_t *idx = a->attributeData.stallReasonData.pStallReasonIndex;
+        if (n == 0 || n > PCS_NREASONS || idx == NULL) return GL_CUPTI_ERROR_INVALID_PARAMETER;
+        int sel[PCS_NREASONS] = {0};
+        for (size_t i = 0; i < n; i++) {
+            int slot = reason_slot(idx[i]);
+            if (slot < 0) return GL_CUPTI_ERROR_INVALID_PARAMETER;
+            sel[slot] = 1;
+        }
+        memcpy(pcs.selected, sel, sizeof sel);
+        return 0;
+    }
+    case GL_CUPTI_PCS_ATTR_SCRATCH_BUFFER_SIZE:
+        return a->attributeData.scratchBufferSizeData.scratchBufferSize ? 0 : GL_CUPTI_ERROR_INVALID_PARAMETER;
+    case GL_CUPTI_PCS_ATTR_HARDWARE_BUFFER_SIZE:
+        return a->attributeData.hardwareBufferSizeData.hardwareBufferSize ? 0 : GL_CUPTI_ERROR_INVALID_PARAMETER;
+    case GL_CUPTI_PCS_ATTR_COLLECTION_MODE: {
+        int m = a->attributeData.collectionModeData.collectionMode;
+        if (m != GL_CUPTI_PCS_MODE_CONTINUOUS && m != GL_CUPTI_PCS_MODE_KERNEL_SERIALIZED)
+            return GL_CUPTI_ERROR_INVALID_PARAMETER;
+        pcs.mode = m;
+        flog("pcs mode %s", m == GL_CUPTI_PCS_MODE_CONTINUOUS ? "continuous" : "serialized");
+        return 0;
+    }
+    case GL_CUPTI_PCS_ATTR_ENABLE_START_STOP_CONTROL:
+        pcs.start_stop = a->attributeData.enableStartStopControlData.enableStartStopControl != 0;
+        return 0;
+    case GL_CUPTI_PCS_ATTR_OUTPUT_DATA_FORMAT:
+        return a->attributeData.outputDataFormatData.outputDataFormat == GL_CUPTI_PCS_FORMAT_PARSED
+                   ? 0 : GL_CUPTI_ERROR_INVALID_PARAMETER;
+    case GL_CUPTI_PCS_ATTR_SAMPLING_DATA_BUFFER: {
+        gl_cupti_pcs_data *d = a->attributeData.samplingDataBufferData.samplingDataBuffer;
+        if (d == NULL || d->size != sizeof *d || d->pPcData == NULL) return GL_CUPTI_ERROR_INVALID_PARAMETER;
+        pcs.final = d;
+        return 0;
+    }
+    default: return GL_CUPTI_ERROR_INVALID_PARAMETER;
+    }
+}
+
+EXPORT gl_cupti_result cuptiPCSamplingSetConfigurationAttribute(gl_cupti_pcs_config_params *p) {
+    PCS_ENTER(p, GL_CUPTI_PCS_CONFIG_SIZE);
+    if (!pcs.enabled || p->ctx != pcs.ctx || pcs.started) return GL_CUPTI_ERROR_INVALID_OPERATION;
+    if (p->pPCSamplingConfigurationInfo == NULL || p->numAttributes == 0) return GL_CUPTI_ERROR_INVALID_PARAMETER;
+    gl_cupti_result worst = 0;
+    for (size_t i = 0; i < p->numAttributes; i++) {
+        gl_cupti_pcs_config_info *a = &p->pPCSamplingConfigurationInfo[i];
+        a->attributeStatus = pcs_attribute(a);
+        if (a->attributeStatus) worst = a->attributeStatus;
+    }
+    return worst;
+}
+
+EXPORT gl_cupti_result cuptiPCSamplingStart(gl_cupti_pcs_ctx_params *p) {
+    PCS_ENTER(p, GL_CUPTI_PCS_CTX_SIZE);
+    if (!pcs.enabled || p->ctx != pcs.ctx || !pcs.start_stop || pcs.started) return GL_CUPTI_ERROR_INVALID_OPERATION;
+    pcs.started = 1;
+    set_observer(pcs_on_launch);
+    flog("pcs start");
+    return 0;
+}
+
+EXPORT gl_cupti_result cuptiPCSamplingStop(gl_cupti_pcs_ctx_params *p) {
+    PCS_ENTER(p, GL_CUPTI_PCS_CTX_SIZE);
+    if (!pcs.enabled || p->ctx != pcs.ctx || !pcs.started) return GL_CUPTI_ERROR_INVALID_OPERATION;
+    const char *extra = getenv("GPULAB_FAKE_PCS_EXTRA");
+    if (extra && *extra) pcs_add(extra, 0, 11, 7);
+    pcs.started = 0;
+    set_observer(NULL);
+    flog("pcs stop");
+    return 0;
+}
+
+/* Moves up to collectNumPcs pending records into d. */
+static gl_cupti_result pcs_hand_over(gl_cupti_pcs_data *d) {
+    if (d == NULL || d->size != sizeof *d || d->pPcData == NULL) return GL_CUPTI_ERROR_INVALID_PARAMETER;
+    size_t n = pcs.npending < d->collectNumPcs ? pcs.npending : d->collectNumPcs;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        gl_cupti_pcs_pc *out = &d->pPcData[i];
+        const pcs_pending *in = &pcs.pending[i];
+        if (out->size != sizeof *out || out->stallReason == NULL) return GL_CUPTI_ERROR_INVALID_PARAMETER;
+        out->cubinCrc = 0x5eed0000u + strlen(in->name);
+        out->pcOffset = in->offset;
+        out->functionIndex = 3;
+        out->functionName = in->name;
+        for (size_t j = 0; j < pcs.nnames; j++)
+            if (pcs.names[j] == in->name) pcs.given[j] = true;
+        out->correlationId = pcs.mode == GL_CUPTI_PCS_MODE_KERNEL_SERIALIZED ? 1 : 0;
+        size_t k = 0;
+        for (size_t r = 0; r < PCS_NREASONS; r++) {
+            if (in->samples[r] == 0) continue;
+            out->stallReason[k].pcSamplingStallReasonIndex = pcs_reasons[r].index;
+            out->stallReason[k++].samples = in->samples[r];
+            total += in->samples[r];
+        }
+        out->stallReasonCount = k;
+    }
+    memmove(pcs.pending, pcs.pending + n, (pcs.npending - n) * sizeof *pcs.pending);
+    pcs.npending -= n;
+    const char *nonuser = getenv("GPULAB_FAKE_PCS_NONUSER");
+    d->totalNumPcs = n;
+    d->remainingNumPcs = pcs.npending;
+    d->totalSamples = total;
+    d->droppedSamples = 0;
+    d->nonUsrKernelsTotalSamples = n && nonuser ? strtoull(nonuser, NULL, 10) : 0;
+    d->hardwareBufferFull = 0;
+    d->rangeId = 1;
+    return 0;
+}
+
+EXPORT gl_cupti_result cuptiPCSamplingGetData(gl_cupti_pcs_get_data_params *p) {
+    PCS_ENTER(p, GL_CUPTI_PCS_GET_DATA_SIZE);
+    if (!pcs.enabled || p->ctx != pcs.ctx) return GL_CUPTI_ERROR_INVALID_OPERATION;
+    flog("pcs getdata");
+    return pcs_hand_over(p->pcSamplingData);
+}
+
+EXPORT gl_cupti_result cuptiPCSamplingDisable(gl_cupti_pcs_ctx_params *p) {
+    PCS_ENTER(p, GL_CUPTI_PCS_CTX_SIZE);
+    if (!pcs.enabled || p->ctx != pcs.ctx) return GL_CUPTI_ERROR_INVALID_OPERATION;
+    if (pcs.started) set_observer(NULL);
+    /* the rest goes to the configured buffer; names of records that fit are the caller's */
+    if (pcs.final && pcs.npending) pcs_hand_over(pcs.final);
+    for (size_t i = 0; i < pcs.nnames; i++) /* names no record carried are the stand-in's */
+        if (!pcs.given[i]) free(pcs.names[i]);
+    pcs.enabled = 0;
+    pcs.started = 0;
+    flog("pcs disable");
+    return 0;
+}
