@@ -500,6 +500,13 @@ static CUgraph end_capture(lua_State *L, gl_stream *s, CUresult *r) {
     return *r == CUDA_SUCCESS ? graph : NULL;
 }
 
+/* gl_select_device for a protected call: makes the stream's device current. */
+static int select_stream_device(lua_State *L) {
+    const gl_stream *s = lua_touserdata(L, 1);
+    gl_select_device(L, s->device, "s:capture");
+    return 0;
+}
+
 static int l_stream_capture(lua_State *L) {
     const char *fn = "s:capture";
     gl_stream *s = luaL_testudata(L, 1, GL_STREAM_T);
@@ -544,6 +551,20 @@ static int l_stream_capture(lua_State *L) {
         if (graph) gl_cu.cuGraphDestroy(graph);
         lua_error(L);
     }
+    /* fn may have made another device current: the graph is made executable, and labelled, in
+       the context of the stream's device, and fn's choice is restored after */
+    int fn_device = gl_current_device();
+    bool moved = fn_device != s->device;
+    if (moved && graph) {
+        lua_pushvalue(L, 2); /* keeps the stack shape for the protected call */
+        lua_pushcfunction(L, select_stream_device);
+        lua_pushlightuserdata(L, s);
+        if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+            gl_cu.cuGraphDestroy(graph);
+            lua_error(L);
+        }
+        lua_pop(L, 1);
+    }
     if (r != CUDA_SUCCESS)
         gl_raise_cuda(L, r, fn, "cuStreamEndCapture (the function did something that cannot be "
                                 "captured: a sync, a synchronous copy, an allocation or a free)");
@@ -559,9 +580,10 @@ static int l_stream_capture(lua_State *L) {
     if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, step);
     g->exec = exec;
     g->nodes = nodes;
-    g->device = gl_current_device();
+    g->device = s->device;
     gl_live.graphs++;
     if (!collect_refs(L, 4, g)) luaL_error(L, "%s: out of host memory", fn); /* __gc frees it */
+    if (moved) gl_select_device(L, fn_device, fn); /* as fn left it */
     lua_settop(L, 3);
     return 1;
 }
