@@ -290,8 +290,11 @@ static void read_kernels(lua_State *L, pcs_opts *o) {
 }
 
 static void read_opts(lua_State *L, pcs_opts *o) {
-    if (!lua_isfunction(L, 1) && !luaL_getmetafield(L, 1, "__call")) gl_typeerror(L, 1, FN, "function");
     lua_settop(L, 2);
+    if (!lua_isfunction(L, 1)) {
+        if (luaL_getmetafield(L, 1, "__call") == LUA_TNIL) gl_typeerror(L, 1, FN, "function");
+        lua_pop(L, 1);
+    }
     if (lua_isnil(L, 2)) {
         lua_newtable(L);
         lua_replace(L, 2);
@@ -758,6 +761,10 @@ static void push_rows(lua_State *L, int raw, int order, int counts, const pcs_op
             lua_pop(L, 1);
             push_row(L, name, lua_gettop(L), launches, o);
             lua_rawseti(L, out, ++nrow);
+        } else if (lua_istable(L, -1)) {
+            lua_getfield(L, -1, "pcs");
+            other += sum_all(L, lua_gettop(L));
+            lua_pop(L, 1);
         }
         lua_pop(L, 1);
         lua_pushnil(L);
@@ -840,23 +847,14 @@ static void set_totals(lua_State *L, int out, const totals *t, const session *s,
     }
 }
 
-static int l_pcsample(lua_State *L) {
-    pcs_opts o;
-    read_opts(L, &o);
-    if (active) luaL_error(L, FN ": already sampling (cuda.pcsample cannot be nested)");
-    if (gl_profile_running())
-        luaL_error(L, FN ": cuda.profile is running (CUPTI's PC sampling and counters do not mix)");
-    if (gl_capture_active())
-        luaL_error(L, FN ": cannot sample during a stream capture (sample the graph's launch instead)");
-    gl_require_gpu(L, FN);
-    const char *why;
-    if (!pcs_open(&why)) luaL_error(L, FN ": %s", why);
-
-    session *s = lua_newuserdatauv(L, sizeof *s, 0);
-    memset(s, 0, sizeof *s);
-    luaL_setmetatable(L, SESSION_T);
-    int sidx = lua_gettop(L);
-    lua_toclose(L, sidx); /* every exit from here on releases the session */
+/* The sampled run, called protected by l_pcsample: 1 fn, 2 the session, 3 the kernels set or
+ * nil, 4 the programs list, 5 the options (light userdata). */
+static int pcsample_body(lua_State *L) {
+    session *s = lua_touserdata(L, 2);
+    pcs_opts o = *(const pcs_opts *)lua_touserdata(L, 5);
+    o.kernels = lua_isnil(L, 3) ? 0 : 3;
+    o.programs = 4;
+    lua_settop(L, 5);
     setup(L, s, &o);
     int reasons = lua_gettop(L);
 
@@ -891,7 +889,7 @@ static int l_pcsample(lua_State *L) {
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, out, "reasons");
-    lua_closeslot(L, sidx); /* CUPTI is done: the rest needs no session (nvdisasm runs next) */
+    session_release(s); /* CUPTI is done: the rest needs no session (nvdisasm runs next) */
     push_rows(L, raw, order, counts, &o, out);
     if (o.baseline) {
         /* the same work without sampling: overhead = elapsed / baseline */
@@ -902,6 +900,39 @@ static int l_pcsample(lua_State *L) {
         lua_setfield(L, out, "overhead");
     }
     luaL_setmetatable(L, RESULT_T);
+    return 1;
+}
+
+/* Every check that needs no CUPTI first; then the run, protected, so that whatever ends it (an
+ * error in fn, a yield across it, a CUPTI failure, out of memory), inside a coroutine or not,
+ * releases the session before the error goes on: a to-be-closed slot alone is not closed when a
+ * coroutine dies of an error. */
+static int l_pcsample(lua_State *L) {
+    pcs_opts o;
+    read_opts(L, &o);
+    if (active) luaL_error(L, FN ": already sampling (cuda.pcsample cannot be nested)");
+    if (gl_profile_running())
+        luaL_error(L, FN ": cuda.profile is running (CUPTI's PC sampling and counters do not mix)");
+    if (gl_capture_active())
+        luaL_error(L, FN ": cannot sample during a stream capture (sample the graph's launch instead)");
+    gl_require_gpu(L, FN);
+    const char *why;
+    if (!pcs_open(&why)) luaL_error(L, FN ": %s", why);
+
+    session *s = lua_newuserdatauv(L, sizeof *s, 0);
+    memset(s, 0, sizeof *s);
+    luaL_setmetatable(L, SESSION_T); /* __gc: the last resort */
+    int sidx = lua_gettop(L);
+    lua_pushcfunction(L, pcsample_body);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, sidx);
+    if (o.kernels) lua_pushvalue(L, o.kernels);
+    else lua_pushnil(L);
+    lua_pushvalue(L, o.programs);
+    lua_pushlightuserdata(L, &o);
+    int status = lua_pcall(L, 5, 1, 0);
+    session_release(s);
+    if (status != LUA_OK) return lua_error(L); /* the error as raised, unchanged */
     return 1;
 }
 
