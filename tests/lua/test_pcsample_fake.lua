@@ -296,7 +296,8 @@ T.test("bad arguments name the function, the argument and the rule", function()
   T.raises(function() cuda.pcsample(run_chase, 5) end, "bad argument #2 to 'cuda.pcsample' (table or nil expected")
   T.raises(function() cuda.pcsample(run_chase, {period = 4}) end,
            "bad argument #2 to 'cuda.pcsample' (field 'period': must be 5..31 (a sample every 2^period cycles), got 4)")
-  T.raises(function() cuda.pcsample(run_chase, {max_records = 0}) end, "field 'max_records': must be 1..10000000, got 0")
+  T.raises(function() cuda.pcsample(run_chase, {max_records = 0}) end,
+           "field 'max_records': must be 1..10000000, got 0")
   T.raises(function() cuda.pcsample(run_chase, {mode = "sometimes"}) end,
            "field 'mode': must be \"serialized\" or \"continuous\", got \"sometimes\"")
   T.raises(function() cuda.pcsample(run_chase, {kernels = {}}) end, "field 'kernels': the list is empty")
