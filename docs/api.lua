@@ -1044,6 +1044,88 @@ seconds) before the counters are read.
   leaves it out.]==] },
 
 -- ---------------------------------------------------------------------------------------------
+{ title = "Per-line stall sampling: `cuda.pcsample`", level = 2,
+  entries = {
+    { "cuda.pcsample", sig = "cuda.pcsample(fn, {programs=, kernels=, period=, max_records=100000, mode=\"serialized\", baseline=false, timeout=60})",
+      params = { {"fn", "function", "runs the launches to sample"}, {"opts", "table?", "programs, filters and limits"} },
+      options = { {"programs", "cuda.program|cuda.program[]", nil, "where the sampled kernels came from: SASS, lines and source"},
+                  {"kernels", "(string|cuda.kernel)[]", "every kernel", "report only these; the others' samples go to `other_samples`"},
+                  {"period", "integer", "CUPTI's", "a sample every 2^period cycles, 5..31"},
+                  {"max_records", "integer", "100000", "PC records kept at most (`truncated` past it)"},
+                  {"mode", "string", "\"serialized\"", "`\"serialized\"` (kernels one at a time) or `\"continuous\"`"},
+                  {"baseline", "boolean", "false", "run fn once more unsampled: `baseline` and `overhead`"},
+                  {"timeout", "number", "60", "seconds for the sync after fn"} },
+      returns = { {"cuda.pcsample_result", "one row per sampled kernel, and the totals"} },
+      errors = { "cuda.pcsample: already sampling (cuda.pcsample cannot be nested)",
+                 "cuda.pcsample: cuda.profile is running (CUPTI's PC sampling and counters do not mix)",
+                 "cuda.pcsample: cannot sample during a stream capture (sample the graph's launch instead)",
+                 "cuda.pcsample: <CUPTI call>: CUPTI_ERROR_NAME (code): CUPTI's message" },
+      summary = "where each kernel launched by `fn` stalls, per SASS instruction and source line (CUPTI PC sampling)" },
+    { "cuda.pcsample_available", sig = "cuda.pcsample_available()",
+      returns = { {"boolean", "CUPTI's PC sampling can be used"}, {"string", "libcupti's path, or why not"} },
+      summary = "`true, path of libcupti` or `false, why` (opens CUPTI; needs no GPU)" },
+    { "cuda.pcsample_result", kind = "class",
+      summary = "cuda.pcsample's rows `{kernel=, launches=, samples=, stalls=, lines=, pcs=, program=, lines_missing=, cubin_crc=, function_index=}` and totals",
+      fields = { {"reasons", "string[]", "every stall reason name the device reports"},
+                 {"total_samples", "integer", "CUPTI's count, non-user kernels included"},
+                 {"dropped_samples", "integer", "samples the hardware dropped"},
+                 {"non_user_samples", "integer", "samples in kernels CUPTI gives no records for"},
+                 {"hardware_buffer_full", "boolean", "CUPTI's hardware buffer overflowed"},
+                 {"records", "integer", "PC records kept"},
+                 {"launches", "integer", "gpulab launches seen in fn"},
+                 {"other_samples", "integer", "samples of kernels `kernels=` left out"},
+                 {"elapsed", "number", "seconds of fn and its sync, sampled"},
+                 {"baseline", "number?", "the same unsampled (`baseline=true`)"},
+                 {"overhead", "number?", "elapsed / baseline"},
+                 {"truncated", "boolean?", "records past max_records were left out"} } },
+    { "cuda.pcsample_result:annotate", sig = "r:annotate([kernel])",
+      params = { {"kernel", "(string|cuda.kernel|integer)?", "a row's kernel, or its number; optional with one row"} },
+      returns = { {"string", "the source with each line's share of samples and top stall reasons"} },
+      errors = { "r:annotate: no samples of kernel 'x' (sampled: a, b)" },
+      summary = "the kernel's source, each line prefixed with its share of samples and its top stall reasons" },
+  },
+  text = [==[
+```lua
+local prog = cuda.compile(src, {name = "k.cu", lineinfo = true})
+local k = cuda.load(prog):kernel("chase")
+local r = cuda.pcsample(function() k:launch(cfg, next, out, n) end, {programs = prog, baseline = true})
+--> { {kernel="chase", launches=1, samples=5210,
+--      stalls={["smsp__pcsamp_warps_issue_stalled_long_scoreboard"]=4630, ...},
+--      lines={ {file="k.cu", line=10, samples=4702, stalls={...}}, ... },      -- most samples first
+--      pcs={ {offset=0x90, text="LDG.E.STRONG.GPU R4, desc[UR4][R2.64]", opcode=, file=, line=,
+--             samples=, stalls={...}}, ... },                                   -- by offset
+--      program=prog}, ...,
+--    reasons={...}, total_samples=, dropped_samples=, records=, elapsed=, baseline=, overhead= }
+print(r:annotate("chase"))
+--  share  top stalls                                     | line  source (k.cu)
+--  90.2%  long_scoreboard 98%, selected 1%               |   10          p = __ldcg(&next[p]);
+```
+
+`cuda.pcsample` runs `fn` (a function or callable) with CUPTI's PC sampling (`cupti_pcsampling.h`,
+CUDA 11.3+) on the current context: the SMs sample warps' program counters every 2^`period` cycles and
+say why each sampled warp did not issue, under CUPTI's names
+(`smsp__pcsamp_warps_issue_stalled_long_scoreboard`, `..._wait`, `..._selected` = issued, ...;
+`r.reasons` lists the device's). gpulab adds what it knows: which kernels `fn` launched (`launches`;
+kernels sampled without a gpulab launch, a graph's for instance, get rows with `launches = 0`), the
+program holding each kernel (`programs=`), the SASS instruction at each sampled offset and its source
+line (`prog:sass`, so the toolkit's `nvdisasm`), aggregated per line and per reason.
+
+- Without `programs=` or without a disassembler, PCs are still reported by offset; the row's
+  `lines_missing` says why and `r:annotate` lists the PCs instead of the source. Compile with
+  `lineinfo = true` so that the cubin that ran is the one disassembled (prog:sass otherwise
+  compiles again with `-lineinfo`, which normally produces the same code).
+- `mode = "serialized"` (CUPTI's kernel-serialized collection, the default) runs kernels one at a
+  time, like Nsight Compute; `"continuous"` lets them overlap.
+- The overhead is measured, not assumed: `elapsed` is fn with its sync under sampling; with
+  `baseline = true` fn runs once more unsampled and `overhead = elapsed / baseline` (fn must be safe
+  to run twice).
+- Refused: a nested `cuda.pcsample`, one while `cuda.profile` runs (and `cuda.profile` inside
+  `cuda.pcsample`), and one during a stream capture. It works inside `cuda.trace`.
+- Every exit — normal, an error raised in `fn` (inside a coroutine too), a yield across it, a CUPTI
+  failure — stops and disables PC sampling and frees the buffers before the error goes on, so it
+  works repeatedly in the REPL. libcupti is the one `cuda.profile` opens (`GPULAB_CUPTI`, ...).]==] },
+
+-- ---------------------------------------------------------------------------------------------
 { title = "Timeline: `cuda.trace` and `--trace`", level = 2,
   entries = {
     { "cuda.trace", sig = "cuda.trace([path | false])",
