@@ -182,13 +182,13 @@ static void session_release(session *s) {
         gl_observers--;
     }
     if (s->started) {
-        gl_cupti_pcs_ctx_params p = {.size = GL_CUPTI_PCS_CTX_SIZE, .ctx = s->ctx};
+        gl_cupti_pcs_ctx_params p = {.size = GL_CUPTI_PCS_CTX_SIZE, .ctx = s->ctx}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
         pc.cuptiPCSamplingStop(&p);
         s->started = false;
     }
     if (s->enabled) {
         s->final.data.totalNumPcs = 0;
-        gl_cupti_pcs_ctx_params p = {.size = GL_CUPTI_PCS_CTX_SIZE, .ctx = s->ctx};
+        gl_cupti_pcs_ctx_params p = {.size = GL_CUPTI_PCS_CTX_SIZE, .ctx = s->ctx}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
         pc.cuptiPCSamplingDisable(&p); /* may still fill the configured buffer */
         s->enabled = false;
         own_buffer_names(s, &s->final);
@@ -328,7 +328,10 @@ static void read_opts(lua_State *L, pcs_opts *o) {
 static void alloc_buffer(lua_State *L, pcs_buffer *b, size_t npcs, size_t nreasons) {
     b->pcs = calloc(npcs, sizeof *b->pcs);
     b->stalls = calloc(npcs * (nreasons ? nreasons : 1), sizeof *b->stalls);
-    if (b->pcs == NULL || b->stalls == NULL) luaL_error(L, FN ": out of memory for %d PC records", (int)npcs);
+    if (b->pcs == NULL || b->stalls == NULL) {
+        luaL_error(L, FN ": out of memory for %d PC records", (int)npcs);
+        return;
+    }
     for (size_t i = 0; i < npcs; i++) {
         b->pcs[i].size = sizeof(gl_cupti_pcs_pc);
         b->pcs[i].stallReason = b->stalls + i * nreasons;
@@ -350,8 +353,10 @@ static void read_reasons(lua_State *L, session *s) {
     s->reason_index = calloc(n, sizeof *s->reason_index);
     s->reason_names = calloc(n, sizeof *s->reason_names);
     s->reason_text = calloc(n, GL_CUPTI_STALL_REASON_STRING_SIZE);
-    if (!s->reason_index || !s->reason_names || !s->reason_text)
+    if (!s->reason_index || !s->reason_names || !s->reason_text) {
         luaL_error(L, FN ": out of memory for %d stall reasons", (int)n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) s->reason_names[i] = s->reason_text + i * GL_CUPTI_STALL_REASON_STRING_SIZE;
     gl_cupti_pcs_reasons_params rp = {.size = GL_CUPTI_PCS_REASONS_SIZE, .ctx = s->ctx, .numStallReasons = n,
                                       .stallReasonIndex = s->reason_index, .stallReasons = s->reason_names};
@@ -404,7 +409,7 @@ static void configure(lua_State *L, session *s, const pcs_opts *o) {
         a[n].attributeType = GL_CUPTI_PCS_ATTR_SAMPLING_PERIOD;
         a[n++].attributeData.samplingPeriodData.samplingPeriod = (uint32_t)o->period;
     }
-    gl_cupti_pcs_config_params cp = {.size = GL_CUPTI_PCS_CONFIG_SIZE, .ctx = s->ctx, .numAttributes = n,
+    gl_cupti_pcs_config_params cp = {.size = GL_CUPTI_PCS_CONFIG_SIZE, .ctx = s->ctx, .numAttributes = n, // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
                                      .pPCSamplingConfigurationInfo = a};
     gl_cupti_result r = pc.cuptiPCSamplingSetConfigurationAttribute(&cp);
     if (r == GL_CUPTI_SUCCESS) return;
@@ -811,7 +816,7 @@ static void setup(lua_State *L, session *s, const pcs_opts *o) {
     size_t batch = (size_t)o->max_records < BATCH_PCS ? (size_t)o->max_records : BATCH_PCS;
     alloc_buffer(L, &s->batch, batch, s->nreasons);
     alloc_buffer(L, &s->final, batch, s->nreasons);
-    gl_cupti_pcs_ctx_params en = {.size = GL_CUPTI_PCS_CTX_SIZE, .ctx = s->ctx};
+    gl_cupti_pcs_ctx_params en = {.size = GL_CUPTI_PCS_CTX_SIZE, .ctx = s->ctx}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
     PCS_CALL(L, cuptiPCSamplingEnable, &en);
     s->enabled = true;
     configure(L, s, o);
@@ -858,7 +863,7 @@ static int pcsample_body(lua_State *L) {
     setup(L, s, &o);
     int reasons = lua_gettop(L);
 
-    gl_cupti_pcs_ctx_params st = {.size = GL_CUPTI_PCS_CTX_SIZE, .ctx = s->ctx};
+    gl_cupti_pcs_ctx_params st = {.size = GL_CUPTI_PCS_CTX_SIZE, .ctx = s->ctx}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
     PCS_CALL(L, cuptiPCSamplingStart, &st);
     s->started = true;
     active = s;
