@@ -492,7 +492,11 @@ static void drain(lua_State *L, session *s, int raw, int reasons, totals *t, lua
         s->batch.data.remainingNumPcs = 0;
         gl_cupti_pcs_get_data_params gp = {.size = GL_CUPTI_PCS_GET_DATA_SIZE, .ctx = s->ctx,
                                            .pcSamplingData = &s->batch.data};
-        PCS_CALL(L, cuptiPCSamplingGetData, &gp);
+        gl_cupti_result r = pc.cuptiPCSamplingGetData(&gp);
+        /* a full hardware buffer is reported as an error with the data still delivered: keep the
+         * records and say so (hardware_buffer_full) rather than lose them */
+        if (r != GL_CUPTI_SUCCESS && !(r == GL_CUPTI_ERROR_OUT_OF_MEMORY && s->batch.data.hardwareBufferFull))
+            raise_cupti(L, "cuptiPCSamplingGetData", r);
         absorb(L, s, &s->batch, raw, reasons, t, max_records);
         if (s->batch.data.remainingNumPcs == 0) return;
     }

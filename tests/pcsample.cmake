@@ -13,6 +13,9 @@ gl_add_lua_test(pcsample_fake_nodisasm tests/lua/test_pcsample_fake.lua FAKE
 gl_add_lua_test(pcsample_fake_fail tests/lua/test_pcsample_fake.lua FAKE
   ENV ${GL_PCS_ENV} GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/pcsample_fake_fail.log
       GPULAB_FAKE_CUPTI_FAIL=cuptiPCSamplingGetData:7 GPULAB_PCS_EXPECT=fail)
+gl_add_lua_test(pcsample_fake_full tests/lua/test_pcsample_fake.lua FAKE
+  ENV ${GL_PCS_ENV} GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/pcsample_fake_full.log
+      GPULAB_FAKE_PCS_FULL=1 GPULAB_PCS_EXPECT=full)
 gl_add_lua_test(pcsample_fake_nocupti tests/lua/test_pcsample_fake.lua FAKE
   ENV GPULAB_CUPTI=${CMAKE_BINARY_DIR}/no-such-dir/libcupti.so.13 GPULAB_PCS_EXPECT=absent)
 gl_add_lua_test(gpu_pcsample tests/lua/gpu_pcsample.lua GPU)

@@ -260,6 +260,7 @@ static_assert(GL_CUPTI_PCS_CONFIG_SIZE == CUpti_PCSamplingConfigurationInfoParam
 static_assert(GL_CUPTI_PCS_CTX_SIZE == CUpti_PCSamplingEnableParamsSize && GL_CUPTI_PCS_CTX_SIZE == CUpti_PCSamplingDisableParamsSize && GL_CUPTI_PCS_CTX_SIZE == CUpti_PCSamplingStartParamsSize && GL_CUPTI_PCS_CTX_SIZE == CUpti_PCSamplingStopParamsSize, "pcs sizes");
 static_assert(GL_CUPTI_PCS_NUM_REASONS_SIZE == CUpti_PCSamplingGetNumStallReasonsParamsSize && GL_CUPTI_PCS_REASONS_SIZE == CUpti_PCSamplingGetStallReasonsParamsSize, "pcs sizes");
 static_assert(GL_CUPTI_STALL_REASON_STRING_SIZE == CUPTI_STALL_REASON_STRING_SIZE, "stall reason string size");
+static_assert(GL_CUPTI_ERROR_OUT_OF_MEMORY == CUPTI_ERROR_OUT_OF_MEMORY && GL_CUPTI_ERROR_INVALID_OPERATION == CUPTI_ERROR_INVALID_OPERATION, "result codes");
 static_assert((int)GL_CUPTI_PCS_MODE_CONTINUOUS == (int)CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS && (int)GL_CUPTI_PCS_MODE_KERNEL_SERIALIZED == (int)CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED, "pcs enums");
 static_assert((int)GL_CUPTI_PCS_FORMAT_PARSED == (int)CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED, "pcs enums");
 static_assert((int)GL_CUPTI_PCS_ATTR_SAMPLING_PERIOD == (int)CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD, "pcs attribute SAMPLING_PERIOD");

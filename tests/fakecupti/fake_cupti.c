@@ -438,6 +438,8 @@ EXPORT gl_cupti_result cuptiProfilerHostEvaluateToGpuValues(gl_cupti_host_evalua
  *     caller frees (CUPTI's contract), so a leak or a double free shows in ASan runs;
  *   - the sequencing rules of the real API: Enable once per context, configure while enabled
  *     and stopped, Start/Stop only with start/stop control, no Start twice;
+ *   - GPULAB_FAKE_PCS_FULL=1: GetData reports a full hardware buffer as CUPTI does (the records,
+ *     hardwareBufferFull = 1 and CUPTI_ERROR_OUT_OF_MEMORY);
  *   - GPULAB_FAKE_LOG gets "cupti pcs <call>" lines.
  * ------------------------------------------------------------------------------------------ */
 static const struct { uint32_t index; const char *name; } pcs_reasons[] = {
@@ -679,7 +681,12 @@ EXPORT gl_cupti_result cuptiPCSamplingGetData(gl_cupti_pcs_get_data_params *p) {
     PCS_ENTER(p, GL_CUPTI_PCS_GET_DATA_SIZE);
     if (!pcs.enabled || p->ctx != pcs.ctx) return GL_CUPTI_ERROR_INVALID_OPERATION;
     flog("pcs getdata");
-    return pcs_hand_over(p->pcSamplingData);
+    gl_cupti_result r = pcs_hand_over(p->pcSamplingData);
+    if (r == GL_CUPTI_SUCCESS && getenv("GPULAB_FAKE_PCS_FULL")) { /* as CUPTI: data, flag and error */
+        ((gl_cupti_pcs_data *)p->pcSamplingData)->hardwareBufferFull = 1;
+        return GL_CUPTI_ERROR_OUT_OF_MEMORY;
+    }
+    return r;
 }
 
 EXPORT gl_cupti_result cuptiPCSamplingDisable(gl_cupti_pcs_ctx_params *p) {

@@ -74,6 +74,18 @@ if EXPECT == "fail" then
   T.done()
 end
 
+if EXPECT == "full" then
+  -- run with GPULAB_FAKE_PCS_FULL=1
+  T.test("a full hardware buffer keeps the records delivered and says so", function()
+    local r = cuda.pcsample(run_chase, {programs = prog})
+    T.eq(r.hardware_buffer_full, true)
+    T.eq(r[1].kernel, "chase")
+    T.eq(r[1].samples, 46)
+    balanced("after a full buffer")
+  end)
+  T.done()
+end
+
 if EXPECT == "nodisasm" then
   T.test("without a disassembler PCs are reported by offset and the row says why lines are missing", function()
     local r = cuda.pcsample(run_chase, {programs = prog})
