@@ -807,7 +807,7 @@ os.exit(lab:finish())                       -- JSON, verdict summary, exit statu
   entries = {
     { "harness.new", sig = "harness.new(spec)", params = { {"spec", "table", "`{name=, title=, claims=, params=, budget_s=, quick_budget_s=, args=}`"} },
       returns = { {"Lab", "the lab"} },
-      summary = "a lab: parses the command line (`--quick`, `--json FILE`, `--svg PREFIX`, `--NAME=V`, `--help`) and prints its heading" },
+      summary = "a lab: parses the command line (`--quick`, `--json FILE`, `--svg PREFIX`, `--html FILE`, `--NAME=V`, `--help`), tries every output by writing and prints its heading" },
     { "Lab", kind = "class", summary = "a lab made by `harness.new` (written `lab` in the examples)",
       fields = { {"name", "string", "the lab's name"},
                  {"params", "table<string, any>", "each declared parameter's value"},
@@ -839,6 +839,12 @@ os.exit(lab:finish())                       -- JSON, verdict summary, exit statu
       summary = "a bar chart (bars with `lo`/`hi` draw error bars)" },
     { "Lab:svg_timeline", sig = "lab:svg_timeline{…}", params = { {"spec", "table", "lanes of spans"} },
       summary = "a timeline picture" },
+    { "Lab:kernel_path", sig = "lab:kernel_path(path)", params = { {"path", "string", "a kernel file"} },
+      returns = { {"string", "the file lab:compile reads"} }, summary = "an absolute path as is; a relative one beside the lab file (`lab.dir`), else under cuda.home; raises naming the places looked at" },
+    { "Lab:provenance", sig = "lab:provenance()", returns = { {"table", "the results' `provenance`"} },
+      summary = "build, versions, device, date, host, command line, parameters, compiled kernels (docs/RESULTS_SCHEMA.md)" },
+    { "Lab:svg_ratio", sig = "lab:svg_ratio{…}", params = { {"spec", "table", "`{file=, title=, threshold=1, margin=0.01, items={ {label=, value=, lo=, hi=} }}`"} },
+      returns = { {"string?", "the path written"}, {"string", "the SVG text"} }, summary = "ratios and their intervals on an axis around the threshold ± margin" },
     { "Lab:picture_path", sig = "lab:picture_path(file)", params = { {"file", "string", "the picture's file name"} },
       returns = { {"string?", "the path, or nil without --svg"} }, summary = "where a picture goes under `--svg PREFIX`" },
     { "Lab:fail", sig = "lab:fail(msg)", params = { {"msg", "string", "what failed"} },
@@ -889,11 +895,25 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
   `lab:child(script, {args=, env=, timeout=})` (cuda.run_isolated without a sanitizer's injection),
   `harness.spawn(command, {timeout=}).wait()` → `{out=, exit=, timed_out=, seconds=}` (several at once;
   exit 124/137 = the deadline), `harness.find_tool(name)`, `harness.shell_quote(s)`, `harness.gpulab_exe()`.
-- Outputs (`--json FILE`, `--svg PREFIX`) are tried by writing before the lab does any
+- Outputs (`--json FILE`, `--svg PREFIX`, `--html FILE`) are tried by writing before the lab does any
   work (a missing folder, a path without write permission, a full device such as `/dev/full`): the lab
   stops at once with exit 1 and a message naming the option and the path. Later, one output failing
   (a picture whose folder disappeared, a disk filling up) is a failure of the run (exit 1) that never
   keeps the others from being written.
+- `--html FILE` writes one self-contained HTML page per run (`gpulab.html`: no script, no link, no
+  external file; the pictures are inline SVG): the title, every claim with its verdict, source,
+  measurement and evidence (the intervals as a table, the time ratio with its interval in words and
+  as a picture scaled around the threshold ± margin), the tables, the lab's pictures (written with
+  `--svg` or not), notes, failures and the provenance. `html.report(results [, svg_texts])` makes
+  the page from `lab:results()` (or the JSON read back).
+- Pictures: integer data (sizes, counts, stages) gets integer ticks; `threshold = v` (with
+  `threshold_label`) on `lab:svg_lines`/`lab:svg_bars` draws a dashed line and scales the y axis
+  around the data and the threshold instead of from zero (`y_from_zero = false` does the same without
+  a line); `lab:svg_ratio{file=, threshold=1, margin=0.01, items={ {label=, value=, lo=, hi=} }}` draws
+  ratios with their intervals against the band, green below, red above, grey touching it; category
+  labels too wide for their bar are turned, legend entries cut to their room (full text as a
+  tooltip); a timeline span's colour is its `kind` (else its label), named in a legend under the axis
+  (one colour and no legend when there would be more kinds than colours).
 - Pictures: a point `{x, y, lo=, hi=}` of `lab:svg_lines` draws an error bar (a series with
   `band = true` a shaded band); a bar `{label=, value=, lo=, hi=}` of `lab:svg_bars` an error bar.]==],
   entries = {

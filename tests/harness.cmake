@@ -17,3 +17,9 @@ gl_add_lua_test(lab_gpu tests/lua/test_lab_gpu.lua GPU)
 gl_add_lua_test(lab_authoring tests/lua/test_lab_authoring.lua ENV ${GL_NO_DRIVER} GPULAB_BIN=$<TARGET_FILE:gpulab>)
 # The results' device provenance (name, UUID, SMs, clocks, memory) through the driver stand-in.
 gl_add_lua_test(lab_provenance_fake tests/lua/test_lab_provenance_fake.lua FAKE)
+gl_add_lua_test(lab_report tests/lua/test_lab_report.lua ENV ${GL_NO_DRIVER})
+# The --html report in a real browser: headless Chromium renders it (skipped, exit 77, without Chromium).
+gl_deadline(deadline 300)
+add_test(NAME lab_html_browser COMMAND ${deadline} sh ${CMAKE_SOURCE_DIR}/tests/html_check.sh $<TARGET_FILE:gpulab>
+  ${CMAKE_BINARY_DIR}/html-check WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(lab_html_browser PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)

@@ -13,6 +13,7 @@
 -- --name=value (or --name value) per declared parameter, typed from its default.
 local json = require("gpulab.json")
 local svg = require("gpulab.svg")
+local html = require("gpulab.html")
 
 local harness = {}
 local Lab = {}
@@ -58,7 +59,7 @@ end
 local function option_name(p) return (p.name:gsub("_", "-")) end
 
 local function known_options(lab)
-  local list = { "--quick", "--json FILE", "--svg PREFIX", "--help" }
+  local list = { "--quick", "--json FILE", "--svg PREFIX", "--html FILE", "--help" }
   for _, p in ipairs(lab.param_specs) do
     list[#list + 1] = "--" .. option_name(p) .. (type(p.default) == "boolean" and "" or "=VALUE")
   end
@@ -129,6 +130,9 @@ local function parse_args(lab, args)
     elseif name == "svg" then
       lab.svg_prefix = value_of("--svg", inline)
       if lab.svg_prefix == "" then fail_usage(lab, "option --svg needs a file prefix or folder") end
+    elseif name == "html" then
+      lab.html_path = value_of("--html", inline)
+      if lab.html_path == "" then fail_usage(lab, "option --html needs a file name") end
     elseif name and find_param(lab, name) then
       local p = find_param(lab, name)
       lab.params_given[p.name] = true
@@ -157,6 +161,7 @@ local function print_help(lab)
     { "--quick", "short run (a few seconds) with smaller sweeps" },
     { "--json FILE", "write the results (tables, verdicts, records) as JSON to FILE" },
     { "--svg PREFIX", "write pictures as PREFIX-<name>.svg (or into PREFIX/ when it is a folder)" },
+    { "--html FILE", "write a self-contained HTML report (claims, verdicts, evidence, tables, pictures) to FILE" },
     { "--help", "show this help" },
   }
   for _, p in ipairs(lab.param_specs) do
@@ -189,7 +194,7 @@ local function check_spec(spec)
     if t ~= "number" and t ~= "boolean" and t ~= "string" then
       error(string.format("harness.new: param '%s' needs a number, boolean or string default", p.name), 3)
     end
-    if seen[p.name] or ({ quick = 1, json = 1, svg = 1, help = 1 })[p.name] then
+    if seen[p.name] or ({ quick = 1, json = 1, svg = 1, html = 1, help = 1 })[p.name] then
       error(string.format("harness.new: param '%s' is declared twice or shadows a harness option", p.name), 3)
     end
     if p.multiple_of ~= nil and (math.type(p.multiple_of) ~= "integer" or p.multiple_of < 1) then
@@ -270,6 +275,10 @@ local function check_outputs(lab)
     if not ok then fail_output(lab, "the JSON results", "--json", lab.json_path, why) end
   end
   if lab.svg_prefix then probe_pictures(lab) end
+  if lab.html_path then
+    local ok, why = probe_output(lab.html_path)
+    if not ok then fail_output(lab, "the HTML report", "--html", lab.html_path, why) end
+  end
 end
 
 -- The folder of the file that called harness.new (the lab), from its chunk name ("@labs/x.lua"),
@@ -1212,6 +1221,7 @@ end
 function Lab:svg_lines(spec) return picture(self, "lines", spec, svg.lines) end
 function Lab:svg_bars(spec) return picture(self, "bars", spec, svg.bars) end
 function Lab:svg_timeline(spec) return picture(self, "timeline", spec, svg.timeline) end
+function Lab:svg_ratio(spec) return picture(self, "ratio", spec, svg.ratio) end
 
 -- ---- the end -------------------------------------------------------------------------------
 
@@ -1288,13 +1298,13 @@ local function kernel_provenance(lab)
     local okc, opts_copy = pcall(jsonable, opts, "options", {})
     local entry = { file = k.file, path = k.path, options = okc and opts_copy or { error = tostring(opts_copy) },
       compile_ms = k.ms, cache_hit = k.cache_hit, kernels = json.array({}) }
-    local readable = {}
-    for name, mangled in pairs(k.prog.lowered or {}) do readable[mangled] = name end
+    local plain = {}
+    for name, mangled in pairs(k.prog.lowered or {}) do plain[mangled] = name end
     local seen = {}
     for entry_name in (k.prog.ptx or ""):gmatch("%.entry%s+([%w_$]+)") do
       if not seen[entry_name] then
         seen[entry_name] = true
-        local item = { name = readable[entry_name] or entry_name, symbol = entry_name }
+        local item = { name = plain[entry_name] or entry_name, symbol = entry_name }
         if type(k.prog.resources) == "function" and k.prog.cubin then
           local rok, res = pcall(k.prog.resources, k.prog, entry_name)
           if rok and type(res) == "table" then
@@ -1364,6 +1374,24 @@ function Lab:finish()
   for _, v in ipairs(self.verdicts) do
     print(string.format("  %-9s %s%s%s", "[" .. v.verdict .. "]", v.claim, v.id and (" (" .. v.id .. ")") or "",
       v.never_judged and (" — " .. v.measured) or ""))
+  end
+  if self.html_path then
+    local ok, page = pcall(html.report, results, self.picture_texts)
+    if not ok then
+      self:fail("cannot make the HTML report: " .. tostring(page))
+    else
+      local f, err = io.open(self.html_path, "w")
+      local wrote, werr, closed, cerr = false, err, false, nil
+      if f then
+        wrote, werr = f:write(page)
+        closed, cerr = f:close()
+      end
+      if wrote and closed then
+        print("report: " .. self.html_path)
+      else
+        self:fail("cannot write the HTML report to " .. self.html_path .. ": " .. tostring(werr or cerr))
+      end
+    end
   end
   if self.json_path then
     local f, err = io.open(self.json_path, "w")

@@ -40,15 +40,51 @@ local function tick_label(v)
   return s
 end
 
--- "Nice" linear ticks covering [lo, hi]: steps of 1, 2 or 5 × 10^k, about `want` of them.
-local function linear_ticks(lo, hi, want)
-  if hi <= lo then hi = lo + (lo == 0 and 1 or math.abs(lo) * 0.1) end
+-- Whether every value is a whole number (then the axis is an integer axis).
+local function all_integers(values)
+  if #values == 0 then return false end
+  for _, v in ipairs(values) do
+    if v ~= math.floor(v) then return false end
+  end
+  return true
+end
+
+-- Text width in pixels at a font size, for placing labels apart (sans-serif averages ~0.6 em).
+local function text_width(text, size)
+  return (utf8.len(tostring(text)) or #tostring(text)) * size * 0.6
+end
+
+-- `text` cut to fit `px` pixels at `size`, with an ellipsis.
+local function fit_text(text, px, size)
+  text = tostring(text)
+  if text_width(text, size) <= px then return text end
+  local keep = math.max(1, math.floor(px / (size * 0.6)) - 1)
+  local cut = utf8.offset(text, keep + 1)
+  return (cut and text:sub(1, cut - 1) or text) .. "…"
+end
+
+-- A dashed horizontal line at value v of the y axis, labelled, for a threshold.
+local function threshold_line(out, box, yaxis, v, label)
+  local y = yaxis.map(v)
+  out[#out + 1] = string.format('<line class="threshold" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#444444" ' ..
+    'stroke-width="1.5" stroke-dasharray="6 4"/>', num(box.x0), num(y), num(box.x1), num(y))
+  if label then
+    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="end" font-size="11" fill="#444444" %s>%s</text>',
+      num(box.x1 - 4), num(y - 4), FONT, svg.escape(label))
+  end
+end
+
+-- "Nice" linear ticks covering [lo, hi]: steps of 1, 2 or 5 × 10^k, about `want` of them. An
+-- integer axis (counts, sizes, blocks) never gets a step below 1: no tick between two integers.
+local function linear_ticks(lo, hi, want, integer)
+  if hi <= lo then hi = lo + ((lo == 0 or integer) and 1 or math.abs(lo) * 0.1) end
   local raw = (hi - lo) / (want or 5)
   local mag = 10 ^ math.floor(math.log(raw, 10))
   local step = mag
   for _, m in ipairs({ 1, 2, 5, 10 }) do
     if raw <= m * mag * 1.0000001 then step = m * mag break end
   end
+  if integer and step < 1 then step = 1 end
   local first = math.floor(lo / step + 1e-9) * step
   local last = math.ceil(hi / step - 1e-9) * step
   local ticks = {}
@@ -76,9 +112,9 @@ local function log_ticks(lo, hi)
 end
 
 -- An axis maps data values to pixels; log axes map log10(v).
-local function make_axis(lo, hi, log, p0, p1, want)
+local function make_axis(lo, hi, log, p0, p1, want, integer)
   local ticks, a, b
-  if log then ticks, a, b = log_ticks(lo, hi) else ticks, a, b = linear_ticks(lo, hi, want) end
+  if log then ticks, a, b = log_ticks(lo, hi) else ticks, a, b = linear_ticks(lo, hi, want, integer) end
   local f = log and function(v) return math.log(v, 10) end or function(v) return v end
   local fa, fb = f(a), f(b)
   return {
@@ -147,16 +183,20 @@ local function frame(out, box, xaxis, yaxis)
   out[#out + 1] = "</g>"
 end
 
-local function legend(out, box, names)
+-- The series legend right of the plot: each name cut to the space there (the full name in a
+-- tooltip), one row per series, 18 px apart so no two overlap.
+local function legend(out, box, names, width)
   if #names == 0 then return end
   local y = box.y1 + 8
-  out[#out + 1] = string.format('<g font-size="12" %s>', FONT)
+  local room = (width or (box.x1 + 170)) - (box.x1 + 30) - 4
+  out[#out + 1] = string.format('<g class="legend" font-size="12" %s>', FONT)
   for i, name in ipairs(names) do
     local ly = y + (i - 1) * 18
     local color = palette[(i - 1) % #palette + 1]
     out[#out + 1] = string.format('<rect x="%s" y="%s" width="12" height="12" fill="%s"/>',
       num(box.x1 + 12), num(ly), color)
-    out[#out + 1] = string.format('<text x="%s" y="%s">%s</text>', num(box.x1 + 30), num(ly + 10), svg.escape(name))
+    out[#out + 1] = string.format('<text x="%s" y="%s"><title>%s</title>%s</text>', num(box.x1 + 30), num(ly + 10),
+      svg.escape(name), svg.escape(fit_text(name, room, 12)))
   end
   out[#out + 1] = "</g>"
 end
@@ -201,7 +241,8 @@ end
 -- series' intervals draw a shaded band along the line instead.
 function svg.lines(spec)
   check_spec(spec, "lines", "series")
-  local w, h = spec.width or 760, spec.height or 440
+  local w = spec.width or 760
+  local h = spec.height or math.max(440, 40 + 18 * #spec.series + 70)
   local box = { x0 = 70, x1 = w - 170, y1 = 40, y0 = h - 55 }
   local xs, ys, series = {}, {}, {}
   for si, s in ipairs(spec.series) do
@@ -231,14 +272,24 @@ function svg.lines(spec)
     xlo, xhi = (spec.log_x and 1 or 0), (spec.log_x and 10 or 1)
     ylo, yhi = (spec.log_y and 1 or 0), (spec.log_y and 10 or 1)
   end
-  -- a linear y axis starts at zero for non-negative data: ratios stay visible
-  if not spec.log_y and ylo > 0 then ylo = 0 end
-  local xaxis = make_axis(xlo, xhi, spec.log_x, box.x0, box.x1, 6)
-  local yaxis = make_axis(ylo, yhi, spec.log_y, box.y0, box.y1, 5)
+  local threshold = finite(spec.threshold) and (not spec.log_y or spec.threshold > 0) and spec.threshold or nil
+  if threshold then
+    ylo, yhi = math.min(ylo, threshold), math.max(yhi, threshold)
+    local pad = (yhi - ylo) * 0.15
+    if pad == 0 then pad = math.abs(threshold) * 0.02 + 1e-9 end
+    if not spec.log_y then ylo, yhi = ylo - pad, yhi + pad end
+  elseif not spec.log_y and ylo > 0 and spec.y_from_zero ~= false then
+    -- a linear y axis starts at zero for non-negative data, unless a threshold or y_from_zero=false
+    -- asks for the axis around the data (where 1-2% differences show)
+    ylo = 0
+  end
+  local xaxis = make_axis(xlo, xhi, spec.log_x, box.x0, box.x1, 6, not spec.log_x and all_integers(xs))
+  local yaxis = make_axis(ylo, yhi, spec.log_y, box.y0, box.y1, 5, not spec.log_y and all_integers(ys))
   local out = {}
   header(out, w, h, spec.title)
   frame(out, box, xaxis, yaxis)
   axis_labels(out, box, spec.x_label, spec.y_label)
+  if threshold then threshold_line(out, box, yaxis, threshold, spec.threshold_label) end
   local names = {}
   for i, s in ipairs(series) do
     local color = palette[(i - 1) % #palette + 1]
@@ -255,7 +306,7 @@ function svg.lines(spec)
     end
     names[#names + 1] = s.name
   end
-  legend(out, box, names)
+  legend(out, box, names, w)
   out[#out + 1] = "</svg>\n"
   return table.concat(out, "\n")
 end
@@ -265,8 +316,17 @@ end
 function svg.bars(spec)
   check_spec(spec, "bars", "bars")
   local n = #spec.bars
-  local w, h = spec.width or math.max(420, 110 + 70 * n), spec.height or 420
-  local box = { x0 = 70, x1 = w - 20, y1 = 40, y0 = h - 70 }
+  local w = spec.width or math.max(420, 110 + 70 * n)
+  local slot_guess = (w - 90) / math.max(n, 1)
+  -- category labels wider than their slot are turned 40 degrees; the picture grows to hold them
+  local widest = 0
+  for i, b in ipairs(spec.bars) do
+    if type(b) == "table" then widest = math.max(widest, text_width(b.label or ("#" .. i), 11)) end
+  end
+  local turn = widest > slot_guess * 0.9
+  local below = turn and math.floor(math.min(200, widest * 0.65 + 30)) or 0
+  local h = spec.height or (420 + below)
+  local box = { x0 = 70, x1 = w - 20, y1 = 40, y0 = h - 70 - below }
   local values = {}
   for i, b in ipairs(spec.bars) do
     if type(b) ~= "table" then error(string.format("svg.bars: bars[%d] must be {label=, value=}", i), 2) end
@@ -278,14 +338,25 @@ function svg.bars(spec)
     end
   end
   local lo, hi = range(values)
-  lo, hi = math.min(lo or 0, 0), math.max(hi or 1, 0)
-  local yaxis = make_axis(lo, hi, false, box.y0, box.y1, 5)
+  local threshold = finite(spec.threshold) and spec.threshold or nil
+  local around = threshold or spec.y_from_zero == false
+  if around and lo then
+    -- scaled around the data and the threshold: the bars start at the axis' bottom edge
+    if threshold then lo, hi = math.min(lo, threshold), math.max(hi, threshold) end
+    local pad = (hi - lo) * 0.15
+    if pad == 0 then pad = math.abs(hi) * 0.02 + 1e-9 end
+    lo, hi = lo - pad, hi + pad
+  else
+    lo, hi = math.min(lo or 0, 0), math.max(hi or 1, 0)
+  end
+  local yaxis = make_axis(lo, hi, false, box.y0, box.y1, 5, all_integers(values) and not around)
   local out = {}
   header(out, w, h, spec.title)
   frame(out, box, nil, yaxis)
   axis_labels(out, box, nil, spec.y_label)
+  if threshold then threshold_line(out, box, yaxis, threshold, spec.threshold_label) end
   local slot = (box.x1 - box.x0) / math.max(n, 1)
-  local zero = yaxis.map(0)
+  local zero = around and box.y0 or yaxis.map(0)
   out[#out + 1] = string.format('<g font-size="11" %s>', FONT)
   for i, b in ipairs(spec.bars) do
     local cx = box.x0 + (i - 0.5) * slot
@@ -305,19 +376,28 @@ function svg.bars(spec)
         ty = b.value >= 0 and math.min(y1, zero) - 4 or math.max(y0, zero) + 12
       end
       out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle">%s</text>',
-        num(cx), num(ty), svg.escape(tick_label(b.value)))
+        num(cx), num(ty), svg.escape(fit_text(tick_label(b.value), slot, 11)))
     end
-    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle">%s</text>',
-      num(cx), num(box.y0 + 16), svg.escape(b.label or ("#" .. i)))
+    local label = b.label or ("#" .. i)
+    if turn then
+      out[#out + 1] = string.format(
+        '<text x="%s" y="%s" text-anchor="end" transform="rotate(-40 %s %s)">%s</text>', num(cx), num(box.y0 + 14),
+        num(cx), num(box.y0 + 14), svg.escape(fit_text(label, 300, 11)))
+    else
+      out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle">%s</text>',
+        num(cx), num(box.y0 + 16), svg.escape(label))
+    end
   end
   out[#out + 1] = "</g>"
   out[#out + 1] = "</svg>\n"
   return table.concat(out, "\n")
 end
 
--- svg.timeline{title=, x_label=, width=, rows={ {label=, spans={ {t0, t1, label=?}, ... }}, ... }}
--- One horizontal lane per row; each span a bar from t0 to t1 (colored by its label, so equal
--- labels share a color).
+-- svg.timeline{title=, x_label=, width=, rows={ {label=, spans={ {t0, t1, label=?, kind=?}, ... }}, ... }}
+-- One horizontal lane per row; each span a bar from t0 to t1. A colour means one kind of span:
+-- its `kind` (else its label), named in a legend under the axis. When there would be more kinds
+-- than colours, every span gets one colour and no legend (repeated colours would mean nothing);
+-- a span's label is its tooltip either way.
 function svg.timeline(spec)
   check_spec(spec, "timeline", "rows")
   local nrows = #spec.rows
@@ -340,13 +420,27 @@ function svg.timeline(spec)
   end
   local lo, hi = range(ts)
   if not lo then lo, hi = 0, 1 end
-  local xaxis = make_axis(lo, hi, false, box.x0, box.x1, 8)
+  local keys, order = {}, {}
+  for _, r in ipairs(spec.rows) do
+    for _, sp in ipairs(r.spans) do
+      local key = sp.kind or sp.label
+      if key ~= nil and not keys[tostring(key)] then
+        keys[tostring(key)] = true
+        order[#order + 1] = tostring(key)
+      end
+    end
+  end
+  local coloured = #order > 0 and #order <= #palette
+  local colors = {}
+  for i, key in ipairs(order) do colors[key] = coloured and palette[i] or palette[1] end
+  local legend_rows = coloured and math.ceil(#order / 4) or 0
+  h = h + legend_rows * 18 + (coloured and 12 or 0)
+  local xaxis = make_axis(lo, hi, false, box.x0, box.x1, 8, all_integers(ts))
   local out = {}
   header(out, w, h, spec.title)
   -- the frame without y ticks: lanes carry their own labels
   frame(out, box, xaxis, { ticks = {}, map = function() return 0 end })
   axis_labels(out, box, spec.x_label, nil)
-  local colors, ncolors = {}, 0
   local label_every = math.max(1, math.ceil(12 / lane))
   out[#out + 1] = string.format('<g font-size="%d" %s>', math.min(11, lane), FONT)
   for ri, r in ipairs(spec.rows) do
@@ -357,18 +451,106 @@ function svg.timeline(spec)
     end
     for _, s in ipairs(r.spans) do
       if finite(s[1]) and finite(s[2]) then
-        local key = s.label or ""
-        if not colors[key] then
-          ncolors = ncolors + 1
-          colors[key] = palette[(ncolors - 1) % #palette + 1]
-        end
+        local key = s.kind or s.label
+        local color = key ~= nil and colors[tostring(key)] or palette[1]
         local x0, x1 = xaxis.map(math.min(s[1], s[2])), xaxis.map(math.max(s[1], s[2]))
         local title = s.label and ("<title>" .. svg.escape(s.label) .. "</title>") or ""
         out[#out + 1] = string.format(
           '<rect x="%s" y="%s" width="%s" height="%s" fill="%s" fill-opacity="0.75">%s</rect>',
-          num(x0), num(y + 1), num(math.max(x1 - x0, 0.5)), num(lane - 2), colors[key], title)
+          num(x0), num(y + 1), num(math.max(x1 - x0, 0.5)), num(lane - 2), color, title)
       end
     end
+  end
+  out[#out + 1] = "</g>"
+  if coloured then
+    -- four kinds per row under the x axis label, each in its own quarter of the width
+    local cell = (box.x1 - box.x0) / 4
+    out[#out + 1] = string.format('<g class="legend" font-size="12" %s>', FONT)
+    for i, key in ipairs(order) do
+      local lx = box.x0 + ((i - 1) % 4) * cell
+      local ly = box.y0 + 50 + ((i - 1) // 4) * 18
+      out[#out + 1] = string.format('<rect x="%s" y="%s" width="12" height="12" fill="%s"/>', num(lx), num(ly),
+        colors[key])
+      local shown = fit_text(key, cell - 22, 12)
+      out[#out + 1] = string.format('<text x="%s" y="%s">%s%s</text>', num(lx + 16), num(ly + 10),
+        shown ~= key and ("<title>" .. svg.escape(key) .. "</title>") or "", svg.escape(shown))
+    end
+    out[#out + 1] = "</g>"
+  end
+  out[#out + 1] = "</svg>\n"
+  return table.concat(out, "\n")
+end
+
+-- svg.ratio{title=, x_label=, threshold=1, margin=0.01, width=, items={ {label=, value=, lo=, hi=}, ... }}
+-- Ratios with their intervals on an axis scaled around the threshold: the band threshold ×
+-- (1 ± margin) shaded, the threshold dashed, one row per item. An interval wholly below the band
+-- is drawn green, wholly above red, touching it grey (as lab:compare decides: faster, slower,
+-- same or unclear), so a 1-2% difference fills the picture instead of a sliver of a 0-based axis.
+function svg.ratio(spec)
+  check_spec(spec, "ratio", "items")
+  local t = finite(spec.threshold) and spec.threshold or 1
+  local m = finite(spec.margin) and spec.margin >= 0 and spec.margin or 0.01
+  local n = #spec.items
+  local w = spec.width or 640
+  local lane = 26
+  local widest = 0
+  for i, it in ipairs(spec.items) do
+    if type(it) ~= "table" then
+      error(string.format("svg.ratio: items[%d] must be {label=, value=, lo=, hi=}", i), 2)
+    end
+    widest = math.max(widest, text_width(it.label or ("#" .. i), 11))
+  end
+  local box = { x0 = math.min(220, math.max(70, widest + 16)), x1 = w - 20, y1 = 40 }
+  box.y0 = box.y1 + math.max(n, 1) * lane + 10
+  local h = box.y0 + 80
+  local vals = { t * (1 - m), t * (1 + m) }
+  for _, it in ipairs(spec.items) do
+    for _, v in ipairs { it.value, it.lo, it.hi } do if finite(v) then vals[#vals + 1] = v end end
+  end
+  local lo, hi = range(vals)
+  local pad = (hi - lo) * 0.15
+  if pad == 0 then pad = math.abs(t) * 0.01 + 1e-9 end
+  local xaxis = make_axis(lo - pad, hi + pad, false, box.x0, box.x1, 6)
+  local out = {}
+  header(out, w, h, spec.title)
+  frame(out, box, xaxis, { ticks = {}, map = function() return 0 end })
+  axis_labels(out, box, spec.x_label or "ratio", nil)
+  local b0, b1 = xaxis.map(t * (1 - m)), xaxis.map(t * (1 + m))
+  out[#out + 1] = string.format('<rect class="band" x="%s" y="%s" width="%s" height="%s" fill="#999999" ' ..
+    'fill-opacity="0.2"/>', num(b0), num(box.y1), num(math.max(b1 - b0, 0.5)), num(box.y0 - box.y1))
+  local tx = xaxis.map(t)
+  out[#out + 1] = string.format('<line class="threshold" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#444444" ' ..
+    'stroke-dasharray="6 4" stroke-width="1.5"/>', num(tx), num(box.y1), num(tx), num(box.y0))
+  out[#out + 1] = string.format('<g font-size="11" %s>', FONT)
+  for i, it in ipairs(spec.items) do
+    local y = box.y1 + (i - 0.5) * lane + 5
+    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="end"><title>%s</title>%s</text>',
+      num(box.x0 - 6), num(y + 4), svg.escape(it.label or ("#" .. i)),
+      svg.escape(fit_text(it.label or ("#" .. i), box.x0 - 12, 11)))
+    if finite(it.value) then
+      local ilo = finite(it.lo) and it.lo or it.value
+      local ihi = finite(it.hi) and it.hi or it.value
+      local color = ihi < t * (1 - m) and "#2ca02c" or (ilo > t * (1 + m) and "#d62728" or "#7f7f7f")
+      local x0, x1 = xaxis.map(ilo), xaxis.map(ihi)
+      out[#out + 1] = string.format('<g stroke="%s" stroke-width="2"><line x1="%s" y1="%s" x2="%s" y2="%s"/>' ..
+        '<line x1="%s" y1="%s" x2="%s" y2="%s"/><line x1="%s" y1="%s" x2="%s" y2="%s"/></g>', color,
+        num(x0), num(y), num(x1), num(y), num(x0), num(y - 5), num(x0), num(y + 5), num(x1), num(y - 5), num(x1),
+        num(y + 5))
+      out[#out + 1] = string.format('<circle cx="%s" cy="%s" r="4" fill="%s"/>', num(xaxis.map(it.value)), num(y),
+        color)
+    end
+  end
+  out[#out + 1] = "</g>"
+  out[#out + 1] = string.format('<g class="legend" font-size="12" %s>', FONT)
+  local ly = box.y0 + 52
+  out[#out + 1] = string.format('<rect x="%s" y="%s" width="12" height="12" fill="#999999" fill-opacity="0.4"/>' ..
+    '<text x="%s" y="%s">%s</text>', num(box.x0), num(ly), num(box.x0 + 16), num(ly + 10),
+    svg.escape(string.format("%s ± %s%%", tick_label(t), tick_label(m * 100))))
+  local keys = { { "#2ca02c", "below" }, { "#d62728", "above" }, { "#7f7f7f", "touching the band" } }
+  for k, c in ipairs(keys) do
+    local lx = box.x0 + 130 + (k - 1) * 110
+    out[#out + 1] = string.format('<rect x="%s" y="%s" width="12" height="12" fill="%s"/><text x="%s" y="%s">%s</text>',
+      num(lx), num(ly), c[1], num(lx + 16), num(ly + 10), c[2])
   end
   out[#out + 1] = "</g>"
   out[#out + 1] = "</svg>\n"

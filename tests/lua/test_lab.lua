@@ -98,8 +98,8 @@ T.test("bad values and unknown options are refused with the known ones listed", 
   bad({ "--no-rows" }, "unknown option '--no-rows'")
   bad({ "--quick=perhaps" }, "expects true or false")
   local err = T.raises(function() parse({ "--colums=3" }) end, "unknown option '--colums=3'")
-  local known = "known: --quick, --json FILE, --svg PREFIX, --help, --rows=VALUE, --scale=VALUE, --fast-path, " ..
-    "--label=VALUE"
+  local known = "known: --quick, --json FILE, --svg PREFIX, --html FILE, --help, --rows=VALUE, --scale=VALUE, " ..
+    "--fast-path, --label=VALUE"
   T.ok(err:find(known, 1, true), err)
   T.raises(function() parse({ "positional" }) end, "unknown option 'positional'")
   T.raises(function() parse({ "-q" }) end, "unknown option '-q'")
