@@ -57,6 +57,7 @@ static const char *kernel_entry(lua_State *L, int prog, int arg, const char *fn)
 
 /* Pushes the program's cubin (the one compiled, from the private record; else prog.cubin). */
 static const char *program_cubin(lua_State *L, int prog, size_t *len, const char *fn) {
+    *len = 0;
     if (gl_program_private(L, prog) == LUA_TTABLE && lua_getfield(L, -1, "cubin") == LUA_TSTRING) {
         lua_remove(L, -2);
         return lua_tolstring(L, -1, len);
