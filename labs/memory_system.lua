@@ -54,7 +54,7 @@ lab:claim { id = "latency_order", own = true, text =
 lab:section("Setup")
 local prog = lab:compile("kernels/memory_system.cu", { arch = "sm_90a", std = "c++17",
   what = "fill_pattern, check_pattern, pattern_sum, copy16, read16, make_chain, chase" })
-if not lab:gpu() then os.exit(lab:finish()) end
+lab:require_gpu()
 
 local dev = cuda.device(0)
 local mod = cuda.load(prog)

@@ -188,8 +188,8 @@ os.exit(lab:finish())
 end)
 
 T.test("the labs end without a GPU through lab:require_gpu", function()
-  for _, name in ipairs { "compile_pipeline", "hopper_clusters", "illegal_access", "launch_anatomy", "multi_gpu",
-      "tma_double_buffer", "warp_states" } do
+  for _, name in ipairs { "compile_pipeline", "hopper_clusters", "illegal_access", "launch_anatomy", "memory_system",
+      "multi_gpu", "tma_double_buffer", "warp_states" } do
     local f = "labs/" .. name .. ".lua"
     local text = T.read(f)
     T.ok(text:find(":require_gpu(", 1, true), f .. " ends through require_gpu")
