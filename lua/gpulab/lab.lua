@@ -1266,7 +1266,13 @@ local function command_line()
 end
 
 local function device_provenance(lab)
-  if not (lab.gpu_state and lab.gpu_state.available) then return nil end
+  local usable = lab.gpu_state and lab.gpu_state.available
+  if lab.gpu_state == nil and type(cuda) == "table" and type(cuda.available) == "function" then
+    -- a lab that used the device without asking lab:gpu() still names it (asked quietly here)
+    local ok, avail = pcall(cuda.available)
+    usable = ok and avail == true
+  end
+  if not usable then return nil end
   local ok, dev = pcall(cuda.device)
   if not ok or type(dev) ~= "table" then return { error = tostring(dev) } end
   local function attr(name)

@@ -34,6 +34,19 @@ os.exit(lab:finish())
   T.eq(p.gpu.available, true)
 end)
 
+T.test("a lab that used the device without asking lab:gpu() still names it", function()
+  T.write(d .. "/quiet.lua", [[
+local harness = require("gpulab.lab")
+local lab = harness.new{ name = "quiet" }
+local a = cuda.array("f32", 16)
+a:fill(1)
+os.exit(lab:finish())
+]])
+  local r = cuda.run_isolated(d .. "/quiet.lua", { args = { "--json", d .. "/q.json" }, timeout = 60 })
+  T.eq(r.code, 0, r.stderr)
+  T.eq(json.decode(T.read(d .. "/q.json")).provenance.device.name, cuda.device(0).name)
+end)
+
 T.test("without cuDeviceGetUuid the device has no uuid, and nothing else changes", function()
   T.write(d .. "/uuid.lua", "local dev = cuda.device(0); print(tostring(dev.uuid) .. '|' .. dev.name)\n")
   local r = cuda.run_isolated(d .. "/uuid.lua", { env = { GPULAB_FAKE_NO_ENTRY = "cuDeviceGetUuid" }, timeout = 60 })
