@@ -1414,7 +1414,10 @@ function Lab:finish()
       end
     end
   end
-  print(string.format("%s: %.2f s%s", self.name, results.timings.total_s,
+  -- short runs (a cached compile) in milliseconds: "0.00 s" says nothing
+  local total = results.timings.total_s
+  print(string.format("%s: %s%s", self.name, total < 1 and string.format("%.1f ms", total * 1e3) or
+    string.format("%.2f s", total),
     #self.failures > 0 and string.format(", %d failure(s)", #self.failures) or ""))
   return #self.failures == 0 and 0 or 1
 end

@@ -207,6 +207,10 @@ T.test("lab timings come from a fine monotonic clock", function()
   local outer = cuda.now() - before
   -- a 10 ms clock says 0 or 0.01 for this run; a fine one lies between the busy wait and the whole
   T.ok(total >= 0.002 and total <= outer, string.format("a %.4f s run timed as %s s", outer, total))
+  -- the summary line gives a short run in milliseconds, never "0.00 s"
+  local d = outside_lab("os.exit(lab:finish())\n")
+  local r = run(d .. "/lab.lua")
+  T.ok(r.stdout:match("\noutside: %d+%.%d ms\n"), r.stdout)
 end)
 
 T.test("a picture that cannot be written fails the run but never loses the JSON", function()
