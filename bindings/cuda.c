@@ -124,7 +124,7 @@ static int l_shutdown(lua_State *L) {
     (void)L;
     if (gl_context_usable() && gl_release_pending() > 0) {
         CUresult r = CUDA_ERROR_NOT_READY;
-        if (gl_ctx_sync_deadline(SHUTDOWN_WAIT_S, &r) && r == CUDA_SUCCESS) gl_done_seq = gl_work_seq;
+        if (gl_ctx_sync_deadline(SHUTDOWN_WAIT_S, &r) && r == CUDA_SUCCESS) gl_mark_device_synced(gl_current_device());
         gl_release_drain();
     }
     gl_watchdog_stop();

@@ -297,6 +297,7 @@ static void make_current(lua_State *L, int ordinal, const char *fn) {
     /* The previous device's context stays retained: its objects may still be alive. */
     ctx.created = true;
     ctx.ordinal = ordinal;
+    gl_seq_device = ordinal < GL_SEQ_DEVICES ? ordinal : GL_SEQ_DEVICES - 1;
     ctx.ctx = c;
     ctx.dev = dev;
 }
@@ -637,7 +638,7 @@ void gl_wait(lua_State *L, CUstream stream, double timeout_s, const char *fn) {
     }
     if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, stream ? "stream sync" : "context sync");
     if (obs >= 0) gl_observe_sync(obs, fn, stream);
-    if (stream == NULL) gl_done_seq = gl_work_seq;
+    if (stream == NULL) gl_mark_device_synced(gl_current_device());
     gl_log_sync_ok(stream);
     gl_release_drain();
 }

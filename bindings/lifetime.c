@@ -19,6 +19,15 @@
 
 uint64_t gl_work_seq = 0;
 uint64_t gl_done_seq = 0;
+uint64_t gl_last_seq_on[GL_SEQ_DEVICES];
+int gl_seq_device = 0;
+
+void gl_mark_device_synced(int d) {
+    if (d < 0 || d >= GL_SEQ_DEVICES - 1) return; /* the shared last slot never proves anything */
+    for (int e = 0; e < GL_SEQ_DEVICES; e++)
+        if (e != d && gl_last_seq_on[e] > gl_done_seq) return; /* another device may be busy */
+    gl_done_seq = gl_work_seq;
+}
 gl_stats gl_live;
 
 struct gl_stream_track {

@@ -34,8 +34,22 @@ CUstream gl_track_handle(const gl_stream_track *t);
 void gl_track_ref(gl_stream_track *t);
 void gl_track_unref(gl_stream_track *t);
 
+/* The last submission on each device (the current device's at submission time), so that a sync of
+ * one device's context proves only that device's work complete. */
+#define GL_SEQ_DEVICES 64
+extern uint64_t gl_last_seq_on[GL_SEQ_DEVICES];
+extern int gl_seq_device; /* the current device, kept by driver.c; beyond the table: the last slot */
+
 /* Call before submitting: returns the new submission's sequence number. */
-static inline uint64_t gl_next_seq(void) { return ++gl_work_seq; }
+static inline uint64_t gl_next_seq(void) {
+    uint64_t seq = ++gl_work_seq;
+    gl_last_seq_on[gl_seq_device] = seq;
+    return seq;
+}
+
+/* After a sync of device d's whole context: every submission is known complete (gl_done_seq
+ * moves up) only when no other device has had work since the last such point. */
+void gl_mark_device_synced(int d);
 
 /* Called once per submission that uses `u` on stream track `t` (cheap: no driver calls). */
 static inline void gl_use_mark(gl_use *u, gl_stream_track *t, uint64_t seq) {

@@ -15,6 +15,7 @@
 #include "fake_stream.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,6 +47,7 @@ typedef struct fake_stream {
     fake_graph *capture;      /* non-NULL while capturing */
     bool capture_invalidated; /* an operation not allowed during capture was attempted */
     CUstreamCaptureMode capture_mode;
+    int device;               /* the device of the context it was created in */
 } fake_stream;
 
 typedef struct fake_event {
@@ -53,6 +55,7 @@ typedef struct fake_event {
     unsigned flags;
     bool recorded;
     double recorded_at; /* host seconds of the last cuEventRecord */
+    int device;         /* the device of the stream it was last recorded on */
 } fake_event;
 
 static fake_stream *streams;
@@ -63,15 +66,31 @@ static fake_exec *execs;
 /* ------------------------------------------------------------------------------------------
  * Completion
  * ------------------------------------------------------------------------------------------ */
-bool fake_work_blocked(void) {
+/* GPULAB_FAKE_BUSY_FILE: while the file exists, work does not complete: on every device when it
+ * is empty, else on the devices it lists ("1", "0 2"), so tests can hold one device's work. */
+bool fake_device_blocked(int device) {
     if (fake_hang()) return true;
     const char *busy = getenv("GPULAB_FAKE_BUSY_FILE");
-    return busy && *busy && access(busy, F_OK) == 0;
+    if (busy == NULL || *busy == '\0') return false;
+    FILE *f = fopen(busy, "r");
+    if (f == NULL) return false;
+    int d = 0;
+    bool any = false, listed = false;
+    while (fscanf(f, "%d", &d) == 1) {
+        any = true;
+        if (d == device) listed = true;
+    }
+    fclose(f);
+    return any ? listed : true;
 }
 
+bool fake_work_blocked(void) { return fake_device_blocked(fake_current_device()); }
+
+static int stream_device(const fake_stream *s) { return s ? s->device : fake_current_device(); }
+
 /* Waits as a sync would: forever under GPULAB_FAKE_HANG, until the busy file goes otherwise. */
-static void wait_until_unblocked(void) {
-    while (fake_work_blocked()) {
+static void wait_until_unblocked(int device) {
+    while (fake_device_blocked(device)) {
         struct timespec ts = {0, 5 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -189,6 +208,7 @@ CUresult fake_cuStreamCreateWithPriority(CUstream *out, unsigned flags, int prio
     if (priority < FAKE_PRIORITY_GREATEST) priority = FAKE_PRIORITY_GREATEST;
     s->flags = flags;
     s->priority = priority;
+    s->device = fake_current_device();
     s->next = streams;
     streams = s;
     fake_log("stream_create %p flags=%u priority=%d", (void *)s, flags, priority);
@@ -222,7 +242,7 @@ CUresult fake_cuStreamQuery(CUstream h) {
     CUresult r = stream_of(h, &s);
     if (r == CUDA_SUCCESS) r = refuse_in_capture(s);
     if (r != CUDA_SUCCESS) return r;
-    return fake_work_blocked() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    return fake_device_blocked(stream_device(s)) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult fake_cuStreamSynchronize(CUstream h) {
@@ -231,7 +251,7 @@ CUresult fake_cuStreamSynchronize(CUstream h) {
     CUresult r = stream_of(h, &s);
     if (r == CUDA_SUCCESS) r = refuse_in_capture(s);
     if (r != CUDA_SUCCESS) return r;
-    wait_until_unblocked();
+    wait_until_unblocked(stream_device(s));
     fake_log("stream_sync %p", (void *)h);
     return CUDA_SUCCESS;
 }
@@ -285,6 +305,7 @@ CUresult fake_cuEventRecord(CUevent h, CUstream sh) {
     if (s && s->capture) add_node(&s->capture->n, NULL);
     e->recorded = true;
     e->recorded_at = host_seconds();
+    e->device = stream_device(s);
     fake_log("event_record %p stream=%p", (void *)e, (void *)sh);
     return CUDA_SUCCESS;
 }
@@ -294,14 +315,14 @@ CUresult fake_cuEventQuery(CUevent h) {
     FAKE_ENTER("cuEventQuery");
     fake_event *e = find_event(h);
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
-    return e->recorded && fake_work_blocked() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    return e->recorded && fake_device_blocked(e->device) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult fake_cuEventSynchronize(CUevent h) {
     FAKE_ENTER("cuEventSynchronize");
     fake_event *e = find_event(h);
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
-    if (e->recorded) wait_until_unblocked();
+    if (e->recorded) wait_until_unblocked(e->device);
     return CUDA_SUCCESS;
 }
 
@@ -311,7 +332,7 @@ CUresult fake_cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
     if (ms == NULL) return CUDA_ERROR_INVALID_VALUE;
     if (a == NULL || b == NULL || !a->recorded || !b->recorded) return CUDA_ERROR_INVALID_HANDLE;
     if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
-    if (fake_work_blocked()) return CUDA_ERROR_NOT_READY;
+    if (fake_device_blocked(a->device) || fake_device_blocked(b->device)) return CUDA_ERROR_NOT_READY;
     if (fake_scripted_elapsed(ms)) return CUDA_SUCCESS;
     *ms = (float)((b->recorded_at - a->recorded_at) * 1e3);
     return CUDA_SUCCESS;

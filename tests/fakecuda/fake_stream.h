@@ -15,7 +15,8 @@
 #include <stdbool.h>
 
 /* True while queued work must not complete (GPULAB_FAKE_HANG, or the busy file exists). */
-bool fake_work_blocked(void);
+bool fake_work_blocked(void);         /* the current device's work */
+bool fake_device_blocked(int device); /* one device's work */
 
 /* A launch on stream s calls this after its checks: when s is being captured, the launch
  * becomes one node of the capture's graph (it is still logged) and true is returned. The graph

@@ -71,6 +71,28 @@ T.test("a capture whose fn ends on another device: the graph belongs to the stre
   g:free(); s:free(); d:free(); mod:free()
 end)
 
+T.test("a sync of one device proves nothing about another device's work", function()
+  cuda.device(1)
+  local mod1 = cuda.load(PTX)
+  local a = cuda.array("f32", 16)
+  local ptr = a.ptr
+  T.write(BUSY, "1\n") -- the stand-in holds device 1's work; device 0's completes
+  mod1:kernel("touch"):launch({ grid = 1, block = 1 }, a)
+  cuda.device(0)
+  cuda.sync { timeout = 5 }
+  cuda.device(1)
+  a:free()
+  local freed = string.format("free 0x%x", ptr)
+  T.ok(not (T.read(CUDA_LOG) or ""):find(freed, 1, true), "device 1's memory freed while its kernel ran")
+  T.eq(cuda.stats().deferred, 1, "the free waits for device 1")
+  busy(false)
+  cuda.sync { timeout = 5 }
+  T.ok((T.read(CUDA_LOG) or ""):find(freed, 1, true), "freed once device 1 is done")
+  T.eq(cuda.stats().deferred, 0)
+  mod1:free()
+  cuda.device(0)
+end)
+
 T.test("cuda.peer reports what the driver says and enables one direction or both", function()
   local r = cuda.peer(0, 1)
   T.eq(r.can, true); T.eq(r.enabled, false); T.eq(r.same, false)
