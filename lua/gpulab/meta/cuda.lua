@@ -12,8 +12,8 @@ cuda = {}
 ---@return string? # why not
 function cuda.available() end
 
----`{gpulab=, lua=, nvrtc=, driver=}` (`driver` is nil without a driver)
----@return table # {gpulab=, lua=, nvrtc=, driver=}
+---`{gpulab=, commit=, lua=, nvrtc=, driver=}` (`commit`: the git commit the build was configured at, "unknown" outside git; `driver` is nil without a driver); `gpulab --version` prints the first two
+---@return table # {gpulab=, commit=, lua=, nvrtc=, driver=}
 function cuda.version() end
 
 ---number of devices
@@ -85,6 +85,12 @@ function cuda.compile_file(path, opts) end
 ---@return string # the SHA-256 key in hex
 function cuda.cache_key(src, opts, nvrtc_version) end
 
+---parses a disassembly's text into the list `prog:sass` returns
+---@param text string nvdisasm (or `cuobjdump -sass`) output
+---@param kernel string the mangled entry name
+---@return cuda.sass # the list prog:sass makes
+function cuda.sass_parse(text, kernel) end
+
 ---a module from a program, a cubin/PTX/fatbin string, or a file
 ---@param source cuda.program|string|table a program, a cubin/PTX/fatbin string, a file path, or `{cubin=, ptx=}`
 ---@return cuda.module # the loaded module
@@ -126,6 +132,14 @@ function cuda.compare(a, b, opts) end
 ---@return cuda.stream # a new stream
 function cuda.stream(opts) end
 
+---sets aside part of L2 for lines that a window's `hit="persisting"` accesses make persisting (H200: at most 37.5 MiB of 60); a non-negative integer, at most the device's MAX_PERSISTING_L2_CACHE_SIZE, checked before the driver; the driver may round the grant (the stand-in grants whole 64 KiB units)
+---@param bytes? integer the set-aside to ask for; none: read it
+---@return integer # the persisting L2 set-aside the driver granted (cuCtxGetLimit after cuCtxSetLimit, PERSISTING_L2_CACHE_SIZE)
+function cuda.l2_persisting(bytes) end
+
+---turns every persisting L2 line back into a normal one (cuCtxResetPersistingL2Cache; not stream ordered: it acts when called). cuda.measure's cold regime does this before every sample
+function cuda.l2_reset() end
+
 ---@class cuda.event.opts
 ---@field timing? boolean records times (for e:elapsed) (default `true`)
 
@@ -145,6 +159,14 @@ function cuda.event(opts) end
 ---@param opts? cuda.bench.opts counts
 ---@return table # `{median=, min=, max=, mean=, samples=}` in ms
 function cuda.bench(fn, opts) end
+
+---@class cuda.partition.opts
+---@field sms? integer SMs to set aside: between the driver's minimum and the device's SM count
+
+---a partition of the current device's SMs (cuDeviceGetDevResource, cuDevSmResourceSplitByCount, cuDevResourceGenerateDesc, cuGreenCtxCreate); `sms` is a positive integer, checked against the device and the driver's split rules before the split
+---@param opts cuda.partition.opts `{sms=n}`
+---@return cuda.partition # the partition
+function cuda.partition(opts) end
 
 ---@class cuda.tensormap.opts
 ---@field array? cuda.array the array it points into (or `address`)
@@ -198,6 +220,26 @@ function cuda.profile(fn, opts) end
 ---@return string # libcupti's path, or why not
 function cuda.profile_available() end
 
+---@class cuda.pcsample.opts
+---@field programs? cuda.program|cuda.program[] where the sampled kernels came from: SASS, lines and source
+---@field kernels? (string|cuda.kernel)[] report only these; the others' samples go to `other_samples` (default every kernel)
+---@field period? integer a sample every 2^period cycles, 5..31 (default CUPTI's)
+---@field max_records? integer PC records kept at most (`truncated` past it) (default 100000)
+---@field mode? string `"serialized"` (kernels one at a time) or `"continuous"` (default "serialized")
+---@field baseline? boolean run fn once more unsampled: `baseline` and `overhead` (default false)
+---@field timeout? number seconds for the sync after fn (default 60)
+
+---where each kernel launched by `fn` stalls, per SASS instruction and source line (CUPTI PC sampling)
+---@param fn function runs the launches to sample
+---@param opts? cuda.pcsample.opts programs, filters and limits
+---@return cuda.pcsample_result # one row per sampled kernel, and the totals
+function cuda.pcsample(fn, opts) end
+
+---`true, path of libcupti` or `false, why` (opens CUPTI; needs no GPU)
+---@return boolean # CUPTI's PC sampling can be used
+---@return string # libcupti's path, or why not
+function cuda.pcsample_available() end
+
 ---records a Chrome-trace timeline of every launch, copy, memset, sync and graph launch
 ---@param path? (string|boolean) a file starts recording; `false` stops and writes; none asks
 ---@return string|table? # the path while recording, the summary `{path=, spans=, device_spans=, dropped=}` after stopping
@@ -214,6 +256,7 @@ function cuda.trace(path) end
 ---@field blocking? boolean hold the stream until the sample is enqueued (default `false`)
 ---@field warmup? integer untimed calls first (default 2)
 ---@field batch? integer calls per sample (hot, graph)
+---@field l2_reset? boolean cold: reset persisting L2 lines before every sample (false: skip, to show what a window left behind does) (default `true`)
 ---@field max_samples? integer samples at most (default 10000)
 
 ---times `fn` on the GPU until the mean is known to `max_noise` (or another stopping rule)
@@ -257,6 +300,7 @@ function cuda.is_error(v) end
 ---@field regs_per_sm integer registers per multiprocessor
 ---@field max_blocks_per_sm integer resident blocks per multiprocessor
 ---@field warp_size integer threads per warp
+---@field uuid string? "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" as nvidia-smi prints it (cuDeviceGetUuid; nil where the driver lacks it)
 local cuda_device = {}
 
 ---any `CU_DEVICE_ATTRIBUTE_*` of the device (`dev:attribute("MAX_THREADS_PER_BLOCK")`)
@@ -280,6 +324,31 @@ local cuda_program = {}
 ---@param kernel string an extern "C" name, a name expression or a mangled name
 ---@return table[] # `{ {kind=, size=, align=, offset=}, … }`
 function cuda_program:params(kernel) end
+
+---what ptxas made of the kernel, from the compile itself (no GPU)
+---@param kernel string an extern "C" name, a name expression or a mangled name
+---@return table # `{regs=, spill_stores=, spill_loads=, local_bytes=, stack_bytes=, smem=, smem_reserved=, cmem=, cmem_banks=, barriers=, max_regs=, max_threads=, param_bytes=, code_bytes=, instructions=, entry=, from=}`
+function cuda_program:resources(kernel) end
+
+---@class cuda.program.sass.opts
+---@field lineinfo? boolean map instructions to source lines: a program compiled without `lineinfo=true` is compiled again with `-lineinfo` (once, not through the cache; line info does not change the code ptxas makes); false disassembles the program's own cubin (default true)
+---@field timeout? number seconds the disassembler may run before it is killed (default 60)
+
+---the kernel's SASS with source lines, from the toolkit's nvdisasm
+---@param kernel string an extern "C" name, a name expression or a mangled name
+---@param opts? cuda.program.sass.opts `{lineinfo=true, timeout=60}`
+---@return cuda.sass # list of `{offset=, text=, opcode=, file=, line=, inlined_at=}`
+function cuda_program:sass(kernel, opts) end
+
+---a kernel's SASS: a list of instruction tables, `kernel` = the entry name
+---@class cuda.sass
+---@field kernel string the mangled entry name
+local cuda_sass = {}
+
+---instructions per opcode class: `LDG` counts `LDG` and `LDG.E.128`, not `LDGSTS`
+---@param classes string[] opcode classes such as `{"LDG", "SHFL", "BAR", "LDS"}`
+---@return table<string, integer> # `{LDG=n, …}`
+function cuda_sass:count(classes) end
 
 ---a loaded module (`<close>` and `mod:free()` unload it)
 ---@class cuda.module
@@ -310,13 +379,40 @@ function cuda_module:kernel(name) end
 ---@field max_threads integer most threads per block it can launch with
 ---@field max_dynamic_smem integer dynamic shared memory allowed (as last set)
 ---@field params table[] `{ {kind=, size=, align=, offset=}, … }`
+---@field cluster_dims integer[]? `{x, y, z}` compiled in by `__cluster_dims__` (the driver's REQUIRED_CLUSTER_* attributes), nil when none
 ---@field module cuda.module the module it belongs to
 local cuda_kernel = {}
 
----checked launch; `cfg = {grid=n|{x,y,z}, block=n|{x,y,z}, smem=0, stream=s}`
----@param cfg table `{grid=n|{x,y,z}, block=n|{x,y,z}, smem=0, stream=s}`
+---one attribute of every CUfunction_attribute by name (a cluster attribute reads 0 on a device or driver without clusters); an unknown name is refused with the near matches
+---@param name string a CUfunction_attribute by short lower-case name: the enum name without `CU_FUNC_ATTRIBUTE_`, e.g. `"num_regs"`, `"max_dynamic_shared_size_bytes"`, `"non_portable_cluster_size_allowed"`
+---@return integer # the driver's value (cuFuncGetAttribute)
+function cuda_kernel:attribute(name) end
+
+---every attribute's value by short name (handy in the REPL; also the list of names `k:attribute` takes)
+---@return table # `{name = value, …}` for every attribute
+function cuda_kernel:attributes() end
+
+---checked launch; `cfg = {grid=n|{x,y,z}, block=n|{x,y,z}, smem=0, stream=s}` plus the launch attributes `cluster`, `cooperative`, `pdl`, `priority`, `l2_window` (below)
+---@param cfg table `{grid=n|{x,y,z}, block=n|{x,y,z}, smem=0, stream=s, cluster=n|{x,y,z}, cooperative=false, pdl=false, priority=n, l2_window={...}}`
 ---@param ... any the kernel's arguments
 function cuda_kernel:launch(cfg, ...) end
+
+---@class cuda.kernel.max_active_clusters.opts
+---@field block? integer|integer[] threads per block, n or {x,y,z}
+---@field smem? integer dynamic shared memory bytes per block (default 0)
+---@field cluster? integer|integer[] cluster shape, n or {x,y,z}: each axis 1..16, at most 8 blocks unless non_portable_cluster_size_allowed is set, at most 16; required when the kernel has no compiled-in shape, and equal to it when it has one (default k.cluster_dims)
+
+---cuOccupancyMaxActiveClusters for one cluster's worth of blocks; the fields are checked as `k:launch` checks them; needs a CUDA 12.0 driver and a device of compute capability 9.0
+---@return integer # clusters of that shape that can be co-resident on the device
+function cuda_kernel:max_active_clusters() end
+
+---@class cuda.kernel.max_cluster_size.opts
+---@field block? integer|integer[] threads per block, n or {x,y,z}
+---@field smem? integer dynamic shared memory bytes per block (default 0)
+
+---cuOccupancyMaxPotentialClusterSize (16 on Hopper with non_portable_cluster_size_allowed set, else at most 8); needs a CUDA 12.0 driver and a device of compute capability 9.0
+---@return integer # the largest cluster size (blocks) that can be resident
+function cuda_kernel:max_cluster_size() end
 
 ---blocks per SM, the limiting resource (`threads`, `registers`, `shared memory`, `blocks`), and a table of every limit
 ---@param block integer threads per block
@@ -332,6 +428,12 @@ function cuda_kernel:occupancy(block, dyn_smem) end
 ---@return cuda.prepared # the prepared launch
 function cuda_kernel:prepare(cfg, ...) end
 
+---cuFuncSetAttribute, checked first: read-only attributes are refused by name; `max_dynamic_shared_size_bytes` 0..(device opt-in − static smem) (as `k:set_max_dynamic_smem`, and `k.max_dynamic_smem` follows), `preferred_shared_memory_carveout` -1..100, `non_portable_cluster_size_allowed` 0/1, `cluster_scheduling_policy_preference` 0..2, `required_cluster_width/height/depth` 0..16 (refused when `k.cluster_dims` is compiled in)
+---@param name string a writable attribute's short name
+---@param value integer|boolean|string an integer; `true`/`false` for `non_portable_cluster_size_allowed`; `"default"`, `"spread"` or `"load_balancing"` for `cluster_scheduling_policy_preference`
+---@return cuda.kernel # k
+function cuda_kernel:set_attribute(name, value) end
+
 ---opt in above 48 KB (checked against the device)
 ---@param bytes integer dynamic shared memory per block
 function cuda_kernel:set_max_dynamic_smem(bytes) end
@@ -343,7 +445,7 @@ local cuda_prepared = {}
 ---releases what it holds (also `<close>`)
 function cuda_prepared:free() end
 
----launches it `n` times: the checks run once, then one C loop calls cuLaunchKernel `n` times on the prepared stream (each launch observed under cuda.trace and cuda.profile); a failing launch stops the loop and raises
+---launches it `n` times: the checks run once, then one C loop calls cuLaunchKernel (cuLaunchKernelEx when the launch has attributes) `n` times on the prepared stream (each launch observed under cuda.trace and cuda.profile); a failing launch stops the loop and raises
 ---@param n? integer how many times, 1..2^24 (default 1)
 function cuda_prepared:launch(n) end
 
@@ -520,17 +622,25 @@ function cuda_host:view(first, shape) end
 ---@class cuda.stream
 local cuda_stream = {}
 
----captures what `fn` enqueues on `s` into an executable graph `g`: `g:launch([s])`, `g.nodes`, `g:free()`; the graph keeps the objects its launches use
----@param fn function enqueues work on s
+---captures what `fn(s)` enqueues on `s` into an executable graph `g`: `g:launch([s])`, `g.nodes`, `g:free()`; the graph keeps the objects its launches use. Work on the default stream meanwhile is refused by the driver (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, 906); a prepared launch called as `prepared(s)` goes to `s`
+---@param fn function called as fn(s); enqueues work on s
 ---@return cuda.graph # the executable graph
 function cuda_stream:capture(fn) end
 
 ---destroys the stream once its work is done (also `<close>`)
 function cuda_stream:free() end
 
+---the stream's L2 access-policy window (cuStreamGetAttribute)
+---@return table|nil # `{ptr=, bytes=, hit_ratio=, hit=, miss=, array=, freed=}` as the driver holds it (hit_ratio is a float); array= and freed= for a window set with array=; nil when none
+function cuda_stream:l2_window() end
+
 ---whether the stream's work is done (never blocks)
 ---@return boolean # true when its work is done
 function cuda_stream:query() end
+
+---sets the stream's L2 access-policy window (cuStreamSetAttribute, ACCESS_POLICY_WINDOW) for the kernels launched on it afterwards; the same checks and messages as the `l2_window` launch key, before the driver: array= alive and on the current device (the stream too), bytes within the array (a view's bounds) and the device's largest window, hit_ratio in [0, 1], hit/miss names (a miss cannot persist). `nil` removes it (a window of 0 bytes). The stream keeps the window's array alive until the window is removed or replaced or the stream object is collected; a:free() of that array still frees it (a window is a cache hint: work that reads the memory marks the array it was given), and `s:l2_window()` then says `freed=true`. Windows go on stream objects: launches on the default stream take the `l2_window` launch key
+---@param window table|nil the window (the `l2_window` launch key's table); nil removes it
+function cuda_stream:set_l2_window(window) end
 
 ---@class cuda.stream.sync.opts
 ---@field timeout? number seconds; past it, raises naming the pending launches (default none)
@@ -583,6 +693,29 @@ function cuda_graph:free() end
 ---@param s? cuda.stream the stream (default stream)
 function cuda_graph:launch(s) end
 
+---an SM partition (a green context); `<close>` frees it
+---@class cuda.partition
+---@field sm_count integer SMs the driver granted
+---@field requested integer the `sms` asked for
+---@field rounded boolean true when the driver granted more than asked (rounded up to its steps)
+---@field granularity integer the driver's split step (SMs)
+---@field minimum integer the smallest partition (SMs)
+---@field device integer the device ordinal
+---@field streams integer its streams not yet freed
+---@field freed boolean true after `p:free()`
+local cuda_partition = {}
+
+---gives the partition up (also `<close>`); its live streams keep working and the green context goes with the last of them
+function cuda_partition:free() end
+
+---@class cuda.partition.stream.opts
+---@field priority? integer stream priority, in the device's range (lower is higher priority) (default the lowest)
+
+---a stream in the partition; the partition's device must be current
+---@param opts? cuda.partition.stream.opts `{priority=}`
+---@return cuda.stream # a non-blocking stream whose kernels run on the partition's SMs (cuGreenCtxStreamCreate)
+function cuda_partition:stream(opts) end
+
 ---an encoded tensor map; it keeps its array alive
 ---@class cuda.tensormap
 ---@field box_bytes integer the `expect_tx` count of one box
@@ -611,6 +744,27 @@ function cuda_tensormap:free() end
 ---same layout, new base (`cuTensorMapReplaceAddress`)
 ---@param array cuda.array the new base
 function cuda_tensormap:replace_address(array) end
+
+---cuda.pcsample's rows `{kernel=, launches=, samples=, stalls=, lines=, pcs=, program=, lines_missing=, cubin_crc=, function_index=}` and totals
+---@class cuda.pcsample_result
+---@field reasons string[] every stall reason name the device reports
+---@field total_samples integer CUPTI's count, non-user kernels included
+---@field dropped_samples integer samples the hardware dropped
+---@field non_user_samples integer samples in kernels CUPTI gives no records for
+---@field hardware_buffer_full boolean CUPTI's hardware buffer overflowed
+---@field records integer PC records kept
+---@field launches integer gpulab launches seen in fn
+---@field other_samples integer samples of kernels `kernels=` left out
+---@field elapsed number seconds of fn and its sync, sampled
+---@field baseline number? the same unsampled (`baseline=true`)
+---@field overhead number? elapsed / baseline
+---@field truncated boolean? records past max_records were left out
+local cuda_pcsample_result = {}
+
+---the kernel's source, each line prefixed with its share of samples and its top stall reasons
+---@param kernel? (string|cuda.kernel|integer) a row's kernel, or its number; optional with one row
+---@return string # the source with each line's share of samples and top stall reasons
+function cuda_pcsample_result:annotate(kernel) end
 
 ---an NCCL communicator (one process with several GPUs, or one rank)
 ---@class cuda.nccl.comm
