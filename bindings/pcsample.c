@@ -816,13 +816,15 @@ static void push_rows(lua_State *L, int raw, int order, int counts, const pcs_op
 static void setup(lua_State *L, session *s, const pcs_opts *o) {
     GL_CHECK(L, gl_cu.cuCtxGetCurrent(&s->ctx), FN, "cuCtxGetCurrent");
     if (s->ctx == NULL) luaL_error(L, FN ": no current CUDA context");
+    /* CUPTI names the stall reasons only once sampling is enabled on the context (CUDA 13 on the
+       H200 answered CUPTI_ERROR_INVALID_OPERATION before) */
+    gl_cupti_pcs_ctx_params en = {.size = GL_CUPTI_PCS_CTX_SIZE, .ctx = s->ctx}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
+    PCS_CALL(L, cuptiPCSamplingEnable, &en);
+    s->enabled = true;
     read_reasons(L, s); /* pushes {[index] = name} */
     size_t batch = (size_t)o->max_records < BATCH_PCS ? (size_t)o->max_records : BATCH_PCS;
     alloc_buffer(L, &s->batch, batch, s->nreasons);
     alloc_buffer(L, &s->final, batch, s->nreasons);
-    gl_cupti_pcs_ctx_params en = {.size = GL_CUPTI_PCS_CTX_SIZE, .ctx = s->ctx}; // NOLINT(bugprone-sizeof-expression): CUPTI's size runs to a pointer field
-    PCS_CALL(L, cuptiPCSamplingEnable, &en);
-    s->enabled = true;
     configure(L, s, o);
 }
 

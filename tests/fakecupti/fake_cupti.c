@@ -530,6 +530,8 @@ static void pcs_on_launch(const char *kernel, const unsigned g[3], const unsigne
 EXPORT gl_cupti_result cuptiPCSamplingGetNumStallReasons(gl_cupti_pcs_num_reasons_params *p) {
     PCS_ENTER(p, GL_CUPTI_PCS_NUM_REASONS_SIZE);
     if (p->ctx == NULL || p->numStallReasons == NULL) return GL_CUPTI_ERROR_INVALID_PARAMETER;
+    /* CUPTI answers the reasons only for a context with PC sampling enabled (CUDA 13, H200) */
+    if (!pcs.enabled || pcs.ctx != p->ctx) return GL_CUPTI_ERROR_INVALID_OPERATION;
     *p->numStallReasons = PCS_NREASONS;
     return 0;
 }
@@ -538,6 +540,7 @@ EXPORT gl_cupti_result cuptiPCSamplingGetStallReasons(gl_cupti_pcs_reasons_param
     PCS_ENTER(p, GL_CUPTI_PCS_REASONS_SIZE);
     if (p->ctx == NULL || p->numStallReasons != PCS_NREASONS || !p->stallReasonIndex || !p->stallReasons)
         return GL_CUPTI_ERROR_INVALID_PARAMETER;
+    if (!pcs.enabled || pcs.ctx != p->ctx) return GL_CUPTI_ERROR_INVALID_OPERATION;
     for (size_t i = 0; i < PCS_NREASONS; i++) {
         p->stallReasonIndex[i] = pcs_reasons[i].index;
         snprintf(p->stallReasons[i], GL_CUPTI_STALL_REASON_STRING_SIZE, "%s", pcs_reasons[i].name);
