@@ -193,7 +193,10 @@ static void session_release(session *s) {
         s->enabled = false;
         own_buffer_names(s, &s->final);
     }
-    for (size_t i = 0; i < s->nnames; i++) free(s->names[i]);
+    /* CUPTI's header leaves freeing the function names to the caller, but it shares one string
+       among records, and on the H200 (CUDA 13.0) freeing them corrupted the heap by the next
+       session (glibc: "malloc_consolidate(): invalid chunk size"): gpulab copies what it needs
+       while the session lasts and leaves the strings to CUPTI, a few bytes per kernel name. */
     free(s->names);
     s->names = NULL;
     s->nnames = 0;
@@ -343,6 +346,17 @@ static void alloc_buffer(lua_State *L, pcs_buffer *b, size_t npcs, size_t nreaso
 
 /* The device's stall reasons: pushes {[index] = name} and keeps the index list for the
  * configuration (every reason is collected). */
+/* The reasons a sample is counted under. CUDA 13's CUPTI on the H200 also reports, for every stall
+ * reason X, an X_not_issued reason (the same samples again, those in which the warp issued
+ * nothing: a subset of X), and two entries that are no stall at all (sample_count,
+ * samples_data_dropped); counting them too doubled every kernel's samples. */
+static bool counted_reason(const char *name) {
+    size_t len = strlen(name);
+    static const char suffix[] = "_not_issued";
+    if (len >= sizeof suffix - 1 && strcmp(name + len - (sizeof suffix - 1), suffix) == 0) return false;
+    return strstr(name, "_stalled_") != NULL || strncmp(name, "smsp__pcsamp_", 13) != 0;
+}
+
 static void read_reasons(lua_State *L, session *s) {
     size_t n = 0;
     gl_cupti_pcs_num_reasons_params np = {.size = GL_CUPTI_PCS_NUM_REASONS_SIZE, .ctx = s->ctx,
@@ -364,7 +378,8 @@ static void read_reasons(lua_State *L, session *s) {
     lua_createtable(L, 0, (int)n);
     for (size_t i = 0; i < n; i++) {
         s->reason_names[i][GL_CUPTI_STALL_REASON_STRING_SIZE - 1] = '\0';
-        lua_pushstring(L, s->reason_names[i]);
+        if (counted_reason(s->reason_names[i])) lua_pushstring(L, s->reason_names[i]);
+        else lua_pushboolean(L, 0); /* known, and left out of the counts */
         lua_rawseti(L, -2, (lua_Integer)s->reason_index[i]);
     }
 }
@@ -471,7 +486,12 @@ static void absorb(lua_State *L, session *s, const pcs_buffer *b, int raw, int r
         for (size_t k = 0; k < nr; k++) {
             const gl_cupti_pcs_stall *st = &p->stallReason[k];
             if (st->samples == 0) continue;
-            if (lua_rawgeti(L, reasons, st->pcSamplingStallReasonIndex) != LUA_TSTRING) {
+            int kind = lua_rawgeti(L, reasons, st->pcSamplingStallReasonIndex);
+            if (kind == LUA_TBOOLEAN) { /* not counted (counted_reason) */
+                lua_pop(L, 1);
+                continue;
+            }
+            if (kind != LUA_TSTRING) {
                 lua_pop(L, 1);
                 lua_pushfstring(L, "reason %d", (int)st->pcSamplingStallReasonIndex);
             }
