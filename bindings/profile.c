@@ -174,7 +174,7 @@ static __attribute__((noreturn)) void raise_cupti(lua_State *L, const char *step
  * The session: everything one call holds, released by one idempotent function.
  * ------------------------------------------------------------------------------------------ */
 typedef struct launch_rec {
-    char kernel[128];
+    char *kernel; /* the whole name, as the launch gave it */
     unsigned grid[3], block[3];
 } launch_rec;
 
@@ -190,6 +190,8 @@ typedef struct session {
     size_t counter_size, config_size;
     launch_rec *recs;
     size_t nrecs, caprecs;
+    size_t keep_recs;   /* max_launches + 1: past that CUPTI keeps no range, so gpulab no record */
+    size_t launches;    /* every launch fn made, kept or not */
     bool recs_overflow;
 } session;
 
@@ -235,6 +237,7 @@ static void session_release(session *s) {
     free(s->avail);
     free(s->config);
     free(s->counter);
+    for (size_t i = 0; i < s->nrecs; i++) free(s->recs[i].kernel);
     free(s->recs);
     s->avail = s->config = s->counter = NULL;
     s->recs = NULL;
@@ -249,6 +252,11 @@ static int session_close(lua_State *L) {
 void gl_profile_note_launch(const char *kernel, const unsigned grid[3], const unsigned block[3]) {
     session *s = active;
     if (s == NULL) return;
+    s->launches++;
+    if (s->nrecs >= s->keep_recs) { /* no row can match it: memory stays bounded by max_launches */
+        s->recs_overflow = true;
+        return;
+    }
     if (s->nrecs == s->caprecs) {
         size_t cap = s->caprecs ? s->caprecs * 2 : 64;
         launch_rec *n = realloc(s->recs, cap * sizeof *n);
@@ -259,8 +267,13 @@ void gl_profile_note_launch(const char *kernel, const unsigned grid[3], const un
         s->recs = n;
         s->caprecs = cap;
     }
+    char *name = strdup(kernel);
+    if (name == NULL) {
+        s->recs_overflow = true;
+        return;
+    }
     launch_rec *r = &s->recs[s->nrecs++];
-    snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
+    r->kernel = name;
     memcpy(r->grid, grid, sizeof r->grid);
     memcpy(r->block, block, sizeof r->block);
 }
@@ -414,6 +427,8 @@ static void read_opts(lua_State *L, profile_opts *o) {
         if (lua_rawlen(L, -1) == 0 || lua_rawlen(L, -1) > 200)
             gl_fielderror(L, 2, FN, "metrics", "item %lld must be a metric name of 1..200 characters",
                           (long long)i);
+        if (strlen(lua_tostring(L, -1)) != lua_rawlen(L, -1)) /* CUPTI would read only its prefix */
+            gl_fielderror(L, 2, FN, "metrics", "item %lld contains a NUL byte", (long long)i);
         lua_rawseti(L, -2, i);
     }
     lua_remove(L, -2);
@@ -593,7 +608,7 @@ static void push_rows(lua_State *L, session *s, const profile_opts *o, const cha
     lua_setfield(L, out, "passes");
     lua_pushinteger(L, (lua_Integer)dropped);
     lua_setfield(L, out, "dropped");
-    lua_pushinteger(L, (lua_Integer)s->nrecs);
+    lua_pushinteger(L, (lua_Integer)s->launches);
     lua_setfield(L, out, "launches");
     lua_pushstring(L, chip);
     lua_setfield(L, out, "chip");
@@ -631,11 +646,17 @@ static int l_profile(lua_State *L) {
                                        .pRangeProfilerObject = s->rp, .pRangeName = OUTER_RANGE};
         s->pushed = cp.cuptiRangeProfilerPushRange(&pr) == GL_CUPTI_SUCCESS; /* optional: see OUTER_RANGE */
     }
+    s->keep_recs = (size_t)o.max_launches + 1;
     active = s;
     gl_observers++;
 
+    /* protected: a coroutine that dies of an error never closes its to-be-closed slots, and the
+       CUPTI session must end whatever fn does */
     lua_pushvalue(L, 1);
-    lua_call(L, 0, 0); /* an error unwinds through the to-be-closed session */
+    if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+        session_release(s);
+        lua_error(L);
+    }
 
     active = NULL;
     gl_observers--;
@@ -655,7 +676,7 @@ static int l_profile(lua_State *L) {
     CUPTI_CALL(L, cuptiRangeProfilerDecodeData, &dp);
     s->pushed = pushed; /* for the result's outer_range field */
     push_rows(L, s, &o, names, passes, dp.numOfRangeDropped, chip);
-    if (s->nrecs > (size_t)o.max_launches || dp.numOfRangeDropped > 0) {
+    if (s->launches > (size_t)o.max_launches || dp.numOfRangeDropped > 0) {
         /* keep the rows but say what was lost: counts are part of the result */
         lua_pushboolean(L, 1);
         lua_setfield(L, -2, "truncated");

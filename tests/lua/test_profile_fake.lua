@@ -194,6 +194,36 @@ T.test("no launches: no rows; launches past max_launches are dropped and counted
   T.eq(rows[1].kernel, "other_kernel", "the range's own name")
 end)
 
+T.test("an error inside fn in a coroutine ends the session too", function()
+  T.write(LOG, "")
+  local co = coroutine.create(function()
+    cuda.profile(function()
+      other:launch({grid = 1, block = 1})
+      error("boom in a coroutine")
+    end, {metrics = {"dram__bytes.sum"}})
+  end)
+  local ok, err = coroutine.resume(co)
+  T.eq(ok, false)
+  T.ok(tostring(err):find("boom in a coroutine", 1, true), tostring(err))
+  balanced("after an error in a coroutine") -- the dead coroutine never closes its slots
+  local rows = cuda.profile(function() other:launch({grid = 1, block = 1}) end, {metrics = {"dram__bytes.sum"}})
+  T.eq(#rows, 1, "the next profile works")
+end)
+
+T.test("launch counts past max_launches, whole kernel names, metric names with NUL bytes", function()
+  local rows = cuda.profile(function()
+    for _ = 1, 50 do other:launch({grid = 1, block = 1}) end
+  end, {metrics = {"dram__bytes.sum"}, max_launches = 3})
+  T.eq(rows.launches, 50, "every launch is counted, though only max_launches + 1 are kept")
+  T.eq(rows.truncated, true)
+  local long = string.rep("k", 200)
+  local m = cuda.load((".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry %s()\n{\n\tret;\n}\n"):format(long))
+  rows = cuda.profile(function() m:kernel(long):launch({grid = 1, block = 1}) end, {metrics = {"dram__bytes.sum"}})
+  T.eq(rows[1].kernel, long, "a 200-byte name is not cut")
+  T.raises(function() cuda.profile(function() end, {metrics = {"dram__bytes.sum\0junk"}}) end,
+    "bad argument #2 to 'cuda.profile' (field 'metrics': item 1 contains a NUL byte)")
+end)
+
 T.test("nested profile and profile inside a capture are refused", function()
   T.write(LOG, "")
   T.raises(function()
