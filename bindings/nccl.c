@@ -345,8 +345,9 @@ static void parse_id(lua_State *L, int t, gl_ncclUniqueId *id, const char *fn) {
     lua_pop(L, 1);
 }
 
-/* Polls a non-blocking init until it is done or the deadline passes (then aborts). */
-static void await_init(lua_State *L, nccl_comm *c, double timeout, const char *fn) {
+/* Polls a non-blocking init until it is done or the deadline passes (then aborts, makes device
+ * `previous` current again as it was before the init, and raises). */
+static void await_init(lua_State *L, nccl_comm *c, double timeout, int previous, const char *fn) {
     double end = now_s() + timeout;
     long ns = 20000;
     for (;;) {
@@ -358,11 +359,13 @@ static void await_init(lua_State *L, nccl_comm *c, double timeout, const char *f
             gl_ncclComm_t h = c->comm[0];
             abort_all(c);
             comm_release(c); /* a failed init leaves no communicator behind */
+            gl_select_device(L, previous, fn); /* nor another device current */
             raise_nccl(L, st, fn, "ncclCommInitRankConfig (the communicator was aborted)", h);
         }
         if (now_s() >= end) {
             abort_all(c);
             comm_release(c);
+            gl_select_device(L, previous, fn);
             luaL_error(L, "%s: timed out after %f s waiting for the other %d rank%s to join (rank %d "
                           "of %d on device %d); the communicator was aborted (ncclCommAbort)",
                        fn, timeout, c->nranks - 1, c->nranks == 2 ? "" : "s", c->rank[0], c->nranks,
@@ -380,6 +383,7 @@ static void init_rank(lua_State *L, int t, nccl_comm *c, double timeout, const c
     c->nlocal = 1;
     gl_ncclUniqueId id;
     parse_id(L, t, &id, fn);
+    int previous = gl_current_device();
     gl_select_device(L, c->device[0], fn); /* this process works on that device from now on */
     make_events(L, c, fn);
     gl_ncclConfig_t cfg = {.size = offsetof(gl_ncclConfig_t, blocking) + sizeof(int),
@@ -390,13 +394,13 @@ static void init_rank(lua_State *L, int t, nccl_comm *c, double timeout, const c
     gl_ncclResult_t r = nc.ncclCommInitRankConfig(&h, c->nranks, id, c->rank[0], &cfg);
     if (r != GL_NCCL_SUCCESS && r != GL_NCCL_IN_PROGRESS) {
         if (h) nc.ncclCommAbort(h);
-        restore_current(L, fn);
+        gl_select_device(L, previous, fn); /* a failed init leaves the device it found current */
         raise_nccl(L, r, fn, "ncclCommInitRankConfig", NULL);
     }
     c->comm[0] = h;
     c->live = true; /* from here the object owns the handle: errors below still release it */
     live_comms++;
-    await_init(L, c, timeout, fn);
+    await_init(L, c, timeout, previous, fn);
     restore_current(L, fn);
 }
 

@@ -476,6 +476,11 @@ T.test("a multi-process init whose peers never join times out and aborts", funct
   T.raises(function() cuda.nccl.init { rank = 0, nranks = 4, id = id, device = 0, timeout = 0.3 } end,
     "cuda.nccl.init: timed out after 0.3 s waiting for the other 3 ranks to join (rank 0 of 4 on device 0);"
       .. " the communicator was aborted (ncclCommAbort)")
+  cuda.device(2)
+  T.raises(function() cuda.nccl.init { rank = 0, nranks = 4, id = id, device = 1, timeout = 0.2 } end,
+    "timed out after 0.2 s")
+  T.eq(cuda.device().ordinal, 2, "a failed init leaves the device it found current")
+  cuda.device(0)
   T.ok(os.clock() - t0 < 5)
   T.eq(cuda.nccl.stats().communicators, 0)
   collectgarbage()
