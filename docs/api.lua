@@ -318,7 +318,7 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
       returns = { {"cuda.prepared", "the prepared launch"} },
       summary = "a prepared launch `prepared`: `prepared()` launches, `prepared:set(i, v)` repacks argument `i`" },
     { "cuda.prepared", kind = "class",
-      summary = "a launch packed once: calling it (`prepared()`, which ignores arguments, as cuda.measure's `fn(s)`) or `prepared:launch(n)` launches it again" },
+      summary = "a launch packed once: calling it or `prepared:launch(n)` launches it again; `prepared(s)` with a `cuda.stream` launches on `s` (as cuda.measure's `fn(s)` and `s:capture`'s `fn(s)` call it), and any other argument is ignored" },
     { "cuda.prepared:launch", sig = "prepared:launch(n)",
       params = { {"n", "integer?", "how many times, 1..2^24 (default 1)"} },
       summary = "launches it `n` times: the checks run once, then one C loop calls cuLaunchKernel (cuLaunchKernelEx when the launch has attributes) `n` times on the prepared stream (each launch observed under cuda.trace and cuda.profile); a failing launch stops the loop and raises" },

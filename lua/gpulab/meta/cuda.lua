@@ -438,7 +438,7 @@ function cuda_kernel:set_attribute(name, value) end
 ---@param bytes integer dynamic shared memory per block
 function cuda_kernel:set_max_dynamic_smem(bytes) end
 
----a launch packed once: calling it (`prepared()`, which ignores arguments, as cuda.measure's `fn(s)`) or `prepared:launch(n)` launches it again
+---a launch packed once: calling it or `prepared:launch(n)` launches it again; `prepared(s)` with a `cuda.stream` launches on `s` (as cuda.measure's `fn(s)` and `s:capture`'s `fn(s)` call it), and any other argument is ignored
 ---@class cuda.prepared
 local cuda_prepared = {}
 
