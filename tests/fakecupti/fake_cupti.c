@@ -462,9 +462,6 @@ static struct {
     gl_cupti_pcs_data *final;
     pcs_pending pending[PCS_MAX_PENDING];
     size_t npending;
-    char *names[256]; /* this session's name strings, one per function */
-    bool given[256];  /* handed to the caller in a record: the caller frees it */
-    size_t nnames;
 } pcs;
 
 static int reason_slot(uint32_t index) {
@@ -481,12 +478,18 @@ static int reason_slot(uint32_t index) {
             return GL_CUPTI_ERROR_INVALID_PARAMETER;                                            \
     } while (0)
 
+/* One string per function name for the whole process, shared by every record of every session:
+ * what CUDA 13's CUPTI does on the H200 (freeing the names, as its header invites, corrupted the
+ * heap by the next session there), so the caller must not free them. */
+static char *interned_names[256];
+static size_t ninterned;
+
 static char *pcs_name(const char *kernel) {
-    for (size_t i = 0; i < pcs.nnames; i++)
-        if (strcmp(pcs.names[i], kernel) == 0) return pcs.names[i];
-    if (pcs.nnames == 256) return NULL;
+    for (size_t i = 0; i < ninterned; i++)
+        if (strcmp(interned_names[i], kernel) == 0) return interned_names[i];
+    if (ninterned == 256) return NULL;
     char *n = strdup(kernel);
-    if (n) pcs.names[pcs.nnames++] = n;
+    if (n) interned_names[ninterned++] = n;
     return n;
 }
 
@@ -655,8 +658,6 @@ static gl_cupti_result pcs_hand_over(gl_cupti_pcs_data *d) {
         out->pcOffset = in->offset;
         out->functionIndex = 3;
         out->functionName = in->name;
-        for (size_t j = 0; j < pcs.nnames; j++)
-            if (pcs.names[j] == in->name) pcs.given[j] = true;
         out->correlationId = pcs.mode == GL_CUPTI_PCS_MODE_KERNEL_SERIALIZED ? 1 : 0;
         size_t k = 0;
         for (size_t r = 0; r < PCS_NREASONS; r++) {
@@ -696,10 +697,8 @@ EXPORT gl_cupti_result cuptiPCSamplingDisable(gl_cupti_pcs_ctx_params *p) {
     PCS_ENTER(p, GL_CUPTI_PCS_CTX_SIZE);
     if (!pcs.enabled || p->ctx != pcs.ctx) return GL_CUPTI_ERROR_INVALID_OPERATION;
     if (pcs.started) set_observer(NULL);
-    /* the rest goes to the configured buffer; names of records that fit are the caller's */
+    /* the rest goes to the configured buffer */
     if (pcs.final && pcs.npending) pcs_hand_over(pcs.final);
-    for (size_t i = 0; i < pcs.nnames; i++) /* names no record carried are the stand-in's */
-        if (!pcs.given[i]) free(pcs.names[i]);
     pcs.enabled = 0;
     pcs.started = 0;
     flog("pcs disable");
