@@ -217,7 +217,8 @@ T.test("launch counts past max_launches, whole kernel names, metric names with N
   T.eq(rows.launches, 50, "every launch is counted, though only max_launches + 1 are kept")
   T.eq(rows.truncated, true)
   local long = string.rep("k", 200)
-  local m = cuda.load((".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry %s()\n{\n\tret;\n}\n"):format(long))
+  local ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry %s()\n{\n\tret;\n}\n"
+  local m = cuda.load(ptx:format(long))
   rows = cuda.profile(function() m:kernel(long):launch({grid = 1, block = 1}) end, {metrics = {"dram__bytes.sum"}})
   T.eq(rows[1].kernel, long, "a 200-byte name is not cut")
   T.raises(function() cuda.profile(function() end, {metrics = {"dram__bytes.sum\0junk"}}) end,
