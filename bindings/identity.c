@@ -109,6 +109,11 @@ static void new_private_table(lua_State *L) {
     lua_rawsetp(L, LUA_REGISTRYINDEX, &private_key);
 }
 
+void gl_private_reset(void) {
+    private_box = NULL;
+    for (int i = 0; i < private_count; i++) private_slot[i].value = NULL;
+}
+
 void gl_private_set(lua_State *L, const char *name) {
     int slot = private_slot_of(name, true);
     if (slot < 0) luaL_error(L, "gpulab: more than %d private values (%s)", PRIVATE_SLOTS, name);

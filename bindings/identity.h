@@ -36,6 +36,9 @@ void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const l
  * reads as absent, never as something else. gl_private_set pops the value (nil removes it);
  * gl_private_get pushes it (nil when absent or replaced) and returns its type. */
 void gl_private_set(lua_State *L, const char *name);
+/* Forgets the store of a Lua state that was closed: the next gl_private_set makes a new one (a
+ * host that runs several states one after the other, as the fuzzers do, calls it per state). */
+void gl_private_reset(void);
 int gl_private_get(lua_State *L, const char *name);
 /* Stores the table on top of the stack (popped) as class `tname`'s metatable; registry[tname]
  * gets it too, for help() and the API checks to read (C code never reads that entry). */

@@ -288,6 +288,7 @@ static void save_pristine_library(lua_State *L) {
 
 void gl_setup_state(lua_State *L, const char *argv0) {
     find_data_dir(argv0);
+    gl_private_reset(); /* a new state: the previous one's private store went with it */
     luaL_openlibs(L);
     save_pristine_library(L);
     install_loaders(L);
