@@ -360,5 +360,9 @@ typedef struct {
 /* profile.c opens libcupti once for both callers: its handle, or NULL with the reason (what to
  * install, where gpulab looked). path gets the file opened. */
 void *gl_cupti_library(const char **path, const char **why);
+/* Pushes "CUPTI_ERROR_INVALID_OPERATION (7): CUPTI's message" for r and returns it; CUPTI's own
+ * names and messages when that library has them (profile.c resolves them with the library). */
+struct lua_State;
+const char *gl_push_cupti_error(struct lua_State *L, gl_cupti_result r);
 
 #endif

@@ -46,13 +46,11 @@
 /* ------------------------------------------------------------------------------------------
  * The PC sampling entry points, from the libcupti cuda.profile opened
  * ------------------------------------------------------------------------------------------ */
-typedef gl_cupti_result (*str_fn)(gl_cupti_result, const char **);
 #define PCS_FIELD(name, params) gl_cupti_result (*name)(params *);
 static struct {
     bool tried, ok;
     char reason[1400];
     GL_CUPTI_PCS_FUNCS(PCS_FIELD)
-    str_fn result_string, error_message;
 } pc;
 #undef PCS_FIELD
 
@@ -77,10 +75,6 @@ static bool pcs_open(const char **why) {
     }
             GL_CUPTI_PCS_FUNCS(PCS_SYM)
 #undef PCS_SYM
-            void *p = dlsym(h, "cuptiGetResultString");
-            memcpy(&pc.result_string, &p, sizeof p);
-            p = dlsym(h, "cuptiGetErrorMessage");
-            memcpy(&pc.error_message, &p, sizeof p);
         }
     }
     if (why) *why = pc.ok ? NULL : pc.reason;
@@ -88,12 +82,8 @@ static bool pcs_open(const char **why) {
 }
 
 static __attribute__((noreturn)) void raise_cupti(lua_State *L, const char *step, gl_cupti_result r) {
-    const char *name = NULL, *msg = NULL;
-    if (pc.result_string && pc.result_string(r, &name) != GL_CUPTI_SUCCESS) name = NULL;
-    if (pc.error_message && pc.error_message(r, &msg) != GL_CUPTI_SUCCESS) msg = NULL;
-    if (msg && name && strcmp(msg, name) == 0) msg = NULL;
-    luaL_error(L, FN ": %s: %s (%d)%s%s", step, name ? name : "CUPTI error", (int)r, msg ? ": " : "",
-               msg ? msg : "");
+    const char *e = gl_push_cupti_error(L, r);
+    luaL_error(L, FN ": %s: %s", step, e);
     abort();
 }
 

@@ -152,7 +152,7 @@ void *gl_cupti_library(const char **path, const char **why) {
 }
 
 /* "CUPTI_ERROR_INVALID_OPERATION (7): message" */
-static const char *push_cupti_error(lua_State *L, gl_cupti_result r) {
+const char *gl_push_cupti_error(lua_State *L, gl_cupti_result r) {
     const char *name = NULL, *msg = NULL;
     if (cp.cuptiGetResultString && cp.cuptiGetResultString(r, &name) != GL_CUPTI_SUCCESS) name = NULL;
     if (cp.cuptiGetErrorMessage && cp.cuptiGetErrorMessage(r, &msg) != GL_CUPTI_SUCCESS) msg = NULL;
@@ -162,7 +162,7 @@ static const char *push_cupti_error(lua_State *L, gl_cupti_result r) {
 }
 
 static __attribute__((noreturn)) void raise_cupti(lua_State *L, const char *step, gl_cupti_result r) {
-    const char *e = push_cupti_error(L, r);
+    const char *e = gl_push_cupti_error(L, r);
     luaL_error(L, FN ": %s: %s", step, e);
     abort();
 }
