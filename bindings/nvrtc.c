@@ -887,10 +887,9 @@ static void remember_inputs(lua_State *L, const request *rq, const gl_cache_entr
     lua_setfield(L, -2, "names");
     lua_pushvalue(L, headers);
     lua_setfield(L, -2, "headers");
-    if (e->cubin) {
-        lua_pushlstring(L, e->cubin, e->cubin_len);
-        lua_setfield(L, -2, "cubin");
-    }
+    lua_pushliteral(L, "cubin"); /* the program's own string, just set: one copy of the image */
+    lua_rawget(L, prog);
+    lua_setfield(L, -2, "cubin");
     lua_rawset(L, -3);
     lua_pop(L, 1);
 }
