@@ -485,11 +485,17 @@ static void check_grid_multiple(lua_State *L, int idx, const unsigned grid[3], c
                           axes[i], grid[i], whose, axes[i], cluster[i]);
 }
 
+/* The cluster shape compiled into the kernel (__cluster_dims__), when it has one. */
+static bool compiled_cluster(const gl_kernel *k, unsigned out[3]) {
+    if (k->cluster_dims[0] <= 0) return false;
+    for (int i = 0; i < 3; i++) out[i] = k->cluster_dims[i] > 0 ? (unsigned)k->cluster_dims[i] : 1;
+    return true;
+}
+
 static void check_compiled_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
                                         const char *fn) {
-    const unsigned c[3] = {(unsigned)k->cluster_dims[0], (unsigned)k->cluster_dims[1],
-                           (unsigned)k->cluster_dims[2]};
-    check_grid_multiple(L, idx, grid, c, fn, "grid", "compiled-in __cluster_dims__ ");
+    unsigned c[3];
+    if (compiled_cluster(k, c)) check_grid_multiple(L, idx, grid, c, fn, "grid", "compiled-in __cluster_dims__ ");
 }
 
 /* The non-portable flag as the driver has it now: another kernel object for the same function,
@@ -550,10 +556,9 @@ static void read_cluster(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, i
                                              "clusters (they need 9.0 or newer)", d->ordinal, d->cc_major,
                       d->cc_minor);
     require_entry(L, idx, fn, "cluster", (const void *)gl_cu.cuLaunchKernelEx, "cuLaunchKernelEx");
-    if (k->cluster_dims[0] && ((int)cluster[0] != k->cluster_dims[0] || (int)cluster[1] != k->cluster_dims[1] ||
-                               (int)cluster[2] != k->cluster_dims[2])) {
-        const unsigned compiled[3] = {(unsigned)k->cluster_dims[0], (unsigned)k->cluster_dims[1],
-                                      (unsigned)k->cluster_dims[2]};
+    unsigned compiled[3];
+    if (compiled_cluster(k, compiled) &&
+        (cluster[0] != compiled[0] || cluster[1] != compiled[1] || cluster[2] != compiled[2])) {
         gl_fielderror(L, idx, fn, "cluster", "%s contradicts kernel '%s''s compiled-in __cluster_dims__%s "
                                              "(leave cluster out, or give the same shape)",
                       push_dims(L, cluster), k->name, push_dims(L, compiled));
@@ -667,15 +672,11 @@ static void read_attrs(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, con
         a->value.clusterDim.x = cluster[0];
         a->value.clusterDim.y = cluster[1];
         a->value.clusterDim.z = cluster[2];
-    } else if (k->cluster_dims[0]) {
-        check_compiled_cluster_grid(L, idx, k, cfg->grid, fn);
+    } else if (compiled_cluster(k, cluster)) { /* the driver launches in clusters of this shape */
+        check_grid_multiple(L, idx, cfg->grid, cluster, fn, "grid", "compiled-in __cluster_dims__ ");
     }
     if (at[CFG_COOPERATIVE] && read_flag(L, idx, at[CFG_COOPERATIVE], "cooperative", fn)) {
-        const unsigned *shape = cluster;
-        const unsigned compiled[3] = {(unsigned)k->cluster_dims[0], (unsigned)k->cluster_dims[1],
-                                      (unsigned)k->cluster_dims[2]};
-        if (!cluster[0] && k->cluster_dims[0]) shape = compiled;
-        check_cooperative(L, idx, k, cfg, shape, fn);
+        check_cooperative(L, idx, k, cfg, cluster, fn); /* cluster[0] == 0: no clusters */
         add_attr(cfg, CU_LAUNCH_ATTRIBUTE_COOPERATIVE)->value.cooperative = 1;
     }
     if (at[CFG_PDL] && read_flag(L, idx, at[CFG_PDL], "pdl", fn)) {
