@@ -132,11 +132,11 @@ static int l_shutdown(lua_State *L) {
 }
 
 int luaopen_cuda(lua_State *L) {
-    lua_newuserdatauv(L, 0, 0);
+    gl_newuserdatauv(L, 0, 0);
     lua_newtable(L);
     lua_pushcfunction(L, l_shutdown);
     lua_setfield(L, -2, "__gc");
-    lua_setmetatable(L, -2);
+    gl_lua_setmetatable(L, -2);
     gl_private_set(L, "gpulab.shutdown"); /* a script removing it must not finalize it early */
 
     lua_newtable(L);

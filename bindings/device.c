@@ -364,7 +364,7 @@ static void push_device(lua_State *L, int ordinal, const char *fn) {
     set_int(L, "max_blocks_per_sm", d->blocks_per_sm);
     set_int(L, "warp_size", d->warp_size);
     push_uuid(L, dev);
-    luaL_setmetatable(L, DEVICE_T);
+    gl_setmetatable(L, DEVICE_T);
 }
 
 /* cuda.device(i) makes device i current and returns its description and the ordinal that was
@@ -388,10 +388,10 @@ static int l_prompt_device(lua_State *L) {
     return 1;
 }
 
-/* The ordinal of a device table passed as self; "wrong self" raises like luaL_checkudata. */
+/* The ordinal of a device table passed as self; "wrong self" raises like gl_checkudata. */
 static int check_device(lua_State *L, int idx, const char *fn) {
     if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) gl_typeerror(L, idx, fn, "cuda.device");
-    luaL_getmetatable(L, DEVICE_T);
+    gl_getmetatable(L, DEVICE_T);
     bool same = lua_rawequal(L, -1, -2);
     lua_pop(L, 2);
     if (!same) gl_typeerror(L, idx, fn, "cuda.device");

@@ -201,7 +201,7 @@ void gl_push_error(lua_State *L, int message, int code, const char *name, const 
     lua_pushvalue(L, message);
     lua_setfield(L, -2, "message");
     push_error_class(L);
-    lua_setmetatable(L, -2);
+    gl_lua_setmetatable(L, -2);
 }
 
 static int l_is_error(lua_State *L) {

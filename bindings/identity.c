@@ -38,7 +38,6 @@
  * debug.setlocal can write a C function's slots: it answers fail for C frames. debug.setupvalue
  * answers fail for C functions, whose upvalues the bindings read as what they stored there.
  */
-#define GL_IDENTITY_IMPL
 #include "identity.h"
 #include "errors.h"
 

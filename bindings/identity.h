@@ -4,9 +4,9 @@
  * compares it besides the metatable, so a forged metatable (debug.setmetatable) never makes one
  * type's block read as another's.
  *
- * Including this header maps Lua's userdata calls (lua_newuserdatauv, luaL_checkudata, ...) to
- * the guarded ones: every file that creates, checks or re-tags a userdata must include it
- * (tools/include_check.lua refuses one that does not).
+ * Bindings call these gl_ functions by their own names, never lauxlib's userdata calls
+ * (lua_newuserdatauv, luaL_checkudata, ...), which know nothing of the tag:
+ * tools/include_check.lua refuses a file outside identity.c that calls one of those.
  */
 #ifndef GPULAB_IDENTITY_H
 #define GPULAB_IDENTITY_H
@@ -46,16 +46,5 @@ void gl_register_class(lua_State *L, const char *tname);
 /* luaL_getmetatable for gpulab's classes: pushes class `tname`'s metatable from the private
  * store; raises a Lua error when it is absent or was replaced. Returns LUA_TTABLE. */
 int gl_getmetatable(lua_State *L, const char *tname);
-
-#ifndef GL_IDENTITY_IMPL
-#undef lua_newuserdatauv
-#define lua_newuserdatauv gl_newuserdatauv
-#define luaL_setmetatable gl_setmetatable
-#define lua_setmetatable gl_lua_setmetatable
-#define luaL_testudata gl_testudata
-#define luaL_checkudata gl_checkudata
-#undef luaL_getmetatable
-#define luaL_getmetatable gl_getmetatable
-#endif
 
 #endif

@@ -111,7 +111,7 @@ static void read_range(lua_State *L, int arg, const int at[W_KEYS], const char *
         gl_array *a = gl_test_array(L, at[W_ARRAY]);
         if (a == NULL || a->ptr == 0)
             window_error(L, arg, fn, field, "array: %s",
-                         luaL_testudata(L, at[W_ARRAY], GL_ARRAY_T)
+                         gl_testudata(L, at[W_ARRAY], GL_ARRAY_T)
                              ? "the cuda.array was freed"
                              : lua_pushfstring(L, "cuda.array expected, got %s", gl_typename(L, at[W_ARRAY])));
         if (a->device != gl_current_device())
@@ -242,7 +242,7 @@ static void push_windows(lua_State *L) {
     lua_createtable(L, 0, 1);
     lua_pushliteral(L, "k");
     lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
+    gl_lua_setmetatable(L, -2);
     lua_pushvalue(L, -1);
     gl_private_set(L, WINDOWS_KEY);
 }
@@ -319,7 +319,7 @@ static void push_window_array(lua_State *L, const CUaccessPolicyWindow *w) {
     push_windows(L);
     lua_pushvalue(L, 1);
     lua_rawget(L, -2);
-    gl_array *a = luaL_testudata(L, -1, GL_ARRAY_T); /* freed ones too */
+    gl_array *a = gl_testudata(L, -1, GL_ARRAY_T); /* freed ones too */
     uint64_t base = (uint64_t)(uintptr_t)w->base_ptr;
     if (a && (a->ptr == 0 || (base >= a->ptr && base < a->ptr + a->nbytes))) {
         lua_setfield(L, -3, "array");

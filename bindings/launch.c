@@ -142,7 +142,7 @@ static bool pack_array(lua_State *L, int idx, const gl_param *p, unsigned char *
                        arg_ref *ref, const char *fn, int argno) {
     gl_array *a = gl_test_array(L, idx); /* NULL for freed arrays too: tell them apart below */
     if (a == NULL || a->ptr == 0) {
-        if (!luaL_testudata(L, idx, GL_ARRAY_T)) return false;
+        if (!gl_testudata(L, idx, GL_ARRAY_T)) return false;
         arg_error(L, fn, argno, p, idx, " (the array was freed)");
     }
     gl_check_array_device(L, a, fn, idx);
@@ -158,7 +158,7 @@ static bool pack_tensormap(lua_State *L, int idx, const gl_param *p, unsigned ch
     gl_tensormap *tm = gl_test_tensormap(L, idx);
     const char *unusable = tm ? gl_tensormap_unusable(tm) : NULL;
     if (tm == NULL || unusable) {
-        if (!luaL_testudata(L, idx, GL_TENSORMAP_T)) return false;
+        if (!gl_testudata(L, idx, GL_TENSORMAP_T)) return false;
         arg_error(L, fn, argno, p, idx, lua_pushfstring(L, " (%s)", unusable));
     }
     gl_check_tensormap_device(L, tm, fn, idx);
@@ -786,7 +786,7 @@ static void recheck_refs(lua_State *L, const gl_kernel *k, const arg_ref *refs, 
 
 /* Pushes a scratch userdata for n bytes of packed arguments; returns them, 64-byte aligned. */
 static unsigned char *push_arg_buffer(lua_State *L, unsigned n) {
-    unsigned char *p = lua_newuserdatauv(L, (size_t)n + 64, 0);
+    unsigned char *p = gl_newuserdatauv(L, (size_t)n + 64, 0);
     return (unsigned char *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
 }
 
@@ -850,7 +850,7 @@ typedef struct prepared {
 } prepared;
 
 static prepared *check_prepared(lua_State *L, int idx, const char *fn) {
-    prepared *P = luaL_testudata(L, idx, PREPARED_T);
+    prepared *P = gl_testudata(L, idx, PREPARED_T);
     if (P == NULL)
         gl_typeerror(L, idx, fn, "cuda.prepared");
     if (P->freed) /* always the object called or the method's self: no bad argument (errors.h) */
@@ -872,7 +872,7 @@ static int l_prepare(lua_State *L) {
                    k->name, (int)k->argbytes, MAX_ARG_BYTES);
     size_t head = sizeof(prepared) + (size_t)nargs * sizeof(arg_ref);
     size_t size = head + 64 + k->argbytes;
-    prepared *P = lua_newuserdatauv(L, size, UV_FIRST_ARG - 1 + nargs);
+    prepared *P = gl_newuserdatauv(L, size, UV_FIRST_ARG - 1 + nargs);
     memset(P, 0, head);
     P->k = k;
     P->cfg = cfg;
@@ -901,7 +901,7 @@ static int l_prepare(lua_State *L) {
             lua_pushvalue(L, 3 + i);
             lua_setiuservalue(L, self, UV_FIRST_ARG + i);
         }
-    luaL_setmetatable(L, PREPARED_T);
+    gl_setmetatable(L, PREPARED_T);
     gl_live.prepared++;
     return 1;
 }
@@ -1016,7 +1016,7 @@ static int l_prepared_set(lua_State *L) {
 
 /* __gc, __close, :free(): idempotent, never raises. */
 static int prepared_free(lua_State *L) {
-    prepared *P = luaL_testudata(L, 1, PREPARED_T);
+    prepared *P = gl_testudata(L, 1, PREPARED_T);
     if (P == NULL || P->freed) return 0;
     P->freed = true;
     gl_live.prepared--;
@@ -1060,7 +1060,7 @@ static void add_attr_names(luaL_Buffer *b, lua_State *L, const launch_cfg *cfg) 
 }
 
 static int prepared_tostring(lua_State *L) {
-    prepared *P = luaL_checkudata(L, 1, PREPARED_T);
+    prepared *P = gl_checkudata(L, 1, PREPARED_T);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     luaL_addstring(&b, "cuda.prepared ");

@@ -180,7 +180,7 @@ static int l_stats_of(lua_State *L) {
     if (n == 0) gl_argerror(L, 1, fn, "no samples: the table is empty");
     if (n > MEASURE_MAX_SAMPLES)
         gl_argerror(L, 1, fn, "%d samples at most, got %zu", MEASURE_MAX_SAMPLES, n);
-    double *v = lua_newuserdatauv(L, n * sizeof *v, 0); /* scratch, collected later */
+    double *v = gl_newuserdatauv(L, n * sizeof *v, 0); /* scratch, collected later */
     for (size_t i = 0; i < n; i++) {
         if (lua_rawgeti(L, 1, (lua_Integer)i + 1) != LUA_TNUMBER)
             gl_argerror(L, 1, fn, "sample %zu: number expected, got %s", i + 1, gl_typename(L, -1));
@@ -761,7 +761,7 @@ static void push_list(lua_State *L, const double *v, size_t n, const char *key) 
 
 /* Median of the finite values of v[0..n), or NaN. */
 static double finite_median(lua_State *L, const double *v, size_t n) {
-    double *c = lua_newuserdatauv(L, (n ? n : 1) * sizeof *c, 0);
+    double *c = gl_newuserdatauv(L, (n ? n : 1) * sizeof *c, 0);
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         if (isfinite(v[i])) c[m++] = v[i];
@@ -814,7 +814,7 @@ static void push_cold_fields(lua_State *L, const measure_run *r) {
 static void push_result(lua_State *L, measure_run *r) {
     const gl_measure_opts *o = r->o;
     lua_createtable(L, 0, 28);
-    double *sorted = lua_newuserdatauv(L, r->n * sizeof *sorted, 0);
+    double *sorted = gl_newuserdatauv(L, r->n * sizeof *sorted, 0);
     memcpy(sorted, r->times, r->n * sizeof *sorted);
     sample_stats s;
     stats_compute(sorted, r->n, &s);
@@ -1000,7 +1000,7 @@ static int l_measure(lua_State *L) {
 
 /* ------------------------------------------------------------------------------------------ */
 static lua_CFunction method_of(lua_State *L, const char *tname, const char *name) {
-    luaL_getmetatable(L, tname);
+    gl_getmetatable(L, tname);
     lua_getfield(L, -1, "__index");
     if (lua_iscfunction(L, -1)) { /* a field reader (cuda.graph): its upvalue holds the methods */
         if (lua_getupvalue(L, -1, 1) == NULL) lua_pushnil(L);

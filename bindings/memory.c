@@ -289,12 +289,12 @@ static void fill_pattern(void *data, size_t numel, size_t esize, const void *ele
  * Type checks shared with other bindings
  * ------------------------------------------------------------------------------------------ */
 gl_array *gl_test_array(lua_State *L, int idx) {
-    gl_array *a = luaL_testudata(L, idx, GL_ARRAY_T);
+    gl_array *a = gl_testudata(L, idx, GL_ARRAY_T);
     return a && a->ptr ? a : NULL;
 }
 
 gl_array *gl_check_array(lua_State *L, int idx, const char *fn) {
-    gl_array *a = luaL_testudata(L, idx, GL_ARRAY_T);
+    gl_array *a = gl_testudata(L, idx, GL_ARRAY_T);
     if (a == NULL)
         gl_typeerror(L, idx, fn, "cuda.array");
     if (a->ptr == 0) gl_freederror(L, idx, fn, "cuda.array was freed");
@@ -302,12 +302,12 @@ gl_array *gl_check_array(lua_State *L, int idx, const char *fn) {
 }
 
 static gl_host *gl_test_host(lua_State *L, int idx) {
-    gl_host *h = luaL_testudata(L, idx, GL_HOST_T);
+    gl_host *h = gl_testudata(L, idx, GL_HOST_T);
     return h && h->data ? h : NULL;
 }
 
 static gl_host *gl_check_host(lua_State *L, int idx, const char *fn) {
-    gl_host *h = luaL_testudata(L, idx, GL_HOST_T);
+    gl_host *h = gl_testudata(L, idx, GL_HOST_T);
     if (h == NULL)
         gl_typeerror(L, idx, fn, "cuda.host");
     if (h->data == NULL) gl_freederror(L, idx, fn, "cuda.host was freed");
@@ -410,13 +410,13 @@ static void host_release(gl_host *h) {
 
 /* __gc, __close and :free() (never raise; a wrong type is ignored). */
 static int array_free(lua_State *L) {
-    gl_array *a = luaL_testudata(L, 1, GL_ARRAY_T);
+    gl_array *a = gl_testudata(L, 1, GL_ARRAY_T);
     if (a) array_release(a);
     return 0;
 }
 
 static int host_free(lua_State *L) {
-    gl_host *h = luaL_testudata(L, 1, GL_HOST_T);
+    gl_host *h = gl_testudata(L, 1, GL_HOST_T);
     if (h) host_release(h);
     return 0;
 }
@@ -435,7 +435,7 @@ typedef struct mem_ref {
 } mem_ref;
 
 static mem_ref check_mem(lua_State *L, int idx, const char *fn) {
-    mem_ref m = {luaL_testudata(L, idx, GL_ARRAY_T), luaL_testudata(L, idx, GL_HOST_T)};
+    mem_ref m = {gl_testudata(L, idx, GL_ARRAY_T), gl_testudata(L, idx, GL_HOST_T)};
     if (m.dev == NULL && m.host == NULL)
         gl_typeerror(L, idx, fn, "cuda.array or cuda.host");
     if (m.dev) gl_check_array(L, idx, fn);
@@ -690,7 +690,7 @@ static void copy_span(lua_State *L, mem_ref dst, mem_ref src, size_t dbyte, size
 /* The copy itself: src (stack index 2) into dst (index 1). */
 static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
     bool on_stream = o->stream_idx != 0;
-    bool any_dev = luaL_testudata(L, 1, GL_ARRAY_T) || luaL_testudata(L, 2, GL_ARRAY_T);
+    bool any_dev = gl_testudata(L, 1, GL_ARRAY_T) || gl_testudata(L, 2, GL_ARRAY_T);
     if (any_dev) gl_require_gpu(L, fn);
     /* no Lua runs from here to the driver calls: the pointers stay valid */
     mem_ref dst = check_mem(L, 1, fn), src = check_mem(L, 2, fn);
@@ -738,7 +738,7 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
  * Device arrays
  * ------------------------------------------------------------------------------------------ */
 static gl_array *check_self_array(lua_State *L, const char *fn) {
-    gl_array *a = luaL_testudata(L, 1, GL_ARRAY_T);
+    gl_array *a = gl_testudata(L, 1, GL_ARRAY_T);
     if (a == NULL) gl_typeerror(L, 1, fn, "cuda.array");
     if (a->ptr == 0) gl_freederror(L, 1, fn, "cuda.array was freed");
     return a;
@@ -750,7 +750,7 @@ static int l_array(lua_State *L) {
     shape_spec s;
     check_shape(L, 2, t, &s, fn);
     gl_require_gpu(L, fn);
-    gl_array *a = lua_newuserdatauv(L, sizeof *a, 0);
+    gl_array *a = gl_newuserdatauv(L, sizeof *a, 0);
     memset(a, 0, sizeof *a);
     a->dtype = t;
     a->ndim = s.ndim;
@@ -758,7 +758,7 @@ static int l_array(lua_State *L) {
     a->numel = s.numel;
     a->nbytes = s.nbytes;
     a->device = gl_current_device();
-    luaL_setmetatable(L, GL_ARRAY_T);
+    gl_setmetatable(L, GL_ARRAY_T);
     gl_mem_block *b = block_new(BLOCK_DEVICE, s.nbytes);
     if (b == NULL) mem_error(L, "%s: out of host memory", fn);
     b->device = a->device;
@@ -786,7 +786,7 @@ gl_array *gl_push_array_view(lua_State *L, int dtype_idx, int shape_idx, const c
         mem_error(L, "%s: %s needs %zu bytes, but '%s' holds %zu bytes", fn, type, s.nbytes, what,
                   limit);
     }
-    gl_array *a = lua_newuserdatauv(L, sizeof *a, 1);
+    gl_array *a = gl_newuserdatauv(L, sizeof *a, 1);
     memset(a, 0, sizeof *a);
     a->dtype = t;
     a->ndim = s.ndim;
@@ -796,7 +796,7 @@ gl_array *gl_push_array_view(lua_State *L, int dtype_idx, int shape_idx, const c
     a->ptr = ptr;
     a->release_view = release_view;
     a->view_owner = owner;
-    luaL_setmetatable(L, GL_ARRAY_T);
+    gl_setmetatable(L, GL_ARRAY_T);
     return a;
 }
 
@@ -861,7 +861,7 @@ static int array_copy_from(lua_State *L) {
 }
 
 static int array_tostring(lua_State *L) {
-    gl_array *a = luaL_checkudata(L, 1, GL_ARRAY_T);
+    gl_array *a = gl_checkudata(L, 1, GL_ARRAY_T);
     char type[160], size[32];
     format_type(type, sizeof type, a->dtype, a->ndim, a->shape);
     if (a->ptr == 0) {
@@ -913,7 +913,7 @@ static int array_view(lua_State *L) {
     gl_array *a = check_self_array(L, fn);
     shape_spec s;
     size_t off = check_view_args(L, a->numel, a->dtype, &s, fn);
-    gl_array *v = lua_newuserdatauv(L, sizeof *v, 1);
+    gl_array *v = gl_newuserdatauv(L, sizeof *v, 1);
     memset(v, 0, sizeof *v);
     a = check_self_array(L, fn); /* the allocation may have run a finalizer that freed it */
     v->dtype = a->dtype;
@@ -931,7 +931,7 @@ static int array_view(lua_State *L) {
     } else {
         gl_live.arrays++;
     }
-    luaL_setmetatable(L, GL_ARRAY_T);
+    gl_setmetatable(L, GL_ARRAY_T);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
     return 1;
@@ -964,7 +964,7 @@ static bool push_common_field(lua_State *L, const char *k, gl_dtype t, int ndim,
 }
 
 static int array_index(lua_State *L) {
-    gl_array *a = luaL_checkudata(L, 1, GL_ARRAY_T);
+    gl_array *a = gl_checkudata(L, 1, GL_ARRAY_T);
     if (lua_type(L, 2) != LUA_TSTRING) return 0; /* device memory has no d[i]: copy to a host array */
     const char *k = lua_tostring(L, 2);
     if (push_method(L, array_methods, k)) return 1;
@@ -981,7 +981,7 @@ static int array_index(lua_State *L) {
  * Host arrays
  * ------------------------------------------------------------------------------------------ */
 static gl_host *check_self_host(lua_State *L, const char *fn) {
-    gl_host *h = luaL_testudata(L, 1, GL_HOST_T);
+    gl_host *h = gl_testudata(L, 1, GL_HOST_T);
     if (h == NULL) gl_typeerror(L, 1, fn, "cuda.host");
     if (h->data == NULL) gl_freederror(L, 1, fn, "cuda.host was freed");
     return h;
@@ -1014,7 +1014,7 @@ static int l_host(lua_State *L) {
         pinned = raw_opt_bool(L, 3, "pinned", false, fn);
     }
     if (pinned) gl_require_gpu(L, fn);
-    gl_host *h = lua_newuserdatauv(L, sizeof *h, 0);
+    gl_host *h = gl_newuserdatauv(L, sizeof *h, 0);
     memset(h, 0, sizeof *h);
     h->dtype = t;
     h->ndim = s.ndim;
@@ -1022,7 +1022,7 @@ static int l_host(lua_State *L) {
     h->numel = s.numel;
     h->nbytes = s.nbytes;
     h->pinned = pinned;
-    luaL_setmetatable(L, GL_HOST_T);
+    gl_setmetatable(L, GL_HOST_T);
     gl_mem_block *b = block_new(pinned ? BLOCK_PINNED : BLOCK_PAGEABLE, s.nbytes);
     if (b == NULL) mem_error(L, "%s: out of host memory", fn);
     if (pinned) {
@@ -1277,7 +1277,7 @@ static int host_view(lua_State *L) {
     gl_host *h = check_self_host(L, fn);
     shape_spec s;
     size_t off = check_view_args(L, h->numel, h->dtype, &s, fn);
-    gl_host *v = lua_newuserdatauv(L, sizeof *v, 1);
+    gl_host *v = gl_newuserdatauv(L, sizeof *v, 1);
     memset(v, 0, sizeof *v);
     h = check_self_host(L, fn); /* the allocation may have run a finalizer that freed it */
     v->dtype = h->dtype;
@@ -1287,7 +1287,7 @@ static int host_view(lua_State *L) {
     v->block = h->block;
     block_hold(v->block);
     gl_live.hosts++;
-    luaL_setmetatable(L, GL_HOST_T);
+    gl_setmetatable(L, GL_HOST_T);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
     return 1;
@@ -1299,7 +1299,7 @@ static gl_host *push_new_host(lua_State *L, gl_dtype t, int ndim, const int64_t 
     memcpy(s.dims, dims, (size_t)ndim * sizeof *dims);
     for (int i = 0; i < ndim; i++) s.numel *= (size_t)dims[i];
     s.nbytes = s.numel * gl_dtype_size(t);
-    gl_host *h = lua_newuserdatauv(L, sizeof *h, 0);
+    gl_host *h = gl_newuserdatauv(L, sizeof *h, 0);
     memset(h, 0, sizeof *h);
     h->dtype = t;
     set_view_shape(&h->ndim, h->shape, &h->numel, &h->nbytes, &s);
@@ -1311,7 +1311,7 @@ static gl_host *push_new_host(lua_State *L, gl_dtype t, int ndim, const int64_t 
     h->block = b;
     h->data = b->host;
     gl_live.hosts++;
-    luaL_setmetatable(L, GL_HOST_T);
+    gl_setmetatable(L, GL_HOST_T);
     return h;
 }
 
@@ -1443,7 +1443,7 @@ static void check_scalar(lua_State *L, int idx, gl_dtype t, operand *o, const ch
  * h stays valid; the private copy (for a partial overlap) is the caller's to free. */
 static bool check_operand(lua_State *L, int idx, gl_host *h, operand *o, const char *fn) {
     memset(o, 0, sizeof *o);
-    if (!luaL_testudata(L, idx, GL_HOST_T)) {
+    if (!gl_testudata(L, idx, GL_HOST_T)) {
         check_scalar(L, idx, h->dtype, o, fn, "the operand");
         return true;
     }
@@ -1537,7 +1537,7 @@ static int host_div(lua_State *L) { return host_arith(L, OP_DIV, 0, 2, "h:div");
 static int host_axpy(lua_State *L) { return host_arith(L, OP_AXPY, 2, 3, "h:axpy"); }
 
 static int host_scale(lua_State *L) {
-    if (luaL_testudata(L, 2, GL_HOST_T))
+    if (gl_testudata(L, 2, GL_HOST_T))
         gl_argerror(L, 2, "h:scale", "the factor must be a number (h:mul(x) multiplies by an array)");
     return host_arith(L, OP_MUL, 0, 2, "h:scale");
 }
@@ -1782,7 +1782,7 @@ static const luaL_Reg host_methods[] = {
 };
 
 static int host_index(lua_State *L) {
-    gl_host *h = luaL_checkudata(L, 1, GL_HOST_T);
+    gl_host *h = gl_checkudata(L, 1, GL_HOST_T);
     if (lua_type(L, 2) == LUA_TSTRING) {
         const char *k = lua_tostring(L, 2);
         if (push_method(L, host_methods, k)) return 1;
@@ -1801,7 +1801,7 @@ static int host_index(lua_State *L) {
 }
 
 static int host_newindex(lua_State *L) {
-    gl_host *h = luaL_checkudata(L, 1, GL_HOST_T);
+    gl_host *h = gl_checkudata(L, 1, GL_HOST_T);
     if (lua_type(L, 2) == LUA_TSTRING)
         mem_error(L, "cuda.host: cannot assign field '%s' (only elements h[i] are writable)",
                    lua_tostring(L, 2));
@@ -1816,7 +1816,7 @@ static int host_newindex(lua_State *L) {
 }
 
 static int host_len(lua_State *L) {
-    gl_host *h = luaL_checkudata(L, 1, GL_HOST_T);
+    gl_host *h = gl_checkudata(L, 1, GL_HOST_T);
     if (h->data == NULL) mem_error(L, "cuda.host: cuda.host was freed");
     lua_pushinteger(L, (lua_Integer)h->numel);
     return 1;
@@ -1824,7 +1824,7 @@ static int host_len(lua_State *L) {
 
 /* "cuda.host f32[4] pinned (16 B) {0, 1, 2, 3}", at most 8 values shown. */
 static int host_tostring(lua_State *L) {
-    gl_host *h = luaL_checkudata(L, 1, GL_HOST_T);
+    gl_host *h = gl_checkudata(L, 1, GL_HOST_T);
     char type[160], size[32];
     format_type(type, sizeof type, h->dtype, h->ndim, h->shape);
     if (h->data == NULL) {
@@ -1883,7 +1883,7 @@ static view check_view(lua_State *L, int idx, const char *fn) {
 /* Copies a device operand to host memory. Returns false when the host buffer cannot be
  * allocated; *r carries the copy's result. */
 static bool fetch_device(lua_State *L, int idx, view *v, CUresult *r) {
-    gl_array *a = luaL_testudata(L, idx, GL_ARRAY_T);
+    gl_array *a = gl_testudata(L, idx, GL_ARRAY_T);
     if (a == NULL) return true;
     v->owned = malloc(a->nbytes);
     if (v->owned == NULL) return false;

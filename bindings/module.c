@@ -35,7 +35,7 @@
  * Modules
  * ------------------------------------------------------------------------------------------ */
 static gl_module *check_module(lua_State *L, int idx, const char *fn) {
-    gl_module *m = luaL_testudata(L, idx, GL_MODULE_T);
+    gl_module *m = gl_testudata(L, idx, GL_MODULE_T);
     if (m == NULL)
         gl_typeerror(L, idx, fn, "cuda.module");
     if (m->handle == NULL) gl_freederror(L, idx, fn, "the cuda.module was freed");
@@ -49,7 +49,7 @@ static void unload_module(void *handle, uintptr_t extra) {
 
 /* __gc, __close and :free(): idempotent, never raises. */
 static int module_free(lua_State *L) {
-    gl_module *m = luaL_testudata(L, 1, GL_MODULE_T);
+    gl_module *m = gl_testudata(L, 1, GL_MODULE_T);
     if (m == NULL || m->handle == NULL) return 0;
     CUmodule h = m->handle;
     m->handle = NULL;
@@ -160,7 +160,7 @@ static gl_module *load_image(lua_State *L, const char *image, const char *fn) {
     char log[4096] = "";
     CUjit_option opts[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
-    gl_module *m = lua_newuserdatauv(L, sizeof *m, 3);
+    gl_module *m = gl_newuserdatauv(L, sizeof *m, 3);
     memset(m, 0, sizeof *m);
     CUmodule h = NULL;
     CUresult r = gl_cu.cuModuleLoadDataEx(&h, image, 2, opts, vals);
@@ -176,7 +176,7 @@ static gl_module *load_image(lua_State *L, const char *image, const char *fn) {
     m->handle = h;
     m->ordinal = gl_current_device();
     gl_live.modules++;
-    luaL_setmetatable(L, GL_MODULE_T);
+    gl_setmetatable(L, GL_MODULE_T);
     return m;
 }
 
@@ -274,7 +274,7 @@ static int l_load(lua_State *L) {
 }
 
 static int module_tostring(lua_State *L) {
-    gl_module *m = luaL_checkudata(L, 1, GL_MODULE_T);
+    gl_module *m = gl_checkudata(L, 1, GL_MODULE_T);
     if (m->handle == NULL) {
         lua_pushstring(L, "cuda.module (freed)");
         return 1;
@@ -461,7 +461,7 @@ static int l_module_global(lua_State *L) {
 /* ------------------------------------------------------------------------------------------
  * Kernels
  * ------------------------------------------------------------------------------------------ */
-gl_kernel *gl_test_kernel(lua_State *L, int idx) { return luaL_testudata(L, idx, GL_KERNEL_T); }
+gl_kernel *gl_test_kernel(lua_State *L, int idx) { return gl_testudata(L, idx, GL_KERNEL_T); }
 
 gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn) {
     gl_kernel *k = gl_test_kernel(L, idx);
@@ -621,7 +621,7 @@ static void set_int(lua_State *L, const char *name, lua_Integer v) {
  * kernel's, the class's) it is none (identity.c). */
 static void push_kernel_metatable(lua_State *L, int self) {
     const gl_kernel *k = lua_touserdata(L, self);
-    luaL_getmetatable(L, GL_KERNEL_T);
+    gl_getmetatable(L, GL_KERNEL_T);
     int class = lua_gettop(L);
     lua_createtable(L, 0, 4); /* the metatable */
     copy_fields(L, class, class + 1, true);
@@ -651,7 +651,7 @@ static void push_kernel_metatable(lua_State *L, int self) {
     lua_pushvalue(L, self);
     lua_pushcclosure(L, kernel_live_field, 1);
     lua_setfield(L, -2, "__index");
-    lua_setmetatable(L, index);
+    gl_lua_setmetatable(L, index);
     lua_setfield(L, class + 1, "__index");
     lua_remove(L, class);
 }
@@ -728,7 +728,7 @@ static int l_module_kernel(lua_State *L) {
 
     size_t namelen = strlen(entry);
     size_t size = sizeof(gl_kernel) + (size_t)n * sizeof(gl_param) + (size_t)n + namelen + 1;
-    gl_kernel *k = lua_newuserdatauv(L, size, KUV_COUNT);
+    gl_kernel *k = gl_newuserdatauv(L, size, KUV_COUNT);
     memset(k, 0, sizeof *k);
     k->fn = f;
     k->module = m;
@@ -760,7 +760,7 @@ static int l_module_kernel(lua_State *L) {
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, self, KUV_MODULE);
     push_kernel_metatable(L, self);
-    lua_setmetatable(L, self); /* writes the tag, from __name */
+    gl_lua_setmetatable(L, self); /* writes the tag, from __name */
     recheck_module(L, m, fn);
     m->nkernels++;
     return 1;
@@ -918,7 +918,7 @@ void gl_open_module(lua_State *L) {
     static const luaL_Reg kernel_methods[] = {{"occupancy", l_occupancy},
                                               {"set_max_dynamic_smem", l_set_max_dynamic_smem},
                                               {NULL, NULL}};
-    luaL_getmetatable(L, GL_KERNEL_T);
+    gl_getmetatable(L, GL_KERNEL_T);
     lua_newtable(L);
     luaL_setfuncs(L, kernel_methods, 0);
     luaL_setfuncs(L, gl_kernel_attr_methods, 0);

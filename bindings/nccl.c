@@ -216,7 +216,7 @@ static void comm_release(nccl_comm *c) {
 }
 
 static nccl_comm *check_comm(lua_State *L, int idx, const char *fn) {
-    nccl_comm *c = luaL_testudata(L, idx, COMM_T);
+    nccl_comm *c = gl_testudata(L, idx, COMM_T);
     if (c == NULL) gl_typeerror(L, idx, fn, COMM_T);
     if (!c->live) gl_freederror(L, idx, fn, "the communicator was freed");
     if (c->aborted) /* as unusable as a freed one */
@@ -226,9 +226,9 @@ static nccl_comm *check_comm(lua_State *L, int idx, const char *fn) {
 }
 
 static nccl_comm *new_comm(lua_State *L) {
-    nccl_comm *c = lua_newuserdatauv(L, sizeof *c, 0);
+    nccl_comm *c = gl_newuserdatauv(L, sizeof *c, 0);
     memset(c, 0, sizeof *c);
-    luaL_setmetatable(L, COMM_T);
+    gl_setmetatable(L, COMM_T);
     return c;
 }
 
@@ -612,7 +612,7 @@ static gl_array *rank_array(lua_State *L, int arg, nccl_comm *c, coll *k, int i,
         gl_argerror(L, arg, k->fn, "%s: this communicator drives %d devices; give a list of one cuda.array "
                                    "per device", what, c->nlocal);
     }
-    gl_array *a = luaL_testudata(L, v, GL_ARRAY_T); /* freed ones too, to say so */
+    gl_array *a = gl_testudata(L, v, GL_ARRAY_T); /* freed ones too, to say so */
     if (a == NULL)
         gl_argerror(L, arg, k->fn, "%s of rank %d: cuda.array expected, got %s", what, c->rank[i],
                     gl_typename(L, v));
@@ -800,7 +800,7 @@ static int run_collective(lua_State *L, coll_kind kind, const char *fn, const ch
         gl_argerror(L, 3, fn, "recv: a cuda.array or a list of one per device expected, got %s",
                     gl_typename(L, 3));
     int streams_idx;
-    nccl_comm *c = luaL_testudata(L, 1, COMM_T);
+    nccl_comm *c = gl_testudata(L, 1, COMM_T);
     read_coll_opts(L, 4, c, &k, &streams_idx);
     c = check_comm(L, 1, fn); /* reading the options may have run Lua: check again */
     for (int i = 0; i < c->nlocal; i++) { /* raw reads from here on: no Lua runs */
@@ -844,7 +844,7 @@ static int l_sync(lua_State *L) {
 }
 
 static int l_free(lua_State *L) {
-    nccl_comm *c = luaL_testudata(L, 1, COMM_T);
+    nccl_comm *c = gl_testudata(L, 1, COMM_T);
     if (c) comm_release(c);
     return 0;
 }
@@ -858,7 +858,7 @@ static void push_int_list(lua_State *L, const int *v, int n) {
 }
 
 static int comm_index(lua_State *L) {
-    nccl_comm *c = luaL_testudata(L, 1, COMM_T);
+    nccl_comm *c = gl_testudata(L, 1, COMM_T);
     const char *key = lua_tostring(L, 2);
     if (c && key && lua_type(L, 2) == LUA_TSTRING) {
         if (strcmp(key, "nranks") == 0) return lua_pushinteger(L, c->nranks), 1;
@@ -874,7 +874,7 @@ static int comm_index(lua_State *L) {
 }
 
 static int comm_tostring(lua_State *L) {
-    nccl_comm *c = luaL_testudata(L, 1, COMM_T);
+    nccl_comm *c = gl_testudata(L, 1, COMM_T);
     if (c == NULL) return lua_pushstring(L, COMM_T), 1;
     if (!c->live) return lua_pushstring(L, COMM_T " (freed)"), 1;
     lua_pushfstring(L, COMM_T ": %d of %d rank%s on device%s", c->nlocal, c->nranks,
@@ -893,7 +893,7 @@ void gl_open_nccl(lua_State *L) {
                                        {"sync", l_sync},             {"free", l_free},
                                        {NULL, NULL}};
     gl_new_class(L, COMM_T, meta, methods);
-    luaL_getmetatable(L, COMM_T);
+    gl_getmetatable(L, COMM_T);
     lua_getfield(L, -1, "__index");
     lua_pushcclosure(L, comm_index, 1);
     lua_setfield(L, -2, "__index");

@@ -299,7 +299,7 @@ static void push_sorted_keys(lua_State *L, int t, const char *field, int argn, c
         lua_rawseti(L, keys, ++n);
     }
     /* the pointers stay valid: the strings are anchored in `keys` */
-    const char **sorted = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n ? n : 1), 0);
+    const char **sorted = gl_newuserdatauv(L, sizeof(char *) * (size_t)(n ? n : 1), 0);
     for (lua_Integer i = 0; i < n; i++) {
         lua_rawgeti(L, keys, i + 1);
         sorted[i] = lua_tostring(L, -1);
@@ -548,7 +548,7 @@ static void read_request(lua_State *L, int t, int argn, request *rq, const char 
 /* A Lua array of strings as a C array (in a userdata on the stack, so it is collected). */
 static const char **string_array(lua_State *L, int list, int *n) {
     *n = (int)lua_rawlen(L, list);
-    const char **out = lua_newuserdatauv(L, sizeof(char *) * (size_t)(*n ? *n : 1), 0);
+    const char **out = gl_newuserdatauv(L, sizeof(char *) * (size_t)(*n ? *n : 1), 0);
     for (int i = 0; i < *n; i++) {
         lua_rawgeti(L, list, i + 1);
         out[i] = lua_tostring(L, -1); /* anchored by `list` */
@@ -571,7 +571,7 @@ static const char ptxas_report_option[] = "--ptxas-options=-v";
 
 /* The options array plus the report option (a userdata on the stack, so it is collected). */
 static const char **with_report_option(lua_State *L, const char **options, int *n) {
-    const char **out = lua_newuserdatauv(L, sizeof(char *) * (size_t)(*n + 1), 0);
+    const char **out = gl_newuserdatauv(L, sizeof(char *) * (size_t)(*n + 1), 0);
     if (*n) memcpy(out, options, sizeof(char *) * (size_t)*n);
     out[(*n)++] = ptxas_report_option;
     return out;
@@ -580,7 +580,7 @@ static const char **with_report_option(lua_State *L, const char **options, int *
 /* The {name, text} pairs of the array at `list` (anchored there) as gl_cache_header structs. */
 static void collect_headers(lua_State *L, int list, inputs *in) {
     in->nheaders = (int)lua_rawlen(L, list);
-    in->headers = lua_newuserdatauv(L, sizeof(gl_cache_header) * (size_t)(in->nheaders ? in->nheaders : 1), 0);
+    in->headers = gl_newuserdatauv(L, sizeof(gl_cache_header) * (size_t)(in->nheaders ? in->nheaders : 1), 0);
     for (int i = 0; i < in->nheaders; i++) {
         lua_rawgeti(L, list, i + 1);
         lua_rawgeti(L, -1, 1);
@@ -932,7 +932,7 @@ static void push_program(lua_State *L, const request *rq, const gl_cache_entry *
     lua_setfield(L, -2, "arch");
     lua_pushvalue(L, options);
     lua_setfield(L, -2, "options");
-    luaL_setmetatable(L, PROGRAM_T);
+    gl_setmetatable(L, PROGRAM_T);
     remember_inputs(L, rq, e, options, names, headers);
 }
 
@@ -1071,7 +1071,7 @@ static int l_cache_key(lua_State *L) {
  * ------------------------------------------------------------------------------------------ */
 void gl_check_program(lua_State *L, int idx, const char *fn) {
     if (lua_type(L, idx) == LUA_TTABLE && lua_getmetatable(L, idx)) {
-        luaL_getmetatable(L, PROGRAM_T);
+        gl_getmetatable(L, PROGRAM_T);
         bool same = lua_rawequal(L, -1, -2);
         lua_pop(L, 2);
         if (same) return;
@@ -1166,7 +1166,7 @@ static int l_program_params(lua_State *L) {
         }
         luaL_error(L, "%s: kernel '%s' not found in %s: %s", fn, asked, where, err);
     }
-    gl_param *params = lua_newuserdatauv(L, sizeof(gl_param) * (size_t)(n ? n : 1), 0);
+    gl_param *params = gl_newuserdatauv(L, sizeof(gl_param) * (size_t)(n ? n : 1), 0);
     if (gl_ptx_params(ptx, len, entry, params, n, err, sizeof err) != n)
         luaL_error(L, "%s: kernel '%s': %s", fn, asked, err);
     lua_createtable(L, n, 0);
@@ -1190,7 +1190,7 @@ void gl_open_nvrtc(lua_State *L) {
     lua_createtable(L, 0, 1);
     lua_pushliteral(L, "k");
     lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
+    gl_lua_setmetatable(L, -2);
     gl_private_set(L, PROGRAM_PRIVATE);
     static const luaL_Reg meta[] = {{"__tostring", l_program_tostring}, {NULL, NULL}};
     static const luaL_Reg methods[] = {{"params", l_program_params}, {NULL, NULL}};

@@ -73,7 +73,7 @@ static void stream_released(gl_stream *s, void *arg) {
     green_unref(g);
 }
 
-static gl_partition *test_partition(lua_State *L, int idx) { return luaL_testudata(L, idx, PARTITION_T); }
+static gl_partition *test_partition(lua_State *L, int idx) { return gl_testudata(L, idx, PARTITION_T); }
 
 static gl_partition *check_partition(lua_State *L, int idx, const char *fn) {
     gl_partition *p = test_partition(L, idx);
@@ -187,9 +187,9 @@ static int l_partition(lua_State *L) {
     CUdevResourceDesc desc = NULL;
     GL_CHECK(L, gl_cu.cuDevResourceGenerateDesc(&desc, &group, 1), fn, "cuDevResourceGenerateDesc");
 
-    gl_partition *p = lua_newuserdatauv(L, sizeof *p, 0);
+    gl_partition *p = gl_newuserdatauv(L, sizeof *p, 0);
     memset(p, 0, sizeof *p);
-    luaL_setmetatable(L, PARTITION_T);
+    gl_setmetatable(L, PARTITION_T);
     green_ctx *g = calloc(1, sizeof *g);
     if (g == NULL) return luaL_error(L, "%s: out of host memory", fn);
     CUresult r = gl_cu.cuGreenCtxCreate(&g->handle, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
@@ -249,7 +249,7 @@ static int l_partition_stream(lua_State *L) {
 }
 
 static int partition_index(lua_State *L) {
-    gl_partition *p = luaL_checkudata(L, 1, PARTITION_T);
+    gl_partition *p = gl_checkudata(L, 1, PARTITION_T);
     lua_pushvalue(L, 2);
     lua_rawget(L, lua_upvalueindex(1)); /* methods first */
     if (!lua_isnil(L, -1) || lua_type(L, 2) != LUA_TSTRING) return 1;
@@ -267,7 +267,7 @@ static int partition_index(lua_State *L) {
 }
 
 static int partition_tostring(lua_State *L) {
-    gl_partition *p = luaL_checkudata(L, 1, PARTITION_T);
+    gl_partition *p = gl_checkudata(L, 1, PARTITION_T);
     if (p->g == NULL) {
         lua_pushfstring(L, "cuda.partition (freed; was %d SMs of device %d)", p->sm_count, p->device);
         return 1;
@@ -288,7 +288,7 @@ void gl_open_partition(lua_State *L) {
     static const luaL_Reg methods[] = {{"stream", l_partition_stream}, {"free", partition_free},
                                       {NULL, NULL}};
     gl_new_class(L, PARTITION_T, meta, methods);
-    luaL_getmetatable(L, PARTITION_T); /* fields (sm_count, requested, ...) beside the methods */
+    gl_getmetatable(L, PARTITION_T); /* fields (sm_count, requested, ...) beside the methods */
     lua_getfield(L, -1, "__index");
     lua_pushcclosure(L, partition_index, 1);
     lua_setfield(L, -2, "__index");

@@ -203,7 +203,7 @@ static void session_release(session *s) {
 }
 
 static int session_close(lua_State *L) {
-    session *s = luaL_testudata(L, 1, SESSION_T);
+    session *s = gl_testudata(L, 1, SESSION_T);
     if (s) session_release(s);
     return 0;
 }
@@ -223,7 +223,7 @@ typedef struct pcs_opts {
 
 static bool is_program(lua_State *L, int idx) {
     if (!lua_istable(L, idx) || !lua_getmetatable(L, idx)) return false;
-    luaL_getmetatable(L, "cuda.program");
+    gl_getmetatable(L, "cuda.program");
     bool yes = lua_rawequal(L, -1, -2);
     lua_pop(L, 2);
     return yes;
@@ -920,7 +920,7 @@ static int pcsample_body(lua_State *L) {
         lua_pushnumber(L, plain > 0 ? elapsed / plain : 0);
         lua_setfield(L, out, "overhead");
     }
-    luaL_setmetatable(L, RESULT_T);
+    gl_setmetatable(L, RESULT_T);
     return 1;
 }
 
@@ -940,9 +940,9 @@ static int l_pcsample(lua_State *L) {
     const char *why;
     if (!pcs_open(&why)) luaL_error(L, FN ": %s", why);
 
-    session *s = lua_newuserdatauv(L, sizeof *s, 0);
+    session *s = gl_newuserdatauv(L, sizeof *s, 0);
     memset(s, 0, sizeof *s);
-    luaL_setmetatable(L, SESSION_T); /* __gc: the last resort */
+    gl_setmetatable(L, SESSION_T); /* __gc: the last resort */
     int sidx = lua_gettop(L);
     lua_pushcfunction(L, pcsample_body);
     lua_pushvalue(L, 1);

@@ -244,7 +244,7 @@ static void session_release(session *s) {
 }
 
 static int session_close(lua_State *L) {
-    session *s = luaL_testudata(L, 1, SESSION_T);
+    session *s = gl_testudata(L, 1, SESSION_T);
     if (s) session_release(s);
     return 0;
 }
@@ -437,7 +437,7 @@ static void read_opts(lua_State *L, profile_opts *o) {
 }
 
 static const char **metric_array(lua_State *L, const profile_opts *o) {
-    const char **a = lua_newuserdatauv(L, o->nmetrics * sizeof *a, 0);
+    const char **a = gl_newuserdatauv(L, o->nmetrics * sizeof *a, 0);
     for (size_t i = 0; i < o->nmetrics; i++) {
         lua_rawgeti(L, o->metrics, (lua_Integer)i + 1);
         a[i] = lua_tostring(L, -1); /* held by the copy table */
@@ -549,7 +549,7 @@ static void push_rows(lua_State *L, session *s, const profile_opts *o, const cha
                                           .pCounterDataImage = s->counter,
                                           .counterDataImageSize = s->counter_size};
     CUPTI_CALL(L, cuptiRangeProfilerGetCounterDataInfo, &info);
-    double *vals = lua_newuserdatauv(L, o->nmetrics * sizeof(double), 0);
+    double *vals = gl_newuserdatauv(L, o->nmetrics * sizeof(double), 0);
     size_t n = info.numTotalRanges;
     lua_createtable(L, (int)(n < 100000 ? n : 100000), 4);
     int out = lua_gettop(L);
@@ -629,9 +629,9 @@ static int l_profile(lua_State *L) {
     if (!cupti_open(&why)) luaL_error(L, FN ": %s", why);
     const char **names = metric_array(L, &o);
 
-    session *s = lua_newuserdatauv(L, sizeof *s, 0);
+    session *s = gl_newuserdatauv(L, sizeof *s, 0);
     memset(s, 0, sizeof *s);
-    luaL_setmetatable(L, SESSION_T);
+    gl_setmetatable(L, SESSION_T);
     int sidx = lua_gettop(L);
     lua_toclose(L, sidx); /* every exit from here on releases the session */
 

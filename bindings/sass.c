@@ -593,7 +593,7 @@ static int l_sass(lua_State *L) {
         luaL_error(L, "%s: the disassembly has no function '%s' (kernel '%s')", fn, entry, lua_tostring(L, 2));
     lua_pushstring(L, entry);
     lua_setfield(L, -2, "kernel");
-    luaL_setmetatable(L, SASS_T);
+    gl_setmetatable(L, SASS_T);
     return 1;
 }
 
@@ -610,7 +610,7 @@ static int l_sass_parse(lua_State *L) {
         luaL_error(L, "%s: the text has no function '%s'", fn, lua_tostring(L, 2));
     lua_pushvalue(L, 2);
     lua_setfield(L, -2, "kernel");
-    luaL_setmetatable(L, SASS_T);
+    gl_setmetatable(L, SASS_T);
     return 1;
 }
 
@@ -689,7 +689,7 @@ void gl_open_sass(lua_State *L) {
     static const luaL_Reg methods[] = {{"count", l_sass_count}, {NULL, NULL}};
     gl_new_class(L, SASS_T, meta, methods);
     static const luaL_Reg program_methods[] = {{"resources", l_resources}, {"sass", l_sass}, {NULL, NULL}};
-    luaL_getmetatable(L, "cuda.program");
+    gl_getmetatable(L, "cuda.program");
     lua_getfield(L, -1, "__index");
     luaL_setfuncs(L, program_methods, 0);
     lua_pop(L, 2);

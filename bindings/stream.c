@@ -108,7 +108,7 @@ static double opt_timeout(lua_State *L, int idx, const char *fn) {
 /* ------------------------------------------------------------------------------------------
  * Streams
  * ------------------------------------------------------------------------------------------ */
-gl_stream *gl_test_stream(lua_State *L, int idx) { return luaL_testudata(L, idx, GL_STREAM_T); }
+gl_stream *gl_test_stream(lua_State *L, int idx) { return gl_testudata(L, idx, GL_STREAM_T); }
 
 static gl_stream *check_stream(lua_State *L, int idx, const char *fn) {
     gl_stream *s = gl_test_stream(L, idx);
@@ -142,7 +142,7 @@ static void stream_release(gl_stream *s) {
 }
 
 static int stream_free(lua_State *L) {
-    gl_stream *s = luaL_testudata(L, 1, GL_STREAM_T);
+    gl_stream *s = gl_testudata(L, 1, GL_STREAM_T);
     if (s == NULL) return 0;
     stream_release(s);
     if (s->on_release == NULL && lua_getiuservalue(L, 1, 2) != LUA_TNONE) { /* owner: no longer held */
@@ -186,9 +186,9 @@ static int l_stream(lua_State *L) {
     if (priority < greatest || priority > least)
         gl_fielderror(L, 1, fn, "priority", "%lld is out of this device's range %d..%d (%d is the highest "
                       "priority, %d the default)", (long long)priority, greatest, least, greatest, least);
-    gl_stream *s = lua_newuserdatauv(L, sizeof *s, 0);
+    gl_stream *s = gl_newuserdatauv(L, sizeof *s, 0);
     memset(s, 0, sizeof *s);
-    luaL_setmetatable(L, GL_STREAM_T);
+    gl_setmetatable(L, GL_STREAM_T);
     CUstream h;
     GL_CHECK(L, gl_cu.cuStreamCreateWithPriority(&h, nonblocking ? CU_STREAM_NON_BLOCKING : 0,
                                                  (int)priority),
@@ -209,9 +209,9 @@ static int l_stream(lua_State *L) {
 
 gl_stream *gl_push_stream_shell(lua_State *L, int owner_idx) {
     owner_idx = lua_absindex(L, owner_idx);
-    gl_stream *s = lua_newuserdatauv(L, sizeof *s, 2); /* 1 stays free, as on every stream */
+    gl_stream *s = gl_newuserdatauv(L, sizeof *s, 2); /* 1 stays free, as on every stream */
     memset(s, 0, sizeof *s);
-    luaL_setmetatable(L, GL_STREAM_T);
+    gl_setmetatable(L, GL_STREAM_T);
     lua_pushvalue(L, owner_idx);
     lua_setiuservalue(L, -2, 2);
     return s;
@@ -280,7 +280,7 @@ static int l_stream_wait(lua_State *L) {
 }
 
 static int stream_tostring(lua_State *L) {
-    gl_stream *s = luaL_checkudata(L, 1, GL_STREAM_T);
+    gl_stream *s = gl_checkudata(L, 1, GL_STREAM_T);
     if (s->track == NULL) {
         lua_pushliteral(L, "cuda.stream (freed)");
         return 1;
@@ -295,7 +295,7 @@ static int stream_tostring(lua_State *L) {
  * Events
  * ------------------------------------------------------------------------------------------ */
 static gl_event *check_event(lua_State *L, int idx, const char *fn) {
-    gl_event *e = luaL_testudata(L, idx, EVENT_T);
+    gl_event *e = gl_testudata(L, idx, EVENT_T);
     if (e == NULL)
         gl_typeerror(L, idx, fn, "cuda.event");
     if (e->handle == NULL) gl_freederror(L, idx, fn, "the cuda.event was freed");
@@ -311,7 +311,7 @@ static void event_release(gl_event *e) {
 }
 
 static int event_free(lua_State *L) {
-    gl_event *e = luaL_testudata(L, 1, EVENT_T);
+    gl_event *e = gl_testudata(L, 1, EVENT_T);
     if (e) event_release(e);
     return 0;
 }
@@ -323,9 +323,9 @@ static int l_event(lua_State *L) {
     if (opt_table(L, 1, known, fn, "{timing=true|false}"))
         timing = gl_opt_bool_field(L, 1, "timing", true, fn);
     gl_require_gpu(L, fn);
-    gl_event *e = lua_newuserdatauv(L, sizeof *e, 0);
+    gl_event *e = gl_newuserdatauv(L, sizeof *e, 0);
     memset(e, 0, sizeof *e);
-    luaL_setmetatable(L, EVENT_T);
+    gl_setmetatable(L, EVENT_T);
     CUevent h;
     GL_CHECK(L, gl_cu.cuEventCreate(&h, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING), fn,
              "cuEventCreate");
@@ -406,7 +406,7 @@ static int l_event_elapsed(lua_State *L) {
 }
 
 static int event_tostring(lua_State *L) {
-    gl_event *e = luaL_checkudata(L, 1, EVENT_T);
+    gl_event *e = gl_checkudata(L, 1, EVENT_T);
     if (e->handle == NULL)
         lua_pushliteral(L, "cuda.event (freed)");
     else
@@ -432,7 +432,7 @@ void gl_capture_note(lua_State *L, int idx) {
 }
 
 static gl_graph *check_graph(lua_State *L, int idx, const char *fn) {
-    gl_graph *g = luaL_testudata(L, idx, GRAPH_T);
+    gl_graph *g = gl_testudata(L, idx, GRAPH_T);
     if (g == NULL)
         gl_typeerror(L, idx, fn, "cuda.graph");
     if (g->exec == NULL) gl_freederror(L, idx, fn, "the cuda.graph was freed");
@@ -445,7 +445,7 @@ static void destroy_exec(void *handle, uintptr_t extra) {
 }
 
 static int graph_free(lua_State *L) {
-    gl_graph *g = luaL_testudata(L, 1, GRAPH_T);
+    gl_graph *g = gl_testudata(L, 1, GRAPH_T);
     if (g == NULL) return 0;
     free(g->refs);
     g->refs = NULL;
@@ -475,13 +475,13 @@ static bool collect_refs(lua_State *L, int notes, gl_graph *g) {
         lua_pop(L, 1);
         graph_ref r = {REF_ARRAY, NULL};
         gl_kernel *k;
-        if ((r.obj = luaL_testudata(L, -1, GL_ARRAY_T))) r.kind = REF_ARRAY;
-        else if ((r.obj = luaL_testudata(L, -1, GL_HOST_T))) r.kind = REF_HOST;
+        if ((r.obj = gl_testudata(L, -1, GL_ARRAY_T))) r.kind = REF_ARRAY;
+        else if ((r.obj = gl_testudata(L, -1, GL_HOST_T))) r.kind = REF_HOST;
         else if ((r.obj = gl_test_tensormap(L, -1))) r.kind = REF_TENSORMAP;
-        else if ((r.obj = luaL_testudata(L, -1, GL_MODULE_T))) r.kind = REF_MODULE;
+        else if ((r.obj = gl_testudata(L, -1, GL_MODULE_T))) r.kind = REF_MODULE;
         else if ((k = gl_test_kernel(L, -1))) r.kind = REF_MODULE, r.obj = k->module;
-        else if ((r.obj = luaL_testudata(L, -1, EVENT_T))) r.kind = REF_EVENT;
-        else if ((r.obj = luaL_testudata(L, -1, GRAPH_T))) r.kind = REF_GRAPH;
+        else if ((r.obj = gl_testudata(L, -1, EVENT_T))) r.kind = REF_EVENT;
+        else if ((r.obj = gl_testudata(L, -1, GRAPH_T))) r.kind = REF_GRAPH;
         if (r.obj) g->refs[g->nrefs++] = r;
     }
     return true;
@@ -509,7 +509,7 @@ static int select_stream_device(lua_State *L) {
 
 static int l_stream_capture(lua_State *L) {
     const char *fn = "s:capture";
-    gl_stream *s = luaL_testudata(L, 1, GL_STREAM_T);
+    gl_stream *s = gl_testudata(L, 1, GL_STREAM_T);
     if (s == NULL)
         gl_argerror(L, 1, fn, "cuda.stream expected, got %s; the default stream cannot be captured: "
                               "use cuda.stream()", gl_typename(L, 1));
@@ -524,9 +524,9 @@ static int l_stream_capture(lua_State *L) {
         luaL_error(L, "%s: a timed-out cuda.sync is still waiting for the GPU, and its context sync "
                       "would invalidate the capture: let that work finish (cuda.sync()) first", fn);
     lua_settop(L, 2);
-    gl_graph *g = lua_newuserdatauv(L, sizeof *g, 1); /* 3: the result, empty until the end */
+    gl_graph *g = gl_newuserdatauv(L, sizeof *g, 1); /* 3: the result, empty until the end */
     memset(g, 0, sizeof *g);
-    luaL_setmetatable(L, GRAPH_T);
+    gl_setmetatable(L, GRAPH_T);
     lua_newtable(L);                                  /* 4: the objects the work uses */
     lua_pushvalue(L, 4);
     lua_setiuservalue(L, 3, 1);
@@ -647,7 +647,7 @@ static int l_graph_launch(lua_State *L) {
 }
 
 static int graph_index(lua_State *L) {
-    gl_graph *g = luaL_checkudata(L, 1, GRAPH_T);
+    gl_graph *g = gl_checkudata(L, 1, GRAPH_T);
     lua_pushvalue(L, 2);
     lua_rawget(L, lua_upvalueindex(1)); /* methods first */
     if (!lua_isnil(L, -1) || lua_type(L, 2) != LUA_TSTRING) return 1;
@@ -659,7 +659,7 @@ static int graph_index(lua_State *L) {
 }
 
 static int graph_tostring(lua_State *L) {
-    gl_graph *g = luaL_checkudata(L, 1, GRAPH_T);
+    gl_graph *g = gl_checkudata(L, 1, GRAPH_T);
     if (g->exec == NULL)
         lua_pushliteral(L, "cuda.graph (freed)");
     else
@@ -734,7 +734,7 @@ void gl_open_stream(lua_State *L) {
     static const luaL_Reg graph_methods[] = {{"launch", l_graph_launch}, {"free", graph_free},
                                              {NULL, NULL}};
     gl_new_class(L, GRAPH_T, graph_meta, graph_methods);
-    luaL_getmetatable(L, GRAPH_T); /* fields (nodes, objects) beside the methods */
+    gl_getmetatable(L, GRAPH_T); /* fields (nodes, objects) beside the methods */
     lua_getfield(L, -1, "__index");
     lua_pushcclosure(L, graph_index, 1);
     lua_setfield(L, -2, "__index");

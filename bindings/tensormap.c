@@ -273,7 +273,7 @@ static bool read_target(lua_State *L, int t, tm_spec *s, tm_err *e) {
     } else if (ta != LUA_TNIL) {
         gl_array *a = gl_test_array(L, -2);
         if (a == NULL) {
-            bool freed = luaL_testudata(L, -2, GL_ARRAY_T) != NULL;
+            bool freed = gl_testudata(L, -2, GL_ARRAY_T) != NULL;
             ok = fail(e, "array = %s: expected a cuda.array%s", freed ? "cuda.array" : luaL_typename(L, -2),
                       freed ? " (this one was freed)" : "");
         } else {
@@ -416,7 +416,7 @@ static tm_obj *obj_at(void *block) {
 }
 
 static tm_obj *test_obj(lua_State *L, int idx) {
-    void *block = luaL_testudata(L, idx, GL_TENSORMAP_T);
+    void *block = gl_testudata(L, idx, GL_TENSORMAP_T);
     return block ? obj_at(block) : NULL;
 }
 
@@ -500,11 +500,11 @@ static int l_tensormap(lua_State *L) {
     const gl_array *arr = gl_test_array(L, -1);
     if (arr) gl_check_array_device(L, arr, fn, 1);
     lua_pop(L, 1);
-    void *block = lua_newuserdatauv(L, sizeof(tm_obj) + TM_ALIGN - 1, 1);
+    void *block = gl_newuserdatauv(L, sizeof(tm_obj) + TM_ALIGN - 1, 1);
     tm_obj *o = obj_at(block);
     memset(o, 0, sizeof *o);
     o->spec = s;
-    luaL_setmetatable(L, GL_TENSORMAP_T);
+    gl_setmetatable(L, GL_TENSORMAP_T);
     encode(L, &s, &o->pub.map, fn);
     o->pub.valid = true;
     o->pub.device = gl_current_device();
@@ -664,7 +664,7 @@ static unsigned smem_align(const tm_spec *s) {
 static int tm_index(lua_State *L) {
     tm_obj *o = test_obj(L, 1);
     const char *k = luaL_checkstring(L, 2);
-    luaL_getmetatable(L, GL_TENSORMAP_T);
+    gl_getmetatable(L, GL_TENSORMAP_T);
     lua_getfield(L, -1, "__methods");
     if (lua_getfield(L, -1, k) != LUA_TNIL) return 1; /* methods work on freed maps too (free) */
     lua_pop(L, 3);
@@ -701,7 +701,7 @@ void gl_open_tensormap(lua_State *L) {
     static const luaL_Reg methods[] = {{"free", tm_free_method}, {"describe", tm_describe},
                                        {"replace_address", tm_replace_address}, {NULL, NULL}};
     gl_new_class(L, GL_TENSORMAP_T, meta, methods);
-    luaL_getmetatable(L, GL_TENSORMAP_T);
+    gl_getmetatable(L, GL_TENSORMAP_T);
     lua_getfield(L, -1, "__index");
     lua_setfield(L, -2, "__methods");
     lua_pushcfunction(L, tm_index);

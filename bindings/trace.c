@@ -395,11 +395,11 @@ static int l_trace(lua_State *L) {
 }
 
 void gl_open_trace(lua_State *L) {
-    lua_newuserdatauv(L, 0, 0);
+    gl_newuserdatauv(L, 0, 0);
     lua_newtable(L);
     lua_pushcfunction(L, trace_sentinel_gc);
     lua_setfield(L, -2, "__gc");
-    lua_setmetatable(L, -2);
+    gl_lua_setmetatable(L, -2);
     gl_private_set(L, "gpulab.trace_sentinel");
     lua_pushcfunction(L, l_trace);
     lua_setfield(L, -2, "trace");

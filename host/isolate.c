@@ -81,7 +81,7 @@ static void read_args(lua_State *L, int opts, request *req, const char *script) 
                 gl_fielderror(L, 2, FN, "args", "must be a list (1..n) of strings");
         }
     }
-    req->argv = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 4), 0);
+    req->argv = gl_newuserdatauv(L, sizeof(char *) * (size_t)(n + 4), 0);
     lua_setfield(L, opts, "anchor_argv"); /* anchored in the options copy for the call's duration */
     static char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -139,7 +139,7 @@ static void read_env(lua_State *L, int opts, request *req) {
             lua_pop(L, 1);
         }
     }
-    req->envp = lua_newuserdatauv(L, sizeof(char *) * (ours + extra + 1), 0);
+    req->envp = gl_newuserdatauv(L, sizeof(char *) * (ours + extra + 1), 0);
     lua_setfield(L, opts, "anchor_envp");
     lua_newtable(L); /* the "K=V" strings */
     int keep = lua_gettop(L);
@@ -303,7 +303,7 @@ static void capture_read(capture *c) {
 #define CAPTURE_CLASS "gpulab.isolate.capture"
 
 static int capture_gc(lua_State *L) {
-    capture *io = luaL_testudata(L, 1, CAPTURE_CLASS);
+    capture *io = gl_testudata(L, 1, CAPTURE_CLASS);
     if (io == NULL) return 0;
     for (int i = 0; i < 2; i++) {
         free(io[i].data);
@@ -314,7 +314,7 @@ static int capture_gc(lua_State *L) {
 }
 
 static capture *new_capture_pair(lua_State *L) {
-    capture *io = lua_newuserdatauv(L, 2 * sizeof(capture), 0);
+    capture *io = gl_newuserdatauv(L, 2 * sizeof(capture), 0);
     memset(io, 0, 2 * sizeof(capture));
     io[0].fd = io[1].fd = -1;
     if (gl_private_get(L, CAPTURE_CLASS) != LUA_TTABLE) { /* never registry[name]: scripts set it */
@@ -327,7 +327,7 @@ static capture *new_capture_pair(lua_State *L) {
         lua_pushvalue(L, -1);
         gl_private_set(L, CAPTURE_CLASS);
     }
-    lua_setmetatable(L, -2);
+    gl_lua_setmetatable(L, -2);
     return io;
 }
 
@@ -546,7 +546,7 @@ static int prepare_entry(lua_State *L) {
     request r;
     memset(&r, 0, sizeof r);
     int opts = read_request(L, &r);
-    request *keep = lua_newuserdatauv(L, sizeof *keep, 0);
+    request *keep = gl_newuserdatauv(L, sizeof *keep, 0);
     *keep = r;
     lua_setfield(L, opts, "anchor_request");
     lua_pushvalue(L, opts);
@@ -564,8 +564,8 @@ static int run_many(lua_State *L) {
     /* each entry keeps two slots (its options copy, its capture pair), besides a few for the
      * results: 256 entries are far beyond the 20 slots Lua guarantees a C function */
     luaL_checkstack(L, 2 * (int)n + 8, FN ": too many entries for the Lua stack");
-    int *io_idx = lua_newuserdatauv(L, sizeof *io_idx * (size_t)n, 0);
-    child *cs = lua_newuserdatauv(L, sizeof *cs * (size_t)n, 0);
+    int *io_idx = gl_newuserdatauv(L, sizeof *io_idx * (size_t)n, 0);
+    child *cs = gl_newuserdatauv(L, sizeof *cs * (size_t)n, 0);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, 1, i);
         if (!lua_istable(L, -1))

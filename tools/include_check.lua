@@ -6,8 +6,8 @@
 --              gpulab.h (and identity.h, for the userdata it makes, and errors.h); lua/ holds no C.
 --   pure       dtype.h, cache.h and ptx.h reach neither Lua nor CUDA headers, directly or through
 --              the headers they include.
---   identity   a file that creates or checks userdata (lua_newuserdatauv, luaL_checkudata, ...)
---              includes identity.h, which maps those calls to the tag-checking ones.
+--   identity   no file but identity.c calls Lua's own userdata calls (lua_newuserdatauv,
+--              luaL_checkudata, ...): bindings and host use identity.h's tag-checking gl_ ones.
 --   unused     every "quoted" include declares something the file uses.
 --   missing    every gpulab name a file uses is declared in the file or a header it includes
 --              directly (no file relies on what another header happens to include).
@@ -171,18 +171,17 @@ end
 
 -- identity, unused, missing ------------------------------------------------------------------
 local guarded = {"lua_newuserdatauv", "luaL_checkudata", "luaL_testudata", "luaL_setmetatable",
-                 "lua_setmetatable"}
+                 "lua_setmetatable", "luaL_getmetatable", "lua_newuserdata"}
 for _, f in ipairs(files) do
   local direct = {}
   for _, q in ipairs(f.quoted) do
     local t = by_base[basename(q)]
     if t then direct[t] = q end
   end
-  if f.base ~= "identity.c" and f.base ~= "identity.h" then
+  if f.base ~= "identity.c" then
     for _, call in ipairs(guarded) do
-      if f.ids[call] and not direct[by_base["identity.h"]] then
-        problem("identity: %s uses %s without including identity.h", f.path, call)
-        break
+      if f.ids[call] then
+        problem("identity: %s calls %s; use identity.h's tag-checking gl_ call instead", f.path, call)
       end
     end
   end

@@ -37,7 +37,7 @@ T.test("include_check reports every rule's violation", function()
     "layers: host/b.c includes bindings/used.h; the host sees the bindings only through gpulab.h",
     "layers: lua/bad.c in lua/ is not a Lua file",
     "pure: bindings/dtype.h reaches lua.h via bindings/dtype.h",
-    "identity: bindings/a.c uses lua_newuserdatauv without including identity.h",
+    "identity: bindings/a.c calls lua_newuserdatauv; use identity.h's tag-checking gl_ call instead",
     "unused: bindings/a.c includes \"unused.h\" but uses nothing it declares",
     "missing: bindings/a.c uses gl_used from used.h without including it",
     "unused: bindings/a.c includes <math.h> but uses nothing it declares",
