@@ -7,7 +7,8 @@
 --   section = { title = "…", level = 2 | 3,        -- "## title" / "### title" in API.md
 --               text = [[markdown before the entries]], after = [[markdown after them]],
 --               columns = {"call", "returns / does"},   -- optional heading of the entry table
---               entries = { entry, ... } }            -- a section may be free text only
+--               entries = { entry, ... },             -- a section may be free text only
+--               help = false }                        -- left out of help() (API.md keeps it)
 --   entry = { "NAME", kind = …, summary = "one line (the table cell)", … }
 --     NAME and kind:
 --       "cuda.compile"       function (default kind; "harness.new" for the harness module)
@@ -983,7 +984,7 @@ the source folder the build was configured from. `cuda.compile` adds `cuda.home 
 to every compile (so `#include <gpulab/tma.cuh>` works), reading `cuda.home` at call time.]==] },
 
 -- ---------------------------------------------------------------------------------------------
-{ title = "The driver stand-in (tests only)", level = 2,
+{ title = "The driver stand-in (tests only)", level = 2, help = false,
   text = [==[
 `tests/fakecuda/` builds `libfakecuda.so`, a small libcuda replacement selected with
 `GPULAB_LIBCUDA=…/libfakecuda.so`. It runs no kernel: it records launches with their packed argument
@@ -1185,7 +1186,7 @@ GPU submission also records two events (the host cost per launch is printed by
 `tools/profile_check.sh`).]==] },
 
 -- ---------------------------------------------------------------------------------------------
-{ title = "The CUPTI stand-in (tests only)", level = 2,
+{ title = "The CUPTI stand-in (tests only)", level = 2, help = false,
   text = [==[
 `tests/fakecupti/` builds `libfakecupti.so`, selected with `GPULAB_CUPTI=…/libfakecupti.so` on top of
 the driver stand-in. It implements the range profiler and profiler host calls with their sequencing

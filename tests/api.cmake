@@ -11,3 +11,5 @@ add_test(NAME api_generated_fresh
     { echo 'stale: run gpulab tools/gen_api.lua and commit the result' >&2; exit 1; }" sh $<TARGET_FILE:gpulab> ${gen}
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(api_generated_fresh PROPERTIES LABELS cpu TIMEOUT 120)
+# help(x)'s display: wrapped at spaces, every entry of a shared short name, stand-ins left out.
+gl_add_lua_test(help_display tests/lua/test_help.lua FAKE)
