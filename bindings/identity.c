@@ -5,21 +5,23 @@
  * metatable" does not prove "is a gl_array": a stream given the array's metatable would have its
  * (smaller, different) block read as an array. Every userdata the bindings create therefore ends
  * with an 8-byte tag naming its type, written once when its class metatable is first set
- * (luaL_setmetatable right after lua_newuserdatauv). The tag mixes the type name with a secret
+ * (gl_setmetatable right after gl_newuserdatauv). The tag mixes the type name with a secret
  * drawn when the process starts, so no other userdata can carry it by chance or by design (a C
  * module's userdata with chosen bytes at its end). A check accepts a block when it is large
  * enough to hold a tag and the tag at its end is that type's: no metatable is read, which keeps
- * the check on every launch argument to two API calls. gpulab.h maps the four Lua API names onto
- * these functions for every file that includes it, so no binding can bypass the check by calling
- * the raw API.
+ * the check on every launch argument to two API calls. The bindings and the host call these
+ * functions by their own names (identity.h); tools/include_check.lua refuses a file other than
+ * this one that calls Lua's own userdata functions (lua_newuserdatauv, luaL_checkudata,
+ * lua_setmetatable, ...), so no binding can bypass the tag.
  *
  * What a check still means "and has its own metatable": debug.setmetatable is replaced by a
  * version that, for a gpulab object, sets the tag's low bit while the object is under any other
  * metatable (remembering the original in a weak registry table) and clears it when the original
  * comes back, so a check refuses an object under a foreign metatable as it did when checks
  * compared metatables. Lua's setmetatable() cannot change a userdata's, and the bindings set
- * metatables only on the objects they have just created; C code that calls lua_setmetatable on
- * a gpulab object goes unnoticed (the object is still what its tag says, so nothing is misread).
+ * metatables only on the objects they have just created; a binding that called
+ * gl_lua_setmetatable on an older gpulab object would go unnoticed (the object is still what its
+ * tag says, so nothing is misread).
  *
  * The debug library can also replace a userdata's user values, which the bindings use to keep
  * the objects they point at alive (a kernel's module, a tensor map's array). debug.setuservalue

@@ -16,15 +16,23 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+/* lua_newuserdatauv with room for the tag after `size` bytes; the block carries no type's tag
+ * until its class metatable is set. */
 void *gl_newuserdatauv(lua_State *L, size_t size, int nuv);
+/* luaL_setmetatable for the block on top of the stack: tags a block made by gl_newuserdatauv
+ * (once) and sets class `tname`'s metatable from the private store, never registry[tname]. */
 void gl_setmetatable(lua_State *L, const char *tname);
+/* lua_setmetatable with the metatable on top of the stack: a fresh block gets the tag of the
+ * metatable's __name. */
 int gl_lua_setmetatable(lua_State *L, int idx);
+/* luaL_testudata by tag: the block at idx when its tag is `tname`'s and it is under its own
+ * metatable, else NULL. Reads no metatable and runs no Lua code (finalizers use it). */
 void *gl_testudata(lua_State *L, int idx, const char *tname);
+/* gl_testudata or raise "bad argument #idx to ... (tname expected, got TYPE)" as lauxlib does. */
 void *gl_checkudata(lua_State *L, int idx, const char *tname);
-/* The block at idx when its tag names `tname`, else NULL; the metatable is not compared. Only
- * for a class's own metamethod (prepared()'s __call): the call was dispatched through that
- * class's metatable, and the tag proves the block's layout. */
-/* Replaces debug.setuservalue (if the debug library is loaded) by one that refuses gpulab objects. */
+/* Replaces debug.setmetatable, getuservalue, setuservalue, setlocal and setupvalue (when the
+ * debug library is loaded) by versions that keep scripts from re-typing or emptying gpulab
+ * objects and from writing the bindings' stack slots and upvalues (identity.c says how). */
 void gl_guard_debug_library(lua_State *L);
 /* Creates a metatable named `tname` with methods, __index = methods, __name = tname. */
 void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods);

@@ -1,5 +1,10 @@
 /*
- * options.h — readers for the option tables every binding takes (cuda.c).
+ * options.h — readers for the option tables the bindings take (defined in cuda.c).
+ *
+ * `t` is the options table's stack index: a bad field is reported against that argument, in
+ * errors.h's format, e.g.
+ *     bad argument #1 to 'cuda.stream' (field 'priority': integer expected, got string)
+ * A missing or nil field gives the default.
  */
 #ifndef GPULAB_OPTIONS_H
 #define GPULAB_OPTIONS_H
@@ -8,13 +13,17 @@
 
 #include <lua.h>
 
-/* Optional table field readers: raise "fn: option 'name' must be ..." on a wrong type. */
+/* Optional field readers. A value of another type raises "field 'name': integer expected, got
+ * string" (number, boolean, string likewise); a number that is no integer "field 'name': integer
+ * expected, got 1.5"; NaN "field 'name': number expected, got NaN". Ranges are the caller's. */
 lua_Integer gl_opt_int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *fn);
 double gl_opt_num_field(lua_State *L, int t, const char *name, double def, const char *fn);
 bool gl_opt_bool_field(lua_State *L, int t, const char *name, bool def, const char *fn);
 /* The returned string stays valid while table t holds it. */
 const char *gl_opt_str_field(lua_State *L, int t, const char *name, const char *def, const char *fn);
-/* Raises "fn: unknown option 'x' (known: a, b, c)" for keys of table t not in `known` (NULL-ended). */
+/* Raises "unknown field 'x' (known: a, b, c)" for a string key of table t not in `known`
+ * (NULL-ended; compared with its length, so "arch\0x" is no "arch"), and "unexpected number key
+ * in the options table (known: a, b, c)" for a key that is no string. */
 void gl_check_known_fields(lua_State *L, int t, const char *const known[], const char *fn);
 
 #endif
