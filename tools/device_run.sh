@@ -23,10 +23,14 @@
 #   gpu        ctest -L gpu alone (one test at a time), every test's line in the summary
 #   memsys     labs/memory_system.lua three times quick, verdicts side by side
 #   reports    every lab in quick mode with --json and --html into OUTDIR/reports
+#   warp       labs/warp_states.lua three times quick, verdicts side by side
+#   pcsncu     tools/pcsample_ncu.lua: cuda.pcsample against ncu's source view on the same kernels
+#   l2probe    tools/l2_hit_probe.lua under cuda.profile, and under ncu with --cache-control none / all
+#   attrbench  tools/bench_launch.lua --rounds=2 50000 (plain and attribute sections)
 # Usage: tools/device_run.sh OUTDIR [part...]   (after tools/device_build.sh made .device-build)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-all_parts="tests labs bench cache leaks stress sanitize lifetimes measure profile hostref loader verdicts hopper gpu memsys reports"
+all_parts="tests labs bench cache leaks stress sanitize lifetimes measure profile hostref loader verdicts hopper gpu memsys reports warp pcsncu l2probe attrbench"
 usage() {
   echo "usage: tools/device_run.sh OUTDIR [part...]"
   echo "  runs the build in .device-build (made by tools/device_build.sh) and writes logs and"
@@ -115,6 +119,50 @@ for part in $parts; do
     if cmp -s "$out/memsys_verdicts-1.txt" "$out/memsys_verdicts-2.txt" &&
        cmp -s "$out/memsys_verdicts-1.txt" "$out/memsys_verdicts-3.txt"; then same=yes; else same=no; fi
     row "memory_system verdicts identical over 3 runs" "$same" ""
+    ;;
+  warp)
+    for run in 1 2 3; do
+      timeout 200 "$gl" labs/warp_states.lua --quick --json "$out/warp_states-$run.json" \
+        >"$out/warp_states-$run.log" 2>&1
+      row "warp_states --quick, run $run" "rc=$?" "$(verdict_counts "$out/warp_states-$run.log")"
+      sed -n '/^## Verdicts/,$p' "$out/warp_states-$run.log" | grep -E '^\s*\[' >"$out/warp_verdicts-$run.txt"
+    done
+    if cmp -s "$out/warp_verdicts-1.txt" "$out/warp_verdicts-2.txt" &&
+       cmp -s "$out/warp_verdicts-1.txt" "$out/warp_verdicts-3.txt"; then same=yes; else same=no; fi
+    row "warp_states verdicts identical over 3 runs" "$same" ""
+    grep -h -A1 'stall_lines)' "$out"/warp_states-*.log | grep measured | sed 's/^ */    /' | tee -a "$summary"
+    ;;
+  pcsncu)
+    rep=$out/pcsncu
+    timeout 240 ncu --section SourceCounters --section WarpStateStats --import-source yes \
+      -k regex:'two_chains|one_warp_works' -o "$rep" -f "$gl" tools/pcsample_ncu.lua run >"$out/pcsncu-ncu.log" 2>&1
+    row "ncu SourceCounters (2 kernels)" "rc=$?" "$(tail -1 "$out/pcsncu-ncu.log" | cut -c1-120)"
+    ncu -i "$rep.ncu-rep" --page source --csv --print-source sass >"$out/pcsncu-sass.csv" 2>"$out/pcsncu-csv.err"
+    row "ncu --page source --csv" "rc=$?" "$(wc -l <"$out/pcsncu-sass.csv") lines; $(head -c 200 "$out/pcsncu-csv.err")"
+    timeout 120 "$gl" tools/pcsample_ncu.lua sample "$out/pcsncu-ours.txt" >"$out/pcsncu-sample.log" 2>&1
+    row "cuda.pcsample on the same kernels" "rc=$?" "$(wc -l <"$out/pcsncu-ours.txt") PCs"
+    timeout 120 "$gl" tools/pcsample_ncu.lua compare "$out/pcsncu-ours.txt" "$out/pcsncu-sass.csv" \
+      >"$out/pcsncu-compare.log" 2>&1
+    row "compare" "rc=$?" "$(tail -1 "$out/pcsncu-compare.log")"
+    sed 's/^/    /' "$out/pcsncu-compare.log" | tee -a "$summary"
+    ;;
+  l2probe)
+    timeout 120 "$gl" tools/l2_hit_probe.lua >"$out/l2probe-profile.log" 2>&1
+    row "l2_hit_probe under cuda.profile" "rc=$?" ""
+    sed 's/^/    /' "$out/l2probe-profile.log" | tee -a "$summary"
+    for cc in none all; do
+      timeout 120 ncu --cache-control $cc -k read16 --metrics \
+        dram__bytes_read.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_lookup_hit.sum,lts__t_sectors_srcunit_tex_lookup_miss.sum \
+        "$gl" tools/l2_hit_probe.lua plain >"$out/l2probe-ncu-$cc.log" 2>&1
+      row "l2_hit_probe under ncu --cache-control $cc" "rc=$?" ""
+      grep -E 'read16|dram__bytes_read.sum|lts__t_sector_hit_rate|srcunit_tex_lookup' "$out/l2probe-ncu-$cc.log" \
+        | sed 's/^ */    /' | tee -a "$summary"
+    done
+    ;;
+  attrbench)
+    timeout 400 "$gl" tools/bench_launch.lua --rounds=2 50000 >"$out/bench_attr.log" 2>&1
+    row "bench_launch --rounds=2 50000" "rc=$?" "$(grep -c ': MET' "$out/bench_attr.log") targets met, $(grep -c ': MISSED' "$out/bench_attr.log") missed"
+    grep '^target' "$out/bench_attr.log" | sed 's/^/    /' | tee -a "$summary"
     ;;
   reports)
     mkdir -p "$out/reports"
