@@ -30,8 +30,8 @@
 #define PROMPT_MORE ">> "
 
 /* ---- the session's successful inputs -------------------------------------------------------
- * `typed` is what the user entered (for :history); `code` is a statement that redoes it
- * (a bare expression `x` becomes `print(x)`), used by :save and the :restart replay. */
+ * `typed` is what the user entered (for :history); `code` is the statement that redoes it in a
+ * script (save_code says how), written by :save and run again by the :restart replay. */
 typedef struct {
     char *typed, *code;
 } input;
@@ -57,6 +57,10 @@ static void session_add(const char *typed, const char *code) {
     }
     session.items[session.n++] = (input){t, c};
 }
+
+/* Set when the REPL's own help() runs: an input that called it is saved as a comment, since
+ * help() exists only at the prompt. */
+static bool help_called;
 
 static void session_free(void) {
     for (int i = 0; i < session.n; i++) {
@@ -451,9 +455,13 @@ static void load_pretty_printer(lua_State *L) {
 /* Prints the n values on top of the stack (and pops them) as lua(1) does, through the global
  * `print`; while that is still Lua's own print, through the pretty printer. Runs protected
  * (print_step): reading the global may run a metamethod. */
+static bool print_failed; /* the last print_values printed nothing: :save does not print them */
+
 static void print_values(lua_State *L, int n) {
+    print_failed = false;
     if (n <= 0) return;
     if (!lua_checkstack(L, LUA_MINSTACK)) { /* thousands of results filled the stack */
+        print_failed = true;
         lua_pop(L, n);
         fprintf(stderr, "too many results to print\n");
         return;
@@ -474,6 +482,7 @@ static void print_values(lua_State *L, int n) {
     lua_insert(L, -n - 1);
     int st = gl_pcall_interruptible(L, n, 0);
     if (st != LUA_OK) {
+        print_failed = true;
         const char *msg = lua_tostring(L, -1);
         lua_pushfstring(L, "error calling 'print' (%s)", msg ? msg : "error object is not a string");
         lua_remove(L, -2);
@@ -521,25 +530,103 @@ static chunk_state compile_input(lua_State *L, const char *src, bool first_line,
     return CHUNK_ERROR;
 }
 
-/* The statement that redoes an input: itself when it is one, print(...) for an expression, and
- * for a statement that returned values (`return 42`) a call that prints them. */
-static char *replay_code(lua_State *L, const char *typed, bool is_expr, bool returned_values) {
+/* ---- what :save writes for an input ---------------------------------------------------------
+ * The rule (also in :help and the README): every input that ran without error, in order, as typed,
+ * except that
+ *   - an input whose values the REPL printed is saved as print(...) of them: `x + 1` and `f()`
+ *     become `print(x + 1)` and `print(f())`, `return a, b` a call of the chunk that prints;
+ *     an input that printed nothing stays as typed (`f()` that returned nothing, `x = 1`);
+ *   - an input that declares locals, labels or returns runs inside `do ... end`, so its locals
+ *     end with it as they did at the prompt and the file still compiles;
+ *   - an input that called help() is kept as a comment (help() exists only in the REPL).
+ * REPL commands (:help, :save, ...) and inputs that failed are never saved. */
+
+/* Skips a long bracket "[==[ ... ]==]" starting at p (p[0] == '['); returns NULL if p does not
+ * open one. */
+static const char *skip_long_bracket(const char *p) {
+    const char *q = p + 1;
+    while (*q == '=') q++;
+    if (*q != '[') return NULL;
+    size_t level = (size_t)(q - p - 1);
+    for (q++; *q; q++) {
+        if (*q != ']') continue;
+        const char *r = q + 1;
+        while (*r == '=') r++;
+        if (*r == ']' && (size_t)(r - q - 1) == level) return r + 1;
+    }
+    return q;
+}
+
+/* Whether a chunk (one that compiled) declares a local or a label, or returns, outside every
+ * block and function of its own: such a chunk is saved inside do ... end. A small scan of Lua's
+ * tokens: strings and comments are skipped, blocks counted by their keywords. */
+static bool needs_own_block(const char *p) {
+    int depth = 0;
+    while (*p) {
+        if (p[0] == '-' && p[1] == '-') { /* comment */
+            const char *end = p[2] == '[' ? skip_long_bracket(p + 2) : NULL;
+            if (end) p = end;
+            else while (*p && *p != '\n') p++;
+        } else if (*p == '[' && skip_long_bracket(p)) {
+            p = skip_long_bracket(p);
+        } else if (*p == '"' || *p == '\'') {
+            char quote = *p++;
+            while (*p && *p != quote) p += p[0] == '\\' && p[1] ? 2 : 1;
+            if (*p) p++;
+        } else if (p[0] == ':' && p[1] == ':') {
+            if (depth == 0) return true;
+            p += 2;
+        } else if (is_ident_char(*p)) {
+            const char *w = p;
+            while (is_ident_char(*p) || (*p == '.' && w[0] >= '0' && w[0] <= '9')) p++;
+            size_t n = (size_t)(p - w);
+#define IS(kw) (n == sizeof kw - 1 && memcmp(w, kw, n) == 0)
+            if (IS("function") || IS("do") || IS("if") || IS("repeat")) depth++;
+            else if (IS("end") || IS("until")) depth--;
+            else if ((IS("local") || IS("return")) && depth == 0) return true;
+#undef IS
+        } else {
+            p++;
+        }
+    }
+    return false;
+}
+
+static char *joined(const char *fmt, const char *body) {
+    size_t n = strlen(fmt) + strlen(body) + 1;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, fmt, body);
+    return s;
+}
+
+static char *commented_out(const char *body) {
+    size_t lines = 1;
+    for (const char *c = body; *c; c++) lines += *c == '\n';
+    size_t n = strlen(body) + 3 * lines + 1;
+    char *s = malloc(n), *o = s;
+    if (s == NULL) return NULL;
+    o += sprintf(o, "-- ");
+    for (const char *c = body; *c; c++) {
+        *o++ = *c;
+        if (*c == '\n') o += sprintf(o, "-- ");
+    }
+    *o = '\0';
+    return s;
+}
+
+/* printed: the REPL printed the values the input gave. */
+static char *save_code(lua_State *L, const char *typed, bool is_expr, bool printed) {
     const char *body = typed[0] == '=' ? typed + 1 : typed;
-    size_t n = strlen(body) + 48;
-    char *code = NULL;
-    if (is_expr) {
+    if (help_called) return commented_out(typed);
+    if (printed && is_expr) /* a newline before ')' ends a trailing comment */
+        return joined(strstr(body, "--") ? "print(%s\n)" : "print(%s)", body);
+    if (printed) return joined("print((function(...)\n%s\nend)())", body);
+    if (is_expr) { /* values the REPL did not print: a call that returned none, or print failed */
         int st = luaL_loadbufferx(L, body, strlen(body), "=stdin", "t");
         lua_pop(L, 1);
-        if (st != LUA_OK) {
-            code = malloc(n);
-            if (code) snprintf(code, n, "print(%s\n)", body);
-            return code;
-        }
-    } else if (returned_values) {
-        code = malloc(n);
-        if (code) snprintf(code, n, "print((function(...)\n%s\nend)())", body);
-        return code;
+        if (st != LUA_OK) return joined("do local _ = %s\nend", body);
     }
+    if (needs_own_block(body)) return joined("do\n%s\nend", body);
     return strdup(body);
 }
 
@@ -617,6 +704,7 @@ static chunk_state run_step(lua_State *L, step_request *rq) {
         return rq->state;
     }
     int n;
+    help_called = false;
     if (run_chunk(L, &n) != LUA_OK) {
         lua_settop(L, top);
         return rq->state = CHUNK_ERROR;
@@ -624,12 +712,15 @@ static chunk_state run_step(lua_State *L, step_request *rq) {
     if (rq->code) { /* replayed: its output was shown the first time */
         session_add(rq->chunk, rq->code);
     } else {
+        bool printed = false;
         if (n > 0) {
             lua_pushcfunction(L, print_step);
             lua_insert(L, -n - 1);
-            if (lua_pcall(L, n, 0, 0) != LUA_OK) gl_report(L, LUA_ERRRUN);
+            int st = lua_pcall(L, n, 0, 0);
+            if (st != LUA_OK) gl_report(L, LUA_ERRRUN);
+            printed = st == LUA_OK && !print_failed;
         }
-        char *code = replay_code(L, rq->chunk, rq->is_expr, n > 0);
+        char *code = save_code(L, rq->chunk, rq->is_expr, printed);
         if (code) session_add(rq->chunk, code);
         free(code);
     }
@@ -739,8 +830,14 @@ static void replay_inputs(lua_State *L, const char *path) {
  * The module is required on the first call, so a session that never asks reads nothing. A global
  * `help` the user (or LUA_INIT) defined first is left alone. */
 static const char help_source[] =
-    "local require = ...\n"
-    "return function(...) return require('gpulab.help').help(...) end\n";
+    "local require, mark = ...\n"
+    "return function(...) mark() return require('gpulab.help').help(...) end\n";
+
+static int mark_help_called(lua_State *L) {
+    (void)L;
+    help_called = true;
+    return 0;
+}
 
 static void install_help(lua_State *L) {
     int t = lua_getglobal(L, "help");
@@ -751,7 +848,8 @@ static void install_help(lua_State *L) {
         return;
     }
     lua_getglobal(L, "require");
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    lua_pushcfunction(L, mark_help_called);
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
         lua_pop(L, 1);
         return;
     }
@@ -770,7 +868,9 @@ static void cmd_help(void) {
            "Commands:\n"
            "  :help          this text\n"
            "  :history       the inputs of this session that ran without error\n"
-           "  :save FILE     write those inputs to FILE as a script gpulab can run\n"
+           "  :save FILE     write those inputs to FILE as a script gpulab can run: as typed, except\n"
+           "                 that inputs whose values were printed become print(...), inputs with\n"
+           "                 locals run in do ... end, and help() calls are kept as comments\n"
            "  :restart       start a fresh gpulab process and replay those inputs (use it after a\n"
            "                 sticky CUDA error poisoned the context)\n");
 }
@@ -788,12 +888,21 @@ static void cmd_history(void) {
     if (session.n == 0) printf("(no successful inputs yet)\n");
 }
 
-static void cmd_save(const char *file) {
-    while (*file == ' ' || *file == '\t') file++;
-    if (*file == '\0') {
+static void cmd_save(lua_State *L, const char *arg) {
+    while (*arg == ' ' || *arg == '\t') arg++;
+    size_t len = strlen(arg);
+    while (len > 0 && (arg[len - 1] == ' ' || arg[len - 1] == '\t')) len--;
+    if (len == 0) {
         printf(":save needs a file name\n");
         return;
     }
+    char file[PATH_MAX];
+    if (len >= sizeof file) {
+        printf(":save: the file name is longer than %d bytes\n", PATH_MAX - 1);
+        return;
+    }
+    memcpy(file, arg, len);
+    file[len] = '\0';
     FILE *f = fopen(file, "w");
     if (f == NULL) {
         printf(":save: cannot write %s: %s\n", file, strerror(errno));
@@ -802,12 +911,22 @@ static void cmd_save(const char *file) {
     time_t now = time(NULL);
     char when[64];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
-    fprintf(f, "-- gpulab session saved %s; run it with: gpulab %s\n", when, file);
+    fprintf(f, "-- gpulab session saved %s; run it with: gpulab %s\n"
+               "-- The inputs that ran without error, in order. Values the REPL printed are printed\n"
+               "-- with print(); inputs with locals run in do ... end; help() calls are comments.\n",
+            when, file);
     for (int i = 0; i < session.n; i++) fprintf(f, "%s\n", session.items[i].code);
     bool ok = !ferror(f);
     if (fclose(f) != 0) ok = false;
-    if (ok) printf("saved %d input%s to %s\n", session.n, session.n == 1 ? "" : "s", file);
-    else printf(":save: writing %s failed: %s\n", file, strerror(errno));
+    if (!ok) {
+        printf(":save: writing %s failed: %s\n", file, strerror(errno));
+        return;
+    }
+    printf("saved %d input%s to %s\n", session.n, session.n == 1 ? "" : "s", file);
+    if (!lua_checkstack(L, 1)) return;
+    if (luaL_loadfilex(L, file, "t") != LUA_OK) /* the rules above make this a bug in gpulab */
+        printf(":save: warning: %s does not compile: %s\n", file, lua_tostring(L, -1));
+    lua_pop(L, 1);
 }
 
 static void cmd_restart(EditLine *el, History *h) {
@@ -837,11 +956,11 @@ static void cmd_restart(EditLine *el, History *h) {
 }
 
 /* Handles a ":command" line; returns false for a line that is not one. */
-static bool run_command(const char *line, EditLine *el, History *h) {
-    if (line[0] != ':') return false;
+static bool run_command(lua_State *L, const char *line, EditLine *el, History *h) {
+    if (line[0] != ':' || line[1] == ':') return false; /* "::label::" is Lua */
     if (strcmp(line, ":help") == 0) cmd_help();
     else if (strcmp(line, ":history") == 0) cmd_history();
-    else if (strncmp(line, ":save", 5) == 0 && (line[5] == ' ' || line[5] == '\0')) cmd_save(line + 5);
+    else if (strncmp(line, ":save", 5) == 0 && (line[5] == ' ' || line[5] == '\0')) cmd_save(L, line + 5);
     else if (strcmp(line, ":restart") == 0) cmd_restart(el, h);
     else printf("unknown command %s (:help lists the commands)\n", line);
     fflush(stdout);
@@ -1059,7 +1178,7 @@ int gl_repl(lua_State *L, const char *replay) {
             history(h, &ev, H_ENTER, line);
             history_save(h);
         }
-        if (chunk == NULL && run_command(line, el, h)) {
+        if (chunk == NULL && run_command(L, line, el, h)) {
             free(line);
             continue;
         }

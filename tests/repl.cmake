@@ -73,3 +73,7 @@ if(GPULAB_TMUX)
             ${CMAKE_BINARY_DIR}/repl-state/terminal_restore)
   set_tests_properties(repl_terminal_restore PROPERTIES LABELS cpu TIMEOUT 120)
 endif()
+# :save writes a script that runs: the saved session is run by gpulab against the driver stand-in.
+if(TARGET fakecuda)
+  gl_add_repl_test(save FAKE)
+endif()
