@@ -12,6 +12,7 @@
 
 #include "host.h"
 
+/* The options; after a bad option this is all that is printed (to stderr), as lua(1) does. */
 static void usage(FILE *out) {
     fprintf(out,
             "usage: %s [options] [script [args...]]\n"
@@ -20,7 +21,8 @@ static void usage(FILE *out) {
             "  -i               enter interactive mode after running the script\n"
             "  -l mod           require library 'mod' into global 'mod'\n"
             "  -l g=mod         require library 'mod' into global 'g'\n"
-            "  -v               show version information\n"
+            "  -v               show version information: gpulab and its commit, Lua, NVRTC and the\n"
+            "                   CUDA driver (or why there is none)\n"
             "  --version        print gpulab's version and commit, then exit\n"
             "  -E               ignore environment variables (LUA_INIT, LUA_PATH, LUA_CPATH)\n"
             "  -W               turn warnings on\n"
@@ -32,12 +34,54 @@ static void usage(FILE *out) {
             "  --trace FILE     write a Chrome-trace/Perfetto timeline of launches, copies and\n"
             "                   syncs to FILE (as cuda.trace(FILE) does)\n"
             "  --gpus=all|0,2   spread a lab's sweeps (L:sweep) over these GPUs, one child each\n"
-            "  --help           show this help\n"
+            "  --help, -h       show this help\n"
             "  --               stop handling options\n"
             "  -                stop handling options and execute stdin\n"
             "With no script, gpulab starts the REPL when stdin is a terminal and runs stdin "
             "otherwise.\n",
             gl_progname);
+}
+
+/* --help: the options, then what a lab script takes, the environment and where the API is. */
+static void full_help(void) {
+    usage(stdout);
+    printf("\n"
+           "Lab options, after a lab script (gpulab.lab reads them; a lab's --help also lists\n"
+           "its own parameters):\n"
+           "  --quick          a short run (a few seconds) with smaller sweeps\n"
+           "  --json FILE      the results (tables, verdicts, records) as JSON\n"
+           "  --svg PREFIX     pictures as PREFIX-<name>.svg (or into the folder PREFIX/)\n"
+           "  --html FILE      one self-contained HTML report: claims, verdicts, evidence, pictures\n"
+           "  --NAME=V         one of the lab's parameters (--NAME / --no-NAME for true/false)\n"
+           "  --help, -h       the lab's title, claims and options\n"
+           "\n"
+           "Environment:\n"
+           "  GPULAB_LIBCUDA        the CUDA driver library to open (default libcuda.so.1)\n"
+           "  GPULAB_LIBNVRTC       the NVRTC library (default: the toolkit gpulab was built with)\n"
+           "  GPULAB_HOME           folder of gpulab's own files (lua/, kernels/include/, docs/)\n"
+           "  GPULAB_CACHE_DIR      compile cache folder (default $XDG_CACHE_HOME/gpulab, else\n"
+           "                        ~/.cache/gpulab); GPULAB_CACHE=0 turns the cache off\n"
+           "  GPULAB_LINEINFO=1     compile every kernel with line info\n"
+           "  GPULAB_NO_WATCHDOG=1  no watchdog thread: cuda.sync{timeout=} cannot time out\n"
+           "  GPULAB_NVDISASM       nvdisasm, for prog:sass() and cuda.pcsample's SASS\n"
+           "  GPULAB_CUPTI          libcupti for cuda.profile and cuda.pcsample;\n"
+           "                        GPULAB_CUPTI_PUSH_RANGE=0: profile without an outer range\n"
+           "  GPULAB_LIBNVML        libnvidia-ml for cuda.measure's clock checks; GPULAB_NVML=0: none\n"
+           "  GPULAB_LIBNCCL        libnccl for cuda.nccl\n"
+           "  GPULAB_JSON           as --json;  GPULAB_GPUS: as --gpus\n"
+           "  GPULAB_PROGRESS=0|1   a lab's progress lines on stderr (default: when it is a terminal)\n"
+           "  GPULAB_RANK, GPULAB_NRANKS, GPULAB_LOCAL_RANK\n"
+           "                        this process's rank for gpulab.ranks (Open MPI, Slurm and PMI\n"
+           "                        variables are read too)\n"
+           "  CUDA_HOME, CUDA_PATH  where the CUDA toolkit is (nvdisasm, CUPTI, compute-sanitizer)\n"
+           "  XDG_STATE_HOME        the REPL's history: $XDG_STATE_HOME/gpulab/history, else\n"
+           "                        ~/.local/state/gpulab/history\n"
+           "  LUA_INIT, LUA_PATH, LUA_CPATH (and their _5_4 forms)  as in lua(1); -E ignores them\n"
+           "\n"
+           "The Lua API: in the REPL (no script, or -i) help() lists it and help(x) describes a\n"
+           "function, an object or a name, e.g. help(cuda.compile), help(\"view\"); in a script,\n"
+           "require(\"gpulab.help\").help(x). The whole reference is docs/API.md.\n");
+    fflush(stdout);
 }
 
 #ifndef GPULAB_COMMIT
@@ -51,7 +95,7 @@ static void print_release(void) {
 }
 
 typedef struct {
-    bool interactive, version, has_e, watch, no_env;
+    bool interactive, version, components, has_e, watch, no_env;
     const char *sanitize, *json, *trace, *gpus;
     int script;       /* index of the script in argv, 0 if none */
     int first_action; /* index where -e/-l start being processed */
@@ -79,10 +123,10 @@ static bool parse_args(int argc, char **argv, cli *o) {
         if (strcmp(a, "--") == 0) { i++; break; }
         if (strcmp(a, "-") == 0) break;
         if (strcmp(a, "-i") == 0) { o->interactive = o->version = true; continue; }
-        if (strcmp(a, "-v") == 0) { o->version = true; continue; }
+        if (strcmp(a, "-v") == 0) { o->version = o->components = true; continue; }
         if (strcmp(a, "-E") == 0) { o->no_env = true; continue; }
         if (strcmp(a, "-W") == 0) continue; /* run in order with -e and -l */
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); exit(EXIT_SUCCESS); }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { full_help(); exit(EXIT_SUCCESS); }
         if (strcmp(a, "--version") == 0) { print_release(); exit(EXIT_SUCCESS); }
         if (strcmp(a, "--watch") == 0) { o->watch = true; continue; }
         if (strncmp(a, "--gpus=", 7) == 0) {
@@ -226,6 +270,33 @@ static void print_version(void) {
     fflush(stdout);
 }
 
+/* -v's last line: the commit, NVRTC's version and the driver's (cuDriverGetVersion), or why there
+ * is no driver. Asked of cuda.version() and cuda.available() before any user code runs; a failure
+ * is printed in the line, never raised. */
+static const char components_source[] =
+    "local cuda = ...\n"
+    "local v = cuda.version()\n"
+    "local ok, why = cuda.available()\n"
+    "local driver = v.driver and ('CUDA driver ' .. v.driver) or (why or 'no CUDA driver')\n"
+    "if v.driver and not ok and why then driver = driver .. ' (' .. why .. ')' end\n"
+    "return string.format('commit %s, NVRTC %s, %s', v.commit, v.nvrtc, driver)\n";
+
+static void print_components(lua_State *L) {
+    int top = lua_gettop(L);
+    int st = luaL_loadbufferx(L, components_source, sizeof components_source - 1, "=-v", "t");
+    if (st == LUA_OK) {
+        luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+        lua_getfield(L, -1, "cuda");
+        lua_remove(L, -2);
+        st = lua_pcall(L, 1, 1, 0);
+    }
+    const char *line = lua_tostring(L, -1);
+    if (st == LUA_OK) printf("%s\n", line ? line : "");
+    else printf("NVRTC and driver versions unknown: %s\n", line ? line : "(error object is not a string)");
+    fflush(stdout);
+    lua_settop(L, top);
+}
+
 typedef struct {
     int argc;
     char **argv;
@@ -244,6 +315,7 @@ static int pmain(lua_State *L) {
     }
     lua_gc(L, LUA_GCSTOP); /* no collections while the libraries open, as lua(1) */
     gl_setup_state(L, m->argv[0]);
+    if (o->components) print_components(L);
     if (o->json) {
         lua_pushstring(L, o->json);
         lua_setfield(L, LUA_REGISTRYINDEX, "gpulab.json");

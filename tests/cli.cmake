@@ -17,3 +17,6 @@ set_tests_properties(cli_install PROPERTIES LABELS cpu TIMEOUT 120
 # cuda.run_isolated refuses arguments it cannot pass on, before any child runs.
 gl_add_lua_test(cli_isolate_limits tests/cli/test_isolate_limits.lua
   ENV GPULAB_BIN=$<TARGET_FILE:gpulab> GPULAB_LIBCUDA=/nonexistent/libcuda.so)
+# --version, -v (NVRTC and the driver, or why there is none) and --help (lab options, environment).
+gl_add_lua_test(cli_info tests/cli/test_cli_info.lua
+  ENV GPULAB_BIN=$<TARGET_FILE:gpulab> GPULAB_LIBCUDA=/nonexistent/libcuda.so GPULAB_FAKECUDA=$<TARGET_FILE:fakecuda>)
