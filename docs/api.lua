@@ -48,7 +48,7 @@ sections = {
       summary = "`true`, or `false, reason` (no driver, no device, poisoned context)" },
     { "cuda.version", sig = "cuda.version()",
       returns = { {"table", "{gpulab=, commit=, lua=, nvrtc=, driver=}"} },
-      summary = "`{gpulab=, commit=, lua=, nvrtc=, driver=}` (`commit`: the git commit the build was configured at, \"unknown\" outside git; `driver` is nil without a driver); `gpulab --version` prints the first two" },
+      summary = "`{gpulab=, commit=, lua=, nvrtc=, driver=}` (`commit`: the git commit the build was configured at, \"unknown\" outside git; `driver` is nil without a driver); `gpulab --version` prints the first two, `gpulab -v` all of them (or why there is no driver)" },
     { "cuda.count", sig = "cuda.count()", returns = { {"integer", "devices"} },
       summary = "number of devices" },
     { "cuda.device", sig = "cuda.device(i)",
