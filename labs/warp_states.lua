@@ -249,6 +249,78 @@ local function counters_in_process()
   return true
 end
 
+-- ---------------------------------------------------------------------------------------------
+-- Where the holes are, from samples: both chains at ILP 1, one block of P.block threads per SM
+-- (one warp per scheduler at the default 128), compiled again with line info, under
+-- cuda.pcsample. Each source line is found by its text in the .cu file, not by number.
+local stall_lines
+local function line_with(text, needle)
+  local n = 0
+  for l in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if l:find(needle, 1, true) then return n end
+  end
+end
+local function top_reason(stalls)
+  local best, name = -1, nil
+  for k, c in pairs(stalls or {}) do if c > best or (c == best and k < name) then best, name = c, k end end
+  return name, best
+end
+if P.pcsample and type(cuda.pcsample) == "function" then
+  lab:section("Measurement: where each chain stalls (cuda.pcsample, per source line)")
+  local ok, why = cuda.pcsample_available()
+  if not ok then
+    stall_lines = { why = "cuda.pcsample is not available: " .. tostring(why) }
+  else
+    local path = cuda.home .. "/kernels/warp_states.cu"
+    local f = assert(io.open(path, "r"))
+    local text = f:read("a")
+    f:close()
+    local lines = { load = line_with(text, "idx[c] = __ldcg(next + idx[c]);"),
+                    fma = line_with(text, "acc[c] = fmaf(acc[c], a, b);") }
+    local lprog = cuda.compile_file(path, { arch = "sm_90a", std = "c++17", lineinfo = true,
+      names = { kernel_name("fma", 1), kernel_name("load", 1) } })
+    local lmod = cuda.load(lprog)
+    local grid, cfg_steps = dev.sm_count, { fma = STEPS.fma, load = STEPS.load }
+    local outs = { fma = cuda.array("f32", grid * P.block), load = cuda.array("u32", grid * P.block) }
+    local lk = { fma = lmod:kernel(kernel_name("fma", 1)), load = lmod:kernel(kernel_name("load", 1)) }
+    local function both()
+      lk.fma:launch({ grid = grid, block = P.block }, outs.fma, cfg_steps.fma)
+      lk.load:launch({ grid = grid, block = P.block }, chain, CHAIN_ENTRIES, outs.load, cfg_steps.load)
+    end
+    both()
+    cuda.sync { timeout = 60 }
+    local sok, r = pcall(cuda.pcsample, both, { programs = lprog })
+    if not sok then
+      stall_lines = { why = "cuda.pcsample failed: " .. tostring(r) }
+    else
+      local seen = {}
+      for _, x in ipairs(r) do seen[#seen + 1] = string.format("%s (%d samples)", x.kernel, x.samples) end
+      stall_lines = { rows = {}, seen = string.format("rows: %s; %d samples in all, %d records",
+        #seen > 0 and table.concat(seen, ", ") or "none", r.total_samples or 0, r.records or 0) }
+      local tbl = {}
+      for _, kind in ipairs(KINDS) do
+        local row
+        for _, x in ipairs(r) do if x.kernel:find(kind .. "_chain", 1, true) then row = x end end
+        local found
+        for _, l in ipairs(row and row.lines or {}) do
+          if l.line == lines[kind] and l.file:find("warp_states.cu", 1, true) then found = l end
+        end
+        local name, n = top_reason(found and found.stalls)
+        stall_lines.rows[kind] = { line = lines[kind], samples = found and found.samples or 0,
+          kernel_samples = row and row.samples or 0, top = name, top_samples = n,
+          lines_missing = row and row.lines_missing }
+        tbl[#tbl + 1] = { kind .. " chain", tostring(lines[kind]), tostring(row and row.samples or 0),
+          tostring(found and found.samples or 0), name or "-",
+          found and string.format("%.0f%%", 100 * n / math.max(found.samples, 1)) or "-" }
+        if row then lab:note(r:annotate(row.kernel)) end
+      end
+      lab:table({ "kernel", "line", "kernel samples", "line samples", "top stall reason", "share of the line" }, tbl)
+      lab:record("stall_lines", stall_lines.rows)
+    end
+  end
+end
+
 local cupti_why
 if P.cupti and os.getenv("GPULAB_SANITIZER") then
   -- a sanitizer instruments the process through the same tools interface: no counters under it
@@ -343,75 +415,6 @@ lab:table(header, rows)
 lab:record("configurations", results)
 
 -- ---------------------------------------------------------------------------------------------
--- Where the holes are, from samples: both chains at ILP 1, one block of P.block threads per SM
--- (one warp per scheduler at the default 128), compiled again with line info, under
--- cuda.pcsample. Each source line is found by its text in the .cu file, not by number.
-local stall_lines
-local function line_with(text, needle)
-  local n = 0
-  for l in (text .. "\n"):gmatch("([^\n]*)\n") do
-    n = n + 1
-    if l:find(needle, 1, true) then return n end
-  end
-end
-local function top_reason(stalls)
-  local best, name = -1, nil
-  for k, c in pairs(stalls or {}) do if c > best or (c == best and k < name) then best, name = c, k end end
-  return name, best
-end
-if P.pcsample and type(cuda.pcsample) == "function" then
-  lab:section("Measurement: where each chain stalls (cuda.pcsample, per source line)")
-  local ok, why = cuda.pcsample_available()
-  if not ok then
-    stall_lines = { why = "cuda.pcsample is not available: " .. tostring(why) }
-  else
-    local path = cuda.home .. "/kernels/warp_states.cu"
-    local f = assert(io.open(path, "r"))
-    local text = f:read("a")
-    f:close()
-    local lines = { load = line_with(text, "idx[c] = __ldcg(next + idx[c]);"),
-                    fma = line_with(text, "acc[c] = fmaf(acc[c], a, b);") }
-    local lprog = cuda.compile_file(path, { arch = "sm_90a", std = "c++17", lineinfo = true,
-      names = { kernel_name("fma", 1), kernel_name("load", 1) } })
-    local lmod = cuda.load(lprog)
-    local grid, cfg_steps = dev.sm_count, { fma = STEPS.fma, load = STEPS.load }
-    local outs = { fma = cuda.array("f32", grid * P.block), load = cuda.array("u32", grid * P.block) }
-    local lk = { fma = lmod:kernel(kernel_name("fma", 1)), load = lmod:kernel(kernel_name("load", 1)) }
-    local function both()
-      lk.fma:launch({ grid = grid, block = P.block }, outs.fma, cfg_steps.fma)
-      lk.load:launch({ grid = grid, block = P.block }, chain, CHAIN_ENTRIES, outs.load, cfg_steps.load)
-    end
-    both()
-    cuda.sync { timeout = 60 }
-    local sok, r = pcall(cuda.pcsample, both, { programs = lprog })
-    if not sok then
-      stall_lines = { why = "cuda.pcsample failed: " .. tostring(r) }
-    else
-      stall_lines = { rows = {} }
-      local tbl = {}
-      for _, kind in ipairs(KINDS) do
-        local row
-        for _, x in ipairs(r) do if x.kernel:find(kind .. "_chain", 1, true) then row = x end end
-        local found
-        for _, l in ipairs(row and row.lines or {}) do
-          if l.line == lines[kind] and l.file:find("warp_states.cu", 1, true) then found = l end
-        end
-        local name, n = top_reason(found and found.stalls)
-        stall_lines.rows[kind] = { line = lines[kind], samples = found and found.samples or 0,
-          kernel_samples = row and row.samples or 0, top = name, top_samples = n,
-          lines_missing = row and row.lines_missing }
-        tbl[#tbl + 1] = { kind .. " chain", tostring(lines[kind]), tostring(row and row.samples or 0),
-          tostring(found and found.samples or 0), name or "-",
-          found and string.format("%.0f%%", 100 * n / math.max(found.samples, 1)) or "-" }
-        if row then lab:note(r:annotate(row.kernel)) end
-      end
-      lab:table({ "kernel", "line", "kernel samples", "line samples", "top stall reason", "share of the line" }, tbl)
-      lab:record("stall_lines", stall_lines.rows)
-    end
-  end
-end
-
--- ---------------------------------------------------------------------------------------------
 lab:section("Verdicts")
 local max_warps = 0
 for _, r in ipairs(results) do max_warps = math.max(max_warps, r.warps) end
@@ -463,6 +466,7 @@ if stall_lines and stall_lines.rows then
   lab:verdict("stall_lines", string.format(
     "load line %d: %d samples, top %s (%d); FMA line %d: %d samples, top %s (%d)", ld.line, ld.samples,
     tostring(ld.top), ld.top_samples or 0, fm.line, fm.samples, tostring(fm.top), fm.top_samples or 0)
+    .. ((ld.samples == 0 or fm.samples == 0) and "; " .. stall_lines.seen or "")
     .. ((ld.lines_missing or fm.lines_missing) and "; no source lines: "
       .. tostring(ld.lines_missing or fm.lines_missing) or ""), holds)
 elseif P.pcsample then

@@ -145,6 +145,14 @@ for part in $parts; do
       >"$out/pcsncu-compare.log" 2>&1
     row "compare" "rc=$?" "$(tail -1 "$out/pcsncu-compare.log")"
     sed 's/^/    /' "$out/pcsncu-compare.log" | tee -a "$summary"
+    # ncu locks the clocks to base by default; cuda.pcsample runs at the clocks the GPU chooses
+    timeout 240 ncu --clock-control none --section SourceCounters --import-source yes \
+      -k regex:'two_chains|one_warp_works' -o "$rep-free" -f "$gl" tools/pcsample_ncu.lua run >>"$out/pcsncu-ncu.log" 2>&1
+    ncu -i "$rep-free.ncu-rep" --page source --csv --print-source sass >"$out/pcsncu-sass-free.csv" 2>>"$out/pcsncu-csv.err"
+    timeout 120 "$gl" tools/pcsample_ncu.lua compare "$out/pcsncu-ours.txt" "$out/pcsncu-sass-free.csv" \
+      >"$out/pcsncu-compare-free.log" 2>&1
+    row "compare, ncu --clock-control none" "rc=$?" "$(tail -1 "$out/pcsncu-compare-free.log")"
+    sed 's/^/    /' "$out/pcsncu-compare-free.log" | tee -a "$summary"
     ;;
   l2probe)
     timeout 120 "$gl" tools/l2_hit_probe.lua >"$out/l2probe-profile.log" 2>&1

@@ -46,7 +46,8 @@ extern "C" __global__ void one_warp_works(float *out, int rounds, int work)
 local EXPECT = {
   two_chains = { { line = 10, what = "pointer-chase load", reason = "long_scoreboard" },
                  { line = 14, what = "dependent FMA", reason = "wait" } },
-  one_warp_works = { { line = 25, what = "first barrier", reason = "barrier" },
+  -- a warp waiting at a barrier is sampled at the instruction after BAR.SYNC, the next it will issue
+  one_warp_works = { { line = 26, what = "the load after the first barrier", reason = "barrier" },
                      { line = 23, what = "the one warp's FMA", reason = "wait" } },
 }
 
@@ -91,34 +92,43 @@ local function csv_fields(line)
   return out
 end
 
--- `ncu --page source --csv --print-source sass` rows: per kernel, a header row then one row per
--- instruction. Returns kernel -> { pcs = { {offset=, samples=, stalls={reason=n}} }, header = {...} }.
+-- ncu's stall column names (stall_long_sb, ...) as CUPTI names them (long_scoreboard, ...)
+local NCU_REASON = { long_sb = "long_scoreboard", short_sb = "short_scoreboard", sleep = "sleeping",
+  dispatch = "dispatch_stall", imc = "imc_miss", lg = "lg_throttle", math = "math_pipe_throttle",
+  mio = "mio_throttle", no_inst = "no_instructions", tex = "tex_throttle" }
+local function reason_name(s)
+  s = s:gsub("^smsp__pcsamp_warps_issue_stalled_", ""):gsub("^stall_", "")
+  return NCU_REASON[s] or s
+end
+
+-- `ncu --page source --csv --print-source sass`: per kernel a "Kernel Name" line, a header row,
+-- then one row per instruction with its absolute address. Returns kernel -> { pcs = { {offset=
+-- (from the kernel's first instruction), samples=, stalls={reason=n}} } }.
 local function read_ncu(path)
   local f = assert(io.open(path, "r"))
-  local kernels, cur, header, kname = {}, nil, nil, nil
+  local kernels, cur, header, kname, base = {}, nil, nil, nil, nil
   for line in f:lines() do
-    local k = line:match('^"?Kernel Name"?,%s*"?([^",]+)') or line:match("^Kernel Name:%s*(%S+)")
-    if k then kname = k:match("^[%w_]+") end
     local fields = csv_fields(line)
-    local has_addr = false
-    for _, h in ipairs(fields) do if h:find("Address", 1, true) then has_addr = true end end
-    if has_addr and line:find("Source", 1, true) then
-      header = fields
-      cur = { pcs = {}, header = header }
+    if fields[1] == "Kernel Name" then
+      kname, cur, header = fields[2]:match("^[%w_]+"), nil, nil
+    elseif fields[1] == "Address" then
+      header, base = fields, nil
+      cur = { pcs = {} }
       kernels[kname or ("kernel" .. (#kernels + 1))] = cur
-    elseif cur and #fields == #header then
-      local pc = { stalls = {} }
-      for i, h in ipairs(header) do
-        local v = fields[i]
-        if h:find("Address", 1, true) then pc.offset = tonumber(v) or tonumber(v:match("0x%x+") or "")
-        elseif h:find("Source", 1, true) then pc.text = v
-        elseif h == "Warp Stall Sampling (All Samples)" then pc.samples = tonumber((v:gsub(",", "")))
-        elseif h:match("^stall_") or h:match("^smsp__pcsamp_warps_issue_stalled_") then
-          local n = tonumber((v:gsub(",", "")))
-          if n and n > 0 then pc.stalls[h:gsub("^smsp__pcsamp_warps_issue_stalled_", "")] = n end
+    elseif cur and #fields >= #header then
+      local pc = { stalls = {}, samples = 0 }
+      local addr = tonumber(fields[1])
+      if addr then
+        base = base or addr
+        pc.offset = addr - base
+        for i, h in ipairs(header) do
+          local n = tonumber((fields[i]:gsub(",", "")))
+          if h == "Source" then pc.text = fields[i]
+          elseif h == "Warp Stall Sampling (All Samples)" then pc.samples = n or 0
+          elseif h:match("^stall_[%w_]+$") and n and n > 0 then pc.stalls[reason_name(h)] = n end
         end
+        cur.pcs[#cur.pcs + 1] = pc
       end
-      if pc.offset then cur.pcs[#cur.pcs + 1] = pc end
     end
   end
   f:close()
@@ -144,11 +154,17 @@ elseif mode == "sample" then
   f:close()
 elseif mode == "compare" then
   -- offset -> line from gpulab's own SASS listing of the same compile
-  local prog = cuda.compile(SRC, { name = "pcsample_ncu.cu", arch = cuda.device(0).arch, lineinfo = true })
-  local line_of = {}
-  for _, k in ipairs({ "two_chains", "one_warp_works" }) do
-    line_of[k] = {}
-    for _, ins in ipairs(prog:sass(k)) do line_of[k][ins.offset] = ins.line end
+  local line_of = { two_chains = {}, one_warp_works = {} }
+  local ok, prog = pcall(cuda.compile, SRC, { name = "pcsample_ncu.cu", arch = "sm_90a", lineinfo = true })
+  for k, map in pairs(line_of) do
+    local sok, sass = pcall(function() return prog:sass(k) end)
+    if ok and sok then
+      for _, ins in ipairs(sass) do map[ins.offset] = ins.line end
+    end
+  end
+  for l in io.lines(arg[2]) do -- the sampled PCs carry their lines too (enough without nvdisasm)
+    local k, off, line = l:match("^(%S+)\t(%d+)\t(%d+)\t")
+    if k and line_of[k] and not line_of[k][tonumber(off)] then line_of[k][tonumber(off)] = tonumber(line) end
   end
   local ours = {}
   for l in io.lines(arg[2]) do
@@ -161,7 +177,10 @@ elseif mode == "compare" then
       local e = o.lines[line] or { samples = 0, stalls = {} }
       o.lines[line] = e
       e.samples = e.samples + tonumber(n)
-      for name, c in st:gmatch("(%S+)=(%d+)") do e.stalls[name] = (e.stalls[name] or 0) + tonumber(c) end
+      for name, c in st:gmatch("(%S+)=(%d+)") do
+        local r = reason_name(name)
+        e.stalls[r] = (e.stalls[r] or 0) + tonumber(c)
+      end
     end
   end
   local theirs = read_ncu(arg[3])
@@ -170,7 +189,7 @@ elseif mode == "compare" then
     for k, n in pairs(stalls) do if n > best or (n == best and k < name) then best, name = n, k end end
     return name, best
   end
-  local worst = 0
+  local worst, agree, compared = 0, 0, 0
   for k, o in pairs(ours) do
     local t = theirs[k]
     if not t then print(k .. ": not in ncu's export (kernels there: " .. table.concat((function()
@@ -197,6 +216,10 @@ elseif mode == "compare" then
         local b = tl[l] and 100 * tl[l].samples / math.max(ttotal, 1) or 0
         if a >= 1 or b >= 1 then
           worst = math.max(worst, math.abs(a - b))
+          if o.lines[l] and tl[l] then
+            compared = compared + 1
+            if top(o.lines[l].stalls) == top(tl[l].stalls) then agree = agree + 1 end
+          end
           print(string.format("  %-5d %10.1f %10.1f %8.1f  %-28s %s", l, a, b, a - b,
             o.lines[l] and top(o.lines[l].stalls) or "-", tl[l] and top(tl[l].stalls) or "-"))
         end
@@ -206,7 +229,8 @@ elseif mode == "compare" then
       end
     end
   end
-  print(string.format("largest per-line share difference: %.1f percentage points", worst))
+  print(string.format("top stall reason the same on %d of %d lines; largest per-line share difference: %.1f " ..
+    "percentage points", agree, compared, worst))
 else
   io.stderr:write("usage: gpulab tools/pcsample_ncu.lua run | sample OUT.txt | compare OUT.txt NCU.csv\n")
   os.exit(2)
