@@ -36,6 +36,17 @@ static const char *push_vformat(lua_State *L, const char *fmt, va_list ap) {
     return lua_tostring(L, -1);
 }
 
+void gl_error(lua_State *L, const char *fmt, ...) {
+    luaL_where(L, 1);
+    va_list ap;
+    va_start(ap, fmt);
+    push_vformat(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 2);
+    lua_error(L);
+    abort(); /* not reached: lua_error does not return */
+}
+
 /* luaL_argerror's decision: self is not counted when the running C function was called with
  * method syntax (its call site's namewhat is "method"). */
 static int visible_arg_number(lua_State *L, int arg) {

@@ -26,6 +26,12 @@
 __attribute__((noreturn, format(printf, 4, 5)))
 void gl_argerror(lua_State *L, int arg, const char *fn, const char *fmt, ...);
 
+/* An error that is no bad argument (out of host memory, a value that cannot be converted, ...):
+ * "file:line: " and the printf-formatted message, as luaL_error writes it but with the C
+ * library's formats and no length limit. A bad argument goes through gl_argerror instead. */
+__attribute__((noreturn, format(printf, 2, 3)))
+void gl_error(lua_State *L, const char *fmt, ...);
+
 /* "EXPECTED expected, got TYPE", TYPE being the argument's gl_typename. */
 __attribute__((noreturn))
 void gl_typeerror(lua_State *L, int arg, const char *fn, const char *expected);

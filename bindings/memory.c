@@ -21,7 +21,6 @@
  * taken, or the array is checked again after it.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,21 +41,6 @@
 #include "stream.h"
 
 #define HOST_ALIGN 64 /* cache line; also enough for any vector load a test might do */
-
-/* luaL_error with the C library's printf formats (lua_pushfstring knows no %zu or %llu). */
-__attribute__((noreturn, format(printf, 2, 3)))
-static void mem_error(lua_State *L, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    luaL_where(L, 1);
-    lua_pushstring(L, msg);
-    lua_concat(L, 2);
-    lua_error(L);
-    abort(); /* not reached: lua_error does not return */
-}
 
 /* ------------------------------------------------------------------------------------------
  * Options, read raw: an __index (or __pairs) on an options table never runs, so nothing a
@@ -277,7 +261,7 @@ static void check_value(lua_State *L, int idx, gl_dtype t, void *out, const char
     char msg[160];
     if (encode_value(L, idx, t, out, msg, sizeof msg) == NULL) return;
     if (what == NULL) gl_argerror(L, idx, fn, "%s", msg);
-    mem_error(L, "%s: %s: %s", fn, what, msg);
+    gl_error(L, "%s: %s: %s", fn, what, msg);
 }
 
 static void fill_pattern(void *data, size_t numel, size_t esize, const void *elem) {
@@ -556,8 +540,8 @@ static void convert_elements(lua_State *L, void *dp, gl_dtype dt, const void *sp
     bool can_fail = gl_dtype_is_integer(dt) && !gl_dtype_is_bool(st);
     for (size_t i = 0; can_fail && i < n; i++)
         if (!convert_one(dt, NULL, st, s + i * se, false))
-            mem_error(L, "%s: source element %zu (%.17g) does not convert to %s exactly", fn, first + i + 1,
-                      gl_dtype_load_double(st, s + i * se), gl_dtype_name(dt));
+            gl_error(L, "%s: source element %zu (%.17g) does not convert to %s exactly", fn, first + i + 1,
+                     gl_dtype_load_double(st, s + i * se), gl_dtype_name(dt));
     for (size_t i = 0; i < n; i++) convert_one(dt, d + i * de, st, s + i * se, true);
 }
 
@@ -578,13 +562,13 @@ static copy_plan plan_copy(lua_State *L, mem_ref dst, mem_ref src, const copy_op
                     gl_dtype_name(dt), gl_dtype_name(st));
     p.convert = o->convert && dt != st;
     if (p.convert && (dst.dev || src.dev))
-        mem_error(L, "%s: {convert=true} converts between host arrays only (destination %s %s, "
-                     "source %s %s): convert into a host array, then copy that", fn,
-                  dst.dev ? "cuda.array" : "cuda.host", gl_dtype_name(dt),
-                  src.dev ? "cuda.array" : "cuda.host", gl_dtype_name(st));
+        gl_error(L, "%s: {convert=true} converts between host arrays only (destination %s %s, "
+                    "source %s %s): convert into a host array, then copy that", fn,
+                 dst.dev ? "cuda.array" : "cuda.host", gl_dtype_name(dt),
+                 src.dev ? "cuda.array" : "cuda.host", gl_dtype_name(st));
     if ((size_t)o->dst_offset > dn || (size_t)o->src_offset > sn)
-        mem_error(L, "%s: offset past the end (dst_offset %lld of %zu elements, src_offset %lld "
-                     "of %zu elements)", fn, o->dst_offset, dn, o->src_offset, sn);
+        gl_error(L, "%s: offset past the end (dst_offset %lld of %zu elements, src_offset %lld "
+                    "of %zu elements)", fn, o->dst_offset, dn, o->src_offset, sn);
     size_t davail = dn - (size_t)o->dst_offset, savail = sn - (size_t)o->src_offset;
     p.dst_byte = (size_t)o->dst_offset * de;
     p.src_byte = (size_t)o->src_offset * se;
@@ -604,9 +588,9 @@ static copy_plan plan_copy(lua_State *L, mem_ref dst, mem_ref src, const copy_op
         p.count = (size_t)o->count;
         if (p.count > davail || (!by_bytes && p.count > savail) ||
             (by_bytes && (p.count > SIZE_MAX / de || p.count * de > savail * se)))
-            mem_error(L, "%s: count %lld does not fit (destination has %zu elements of %s after "
-                         "dst_offset, source %zu elements of %s after src_offset)", fn, o->count,
-                      davail, gl_dtype_name(dt), savail, gl_dtype_name(st));
+            gl_error(L, "%s: count %lld does not fit (destination has %zu elements of %s after "
+                        "dst_offset, source %zu elements of %s after src_offset)", fn, o->count,
+                     davail, gl_dtype_name(dt), savail, gl_dtype_name(st));
     }
     p.nbytes = p.count * de;
     return p;
@@ -629,12 +613,12 @@ static row_plan plan_rows(lua_State *L, mem_ref dst, mem_ref src, const copy_opt
     row_plan r = {1, 0, 0};
     if (o->rows <= 0) return r;
     if (o->reinterpret && mem_dtype(dst) != mem_dtype(src))
-        mem_error(L, "%s: a 2-D copy ({rows=}) between different dtypes converts only ({convert=true})", fn);
+        gl_error(L, "%s: a 2-D copy ({rows=}) between different dtypes converts only ({convert=true})", fn);
     size_t dp = o->dst_pitch ? (size_t)o->dst_pitch : default_pitch(dst, p->count);
     size_t sp = o->src_pitch ? (size_t)o->src_pitch : default_pitch(src, p->count);
     if (dp < p->count)
-        mem_error(L, "%s: dst_pitch %zu is shorter than a row (count %zu): rows would overlap", fn,
-                  dp, p->count);
+        gl_error(L, "%s: dst_pitch %zu is shorter than a row (count %zu): rows would overlap", fn,
+                 dp, p->count);
     r.rows = (size_t)o->rows;
     const struct { size_t pitch, offset, numel; const char *name; } side[2] = {
         {dp, (size_t)o->dst_offset, mem_numel(dst), "destination"},
@@ -645,9 +629,9 @@ static row_plan plan_rows(lua_State *L, mem_ref dst, mem_ref src, const copy_opt
         if (__builtin_mul_overflow(r.rows - 1, side[i].pitch, &last) ||
             __builtin_add_overflow(last, side[i].offset, &last) ||
             __builtin_add_overflow(last, p->count, &last) || last > side[i].numel)
-            mem_error(L, "%s: %zu rows of %zu elements, %zu apart from offset %zu, do not fit the "
-                         "%s (%zu elements)", fn, r.rows, p->count, side[i].pitch, side[i].offset,
-                      side[i].name, side[i].numel);
+            gl_error(L, "%s: %zu rows of %zu elements, %zu apart from offset %zu, do not fit the "
+                        "%s (%zu elements)", fn, r.rows, p->count, side[i].pitch, side[i].offset,
+                     side[i].name, side[i].numel);
     }
     r.dst_step = dp * gl_dtype_size(mem_dtype(dst));
     r.src_step = sp * gl_dtype_size(mem_dtype(src));
@@ -706,10 +690,10 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
             const unsigned char *sp = (const unsigned char *)src.host->data + p.src_byte + r * rp.src_step;
             for (size_t i = 0; i < p.count; i++)
                 if (!convert_one(dst.host->dtype, NULL, src.host->dtype, sp + i * gl_dtype_size(src.host->dtype), false))
-                    mem_error(L, "%s: source element %zu (%.17g) does not convert to %s exactly", fn,
-                              (p.src_byte + r * rp.src_step) / gl_dtype_size(src.host->dtype) + i + 1,
-                              gl_dtype_load_double(src.host->dtype, sp + i * gl_dtype_size(src.host->dtype)),
-                              gl_dtype_name(dst.host->dtype));
+                    gl_error(L, "%s: source element %zu (%.17g) does not convert to %s exactly", fn,
+                             (p.src_byte + r * rp.src_step) / gl_dtype_size(src.host->dtype) + i + 1,
+                             gl_dtype_load_double(src.host->dtype, sp + i * gl_dtype_size(src.host->dtype)),
+                             gl_dtype_name(dst.host->dtype));
         }
     }
     CUcontext peer_ctx[2];
@@ -760,7 +744,7 @@ static int l_array(lua_State *L) {
     a->device = gl_current_device();
     gl_setmetatable(L, GL_ARRAY_T);
     gl_mem_block *b = block_new(BLOCK_DEVICE, s.nbytes);
-    if (b == NULL) mem_error(L, "%s: out of host memory", fn);
+    if (b == NULL) gl_error(L, "%s: out of host memory", fn);
     b->device = a->device;
     CUresult r = gl_cu.cuMemAlloc(&b->dev, s.nbytes);
     if (r != CUDA_SUCCESS) {
@@ -783,8 +767,8 @@ gl_array *gl_push_array_view(lua_State *L, int dtype_idx, int shape_idx, const c
     if (s.nbytes > limit) {
         char type[160];
         format_type(type, sizeof type, t, s.ndim, s.dims);
-        mem_error(L, "%s: %s needs %zu bytes, but '%s' holds %zu bytes", fn, type, s.nbytes, what,
-                  limit);
+        gl_error(L, "%s: %s needs %zu bytes, but '%s' holds %zu bytes", fn, type, s.nbytes, what,
+                 limit);
     }
     gl_array *a = gl_newuserdatauv(L, sizeof *a, 1);
     memset(a, 0, sizeof *a);
@@ -833,10 +817,10 @@ static int array_fill(lua_State *L) {
         else GL_CHECK(L, gl_cu.cuMemsetD32(a->ptr, lo, words), fn, "cuMemsetD32");
     } else {
         if (gl_capture_active())
-            mem_error(L, "%s: this %s value needs a host staging copy, which a graph capture "
-                         "cannot hold (use a kernel to fill inside a capture)", fn, gl_dtype_name(a->dtype));
+            gl_error(L, "%s: this %s value needs a host staging copy, which a graph capture "
+                        "cannot hold (use a kernel to fill inside a capture)", fn, gl_dtype_name(a->dtype));
         void *stage = malloc(a->nbytes);
-        if (stage == NULL) mem_error(L, "%s: cannot allocate %zu bytes of host staging memory", fn, a->nbytes);
+        if (stage == NULL) gl_error(L, "%s: cannot allocate %zu bytes of host staging memory", fn, a->nbytes);
         fill_pattern(stage, a->numel, esize, elem);
         CUresult r = on_stream ? gl_cu.cuMemcpyHtoDAsync(a->ptr, stage, a->nbytes, s)
                                : gl_cu.cuMemcpyHtoD(a->ptr, stage, a->nbytes);
@@ -896,8 +880,8 @@ static size_t check_view_args(lua_State *L, size_t parent_numel, gl_dtype t, sha
     }
     check_shape(L, 3, t, s, fn);
     if (s->numel > parent_numel - off)
-        mem_error(L, "%s: elements %lld..%lld are past the end (the array has %zu)", fn, first,
-                  first - 1 + (lua_Integer)s->numel, parent_numel);
+        gl_error(L, "%s: elements %lld..%lld are past the end (the array has %zu)", fn, first,
+                 first - 1 + (lua_Integer)s->numel, parent_numel);
     return off;
 }
 
@@ -968,7 +952,7 @@ static int array_index(lua_State *L) {
     if (lua_type(L, 2) != LUA_TSTRING) return 0; /* device memory has no d[i]: copy to a host array */
     const char *k = lua_tostring(L, 2);
     if (push_method(L, array_methods, k)) return 1;
-    if (a->ptr == 0) mem_error(L, "cuda.array: field '%s': cuda.array was freed", k);
+    if (a->ptr == 0) gl_error(L, "cuda.array: field '%s': cuda.array was freed", k);
     if (push_common_field(L, k, a->dtype, a->ndim, a->shape, a->numel, a->nbytes)) return 1;
     if (strcmp(k, "ptr") == 0) {
         lua_pushinteger(L, (lua_Integer)a->ptr);
@@ -1024,7 +1008,7 @@ static int l_host(lua_State *L) {
     h->pinned = pinned;
     gl_setmetatable(L, GL_HOST_T);
     gl_mem_block *b = block_new(pinned ? BLOCK_PINNED : BLOCK_PAGEABLE, s.nbytes);
-    if (b == NULL) mem_error(L, "%s: out of host memory", fn);
+    if (b == NULL) gl_error(L, "%s: out of host memory", fn);
     if (pinned) {
         CUresult r = gl_cu.cuMemAllocHost(&b->host, s.nbytes);
         if (r != CUDA_SUCCESS) {
@@ -1041,9 +1025,9 @@ static int l_host(lua_State *L) {
         if (b->host == NULL) {
             free(b);
             if (phys && s.nbytes > phys)
-                mem_error(L, "%s: cannot allocate %zu bytes (this machine has %llu bytes of memory)",
-                          fn, s.nbytes, phys);
-            mem_error(L, "%s: cannot allocate %zu bytes of host memory", fn, s.nbytes);
+                gl_error(L, "%s: cannot allocate %zu bytes (this machine has %llu bytes of memory)",
+                         fn, s.nbytes, phys);
+            gl_error(L, "%s: cannot allocate %zu bytes of host memory", fn, s.nbytes);
         }
     }
     h->block = b;
@@ -1057,10 +1041,10 @@ static size_t check_index(lua_State *L, gl_host *h, int idx, const char *fn) {
     int isint = 0;
     lua_Integer i = lua_tointegerx(L, idx, &isint);
     if (!isint || lua_type(L, idx) != LUA_TNUMBER)
-        mem_error(L, "%s: index must be an integer, got %s", fn,
-                   lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : gl_typename(L, idx));
+        gl_error(L, "%s: index must be an integer, got %s", fn,
+                  lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : gl_typename(L, idx));
     if (i < 1 || (uint64_t)i > h->numel)
-        mem_error(L, "%s: index %lld out of range 1..%lld", fn, i, (lua_Integer)h->numel);
+        gl_error(L, "%s: index %lld out of range 1..%lld", fn, i, (lua_Integer)h->numel);
     return (size_t)(i - 1);
 }
 
@@ -1092,7 +1076,7 @@ static double opt_strict_number(lua_State *L, int idx, double def, const char *f
 static int host_iota(lua_State *L) {
     const char *fn = "h:iota";
     gl_host *h = check_self_host(L, fn);
-    if (gl_dtype_is_bool(h->dtype)) mem_error(L, "%s: a bool array has no sequence (use fill or random)", fn);
+    if (gl_dtype_is_bool(h->dtype)) gl_error(L, "%s: a bool array has no sequence (use fill or random)", fn);
     size_t esize = gl_dtype_size(h->dtype);
     if (gl_dtype_is_float(h->dtype)) {
         double start = opt_strict_number(L, 2, 0, fn), step = opt_strict_number(L, 3, 1, fn);
@@ -1106,14 +1090,14 @@ static int host_iota(lua_State *L) {
         lua_Integer last;
         if (__builtin_mul_overflow(step, (lua_Integer)(h->numel - 1), &last) ||
             __builtin_add_overflow(last, start, &last))
-            mem_error(L, "%s: the sequence overflows 64-bit integers", fn);
+            gl_error(L, "%s: the sequence overflows 64-bit integers", fn);
         unsigned char tmp[8];
         char msg[160];
         for (int end = 0; end < 2; end++) {
             lua_pushinteger(L, end ? last : start);
             const char *bad = encode_value(L, -1, h->dtype, tmp, msg, sizeof msg);
             lua_pop(L, 1);
-            if (bad) mem_error(L, "%s: %s value %s", fn, end ? "last" : "first", bad);
+            if (bad) gl_error(L, "%s: %s value %s", fn, end ? "last" : "first", bad);
         }
         for (size_t i = 0; i < h->numel; i++)
             gl_dtype_store_bits(h->dtype, (unsigned char *)h->data + i * esize,
@@ -1248,7 +1232,7 @@ static int host_random(lua_State *L) {
 
 static int host_totable(lua_State *L) {
     gl_host *h = check_self_host(L, "h:totable");
-    if (h->numel > INT32_MAX) mem_error(L, "h:totable: %zu elements do not fit a Lua table", h->numel);
+    if (h->numel > INT32_MAX) gl_error(L, "h:totable: %zu elements do not fit a Lua table", h->numel);
     size_t n = h->numel;
     lua_createtable(L, (int)n, 0); /* may run a finalizer that frees h: check it again */
     h = check_self_host(L, "h:totable");
@@ -1306,7 +1290,7 @@ static gl_host *push_new_host(lua_State *L, gl_dtype t, int ndim, const int64_t 
     gl_mem_block *b = block_new(BLOCK_PAGEABLE, s.nbytes);
     if (b == NULL || (b->host = alloc_pageable(s.nbytes)) == NULL) {
         free(b);
-        mem_error(L, "%s: cannot allocate %zu bytes of host memory for the result", fn, s.nbytes);
+        gl_error(L, "%s: cannot allocate %zu bytes of host memory for the result", fn, s.nbytes);
     }
     h->block = b;
     h->data = b->host;
@@ -1355,8 +1339,8 @@ static int host_transpose(lua_State *L) {
     const char *fn = "h:transpose";
     gl_host *h = check_self_host(L, fn);
     if (h->ndim != 2)
-        mem_error(L, "%s: needs a 2-D array {rows, cols}, got %d dimensions (h:view(1, {rows, "
-                     "cols}) gives one)", fn, h->ndim);
+        gl_error(L, "%s: needs a 2-D array {rows, cols}, got %d dimensions (h:view(1, {rows, "
+                    "cols}) gives one)", fn, h->ndim);
     int64_t out_shape[2] = {h->shape[1], h->shape[0]};
     if (lua_isnoneornil(L, 2)) {
         lua_settop(L, 1);
@@ -1370,7 +1354,7 @@ static int host_transpose(lua_State *L) {
     if (d->numel != h->numel || (d->ndim == 2 && (d->shape[0] != out_shape[0] || d->shape[1] != out_shape[1])))
         gl_argerror(L, 2, fn, "the result is %lldx%lld (%zu elements), the destination holds %zu",
                     (long long)out_shape[0], (long long)out_shape[1], h->numel, d->numel);
-    if (host_overlap(d, h)) mem_error(L, "%s: the destination overlaps the source", fn);
+    if (host_overlap(d, h)) gl_error(L, "%s: the destination overlaps the source", fn);
     transpose_bytes(d->data, h->data, (size_t)h->shape[0], (size_t)h->shape[1], gl_dtype_size(h->dtype));
     lua_settop(L, 2);
     return 1;
@@ -1508,19 +1492,19 @@ static void arith_int(gl_host *h, arith_op op, const operand *x, __int128 a) {
 /* h op= operand at x_idx; for OP_AXPY the scalar a is at a_idx. */
 static int host_arith(lua_State *L, arith_op op, int a_idx, int x_idx, const char *fn) {
     gl_host *h = check_self_host(L, fn);
-    if (gl_dtype_is_bool(h->dtype)) mem_error(L, "%s: a bool array takes no arithmetic", fn);
+    if (gl_dtype_is_bool(h->dtype)) gl_error(L, "%s: a bool array takes no arithmetic", fn);
     operand alpha = {0};
     if (a_idx) check_scalar(L, a_idx, h->dtype, &alpha, fn, "the scale factor");
     operand x;
     if (!check_operand(L, x_idx, h, &x, fn))
-        mem_error(L, "%s: cannot allocate host memory for a copy of the operand", fn);
+        gl_error(L, "%s: cannot allocate host memory for a copy of the operand", fn);
     if (op == OP_DIV && !gl_dtype_is_float(h->dtype)) { /* refuse before writing anything */
         size_t zero = 0;
         for (size_t i = 0; i < h->numel && !zero; i++)
             if (operand_i(&x, i) == 0) zero = i + 1;
         if (zero) {
             free(x.copy);
-            mem_error(L, "%s: integer division by zero (operand element %zu)", fn, x.scalar ? 1 : zero);
+            gl_error(L, "%s: integer division by zero (operand element %zu)", fn, x.scalar ? 1 : zero);
         }
     }
     if (gl_dtype_is_float(h->dtype)) arith_float(h, op, &x, alpha.f);
@@ -1572,7 +1556,7 @@ static int host_apply(lua_State *L) {
                               "relu, sigmoid, floor, ceil, rint, square, recip)",
                     name ? "'" : "", name ? name : gl_typename(L, 2), name ? "'" : "");
     if (!gl_dtype_is_float(h->dtype))
-        mem_error(L, "%s: needs a float array, got %s", fn, gl_dtype_name(h->dtype));
+        gl_error(L, "%s: needs a float array, got %s", fn, gl_dtype_name(h->dtype));
     size_t es = gl_dtype_size(h->dtype);
     unsigned char *p = h->data;
     if (h->dtype == GL_F32) {
@@ -1677,9 +1661,9 @@ static int host_dot(lua_State *L) {
     const char *fn = "h:dot";
     gl_host *h = check_self_host(L, fn), *x = gl_check_host(L, 2, fn);
     if (x->numel != h->numel)
-        mem_error(L, "%s: element counts differ (%zu and %zu)", fn, h->numel, x->numel);
+        gl_error(L, "%s: element counts differ (%zu and %zu)", fn, h->numel, x->numel);
     if (gl_dtype_is_bool(h->dtype) || gl_dtype_is_bool(x->dtype))
-        mem_error(L, "%s: bool arrays have no dot product (h:sum() counts the true elements)", fn);
+        gl_error(L, "%s: bool arrays have no dot product (h:sum() counts the true elements)", fn);
     if (gl_dtype_is_float(h->dtype) || gl_dtype_is_float(x->dtype)) {
         lua_pushnumber(L, pairwise_dot(h->dtype, h->data, x->dtype, x->data, h->numel));
         return 1;
@@ -1691,7 +1675,7 @@ static int host_dot(lua_State *L) {
         if (__builtin_mul_overflow(load_int(h->dtype, (unsigned char *)h->data + i * eh),
                                    load_int(x->dtype, (unsigned char *)x->data + i * ex), &prod) ||
             __builtin_add_overflow(acc, prod, &acc))
-            mem_error(L, "%s: the integer dot product exceeds 128 bits", fn);
+            gl_error(L, "%s: the integer dot product exceeds 128 bits", fn);
     }
     push_int128(L, acc);
     return 1;
@@ -1757,16 +1741,16 @@ static int host_matmul(lua_State *L) {
     check_matrix(L, c, 1, fn);
     size_t M = (size_t)a->shape[0], K = (size_t)a->shape[1], N = (size_t)b->shape[1];
     if ((size_t)b->shape[0] != K || (size_t)c->shape[0] != M || (size_t)c->shape[1] != N)
-        mem_error(L, "%s: shapes do not fit: a %lldx%lld times b %lldx%lld into c %lldx%lld", fn,
-                  (long long)a->shape[0], (long long)a->shape[1], (long long)b->shape[0],
-                  (long long)b->shape[1], (long long)c->shape[0], (long long)c->shape[1]);
+        gl_error(L, "%s: shapes do not fit: a %lldx%lld times b %lldx%lld into c %lldx%lld", fn,
+                 (long long)a->shape[0], (long long)a->shape[1], (long long)b->shape[0],
+                 (long long)b->shape[1], (long long)c->shape[0], (long long)c->shape[1]);
     double *A = to_doubles(a), *B = to_doubles(b), *row = malloc(N * sizeof *row);
     if (A && B && row) matmul_rows(c, A, B, row, M, K, N, alpha, beta);
     bool ok = A && B && row;
     free(A);
     free(B);
     free(row);
-    if (!ok) mem_error(L, "%s: cannot allocate host memory for double copies of a and b", fn);
+    if (!ok) gl_error(L, "%s: cannot allocate host memory for double copies of a and b", fn);
     lua_settop(L, 1);
     return 1;
 }
@@ -1786,7 +1770,7 @@ static int host_index(lua_State *L) {
     if (lua_type(L, 2) == LUA_TSTRING) {
         const char *k = lua_tostring(L, 2);
         if (push_method(L, host_methods, k)) return 1;
-        if (h->data == NULL) mem_error(L, "cuda.host: field '%s': cuda.host was freed", k);
+        if (h->data == NULL) gl_error(L, "cuda.host: field '%s': cuda.host was freed", k);
         if (push_common_field(L, k, h->dtype, h->ndim, h->shape, h->numel, h->nbytes)) return 1;
         if (strcmp(k, "pinned") == 0) {
             lua_pushboolean(L, h->pinned);
@@ -1794,7 +1778,7 @@ static int host_index(lua_State *L) {
         }
         return 0;
     }
-    if (h->data == NULL) mem_error(L, "cuda.host: cuda.host was freed");
+    if (h->data == NULL) gl_error(L, "cuda.host: cuda.host was freed");
     size_t i = check_index(L, h, 2, "cuda.host");
     push_element(L, h->dtype, element_ptr(h, i));
     return 1;
@@ -1803,9 +1787,9 @@ static int host_index(lua_State *L) {
 static int host_newindex(lua_State *L) {
     gl_host *h = gl_checkudata(L, 1, GL_HOST_T);
     if (lua_type(L, 2) == LUA_TSTRING)
-        mem_error(L, "cuda.host: cannot assign field '%s' (only elements h[i] are writable)",
-                   lua_tostring(L, 2));
-    if (h->data == NULL) mem_error(L, "cuda.host: cuda.host was freed");
+        gl_error(L, "cuda.host: cannot assign field '%s' (only elements h[i] are writable)",
+                  lua_tostring(L, 2));
+    if (h->data == NULL) gl_error(L, "cuda.host: cuda.host was freed");
     size_t i = check_index(L, h, 2, "cuda.host");
     unsigned char elem[8];
     char what[48];
@@ -1817,7 +1801,7 @@ static int host_newindex(lua_State *L) {
 
 static int host_len(lua_State *L) {
     gl_host *h = gl_checkudata(L, 1, GL_HOST_T);
-    if (h->data == NULL) mem_error(L, "cuda.host: cuda.host was freed");
+    if (h->data == NULL) gl_error(L, "cuda.host: cuda.host was freed");
     lua_pushinteger(L, (lua_Integer)h->numel);
     return 1;
 }
@@ -1953,7 +1937,7 @@ static int l_compare(lua_State *L) {
     if (!gl_test_host(L, 1) || !gl_test_host(L, 2)) gl_require_gpu(L, fn);
     view a = check_view(L, 1, fn), b = check_view(L, 2, fn);
     if (a.numel != b.numel)
-        mem_error(L, "%s: element counts differ (%zu and %zu)", fn, a.numel, b.numel);
+        gl_error(L, "%s: element counts differ (%zu and %zu)", fn, a.numel, b.numel);
     /* from here on nothing may raise until the host copies are freed */
     CUresult r = CUDA_SUCCESS;
     bool allocated = fetch_device(L, 1, &a, &r);
@@ -1962,7 +1946,7 @@ static int l_compare(lua_State *L) {
     if (allocated && r == CUDA_SUCCESS) c = compare_views(&a, &b, atol, rtol);
     free(a.owned);
     free(b.owned);
-    if (!allocated) mem_error(L, "%s: cannot allocate host memory to copy a device array into", fn);
+    if (!allocated) gl_error(L, "%s: cannot allocate host memory to copy a device array into", fn);
     GL_CHECK(L, r, fn, "cuMemcpyDtoH");
     push_compare_result(L, &c);
     return 1;
