@@ -219,12 +219,7 @@ __device__ __forceinline__ bool gl_dsmem_wait_u32(gl_u32 cluster_addr, gl_u32 wa
         if (gl_dsmem_ld_acquire_u32(cluster_addr) == want) return true;
         const gl_u64 now = gl_globaltimer_ns();
         if (deadline_ns != 0 && now > deadline_ns) {
-            if (status != nullptr && atomicCAS(status, 0, code) == 0) {
-                status[1] = (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-                status[2] = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
-                status[3] = (int)((now - start) > 0x7fffffffull ? 0x7fffffff : (now - start));
-                __threadfence();
-            }
+            gl_record_timeout(status, code, now - start);
             return false;
         }
         __nanosleep(64);

@@ -97,6 +97,17 @@ __device__ __forceinline__ bool gl_mbar_try_wait(gl_u64 *bar, gl_u32 parity) {
 #define GL_WAIT_CODE(kind, stage, phase) \
     (0x40000000 | ((kind) << 24) | (((stage) & 0xff) << 16) | ((phase) & 0xffff))
 
+// Records a timed-out wait in status (if non-null; the first code wins): the code, this block and
+// thread, and the nanoseconds waited (capped at INT_MAX).
+__device__ __forceinline__ void gl_record_timeout(int *status, int code, gl_u64 waited_ns) {
+    if (status != nullptr && atomicCAS(status, 0, code) == 0) {
+        status[1] = (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+        status[2] = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+        status[3] = (int)(waited_ns > 0x7fffffffull ? 0x7fffffff : waited_ns);
+        __threadfence();
+    }
+}
+
 // Waits for the phase of `parity` until the %globaltimer passes `deadline_ns`. On time-out it
 // records `code` in status (if non-null) and returns false: the caller returns instead of
 // trapping, because a trap poisons the whole context. deadline_ns == 0 waits for ever.
@@ -109,12 +120,7 @@ __device__ __forceinline__ bool gl_mbar_wait(gl_u64 *bar, gl_u32 parity, gl_u64 
         if (gl_mbar_try_wait(bar, parity)) return true;
         gl_u64 now = gl_globaltimer_ns();
         if (deadline_ns != 0 && now > deadline_ns) {
-            if (status != nullptr && atomicCAS(status, 0, code) == 0) {
-                status[1] = (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-                status[2] = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
-                status[3] = (int)((now - start) > 0x7fffffffull ? 0x7fffffff : (now - start));
-                __threadfence();
-            }
+            gl_record_timeout(status, code, now - start);
             return false;
         }
     }
