@@ -65,6 +65,7 @@ static struct {
     bool active;
     gl_stream *stream;
     bool free_after; /* the capturing stream was freed inside fn: release it after the capture */
+    const void *guard; /* the guard object of the capture under way (see capture_guard_gc) */
 } cap;
 
 static double now_s(void) {
@@ -493,11 +494,37 @@ static CUgraph end_capture(lua_State *L, gl_stream *s, CUresult *r) {
     *r = gl_cu.cuStreamEndCapture(s->handle, &graph);
     cap.active = false;
     cap.stream = NULL;
+    cap.guard = NULL;
     lua_pushnil(L);
     gl_private_set(L, NOTES_KEY);
     if (cap.free_after) stream_release(s);
     gl_release_after_capture();
     return *r == CUDA_SUCCESS ? graph : NULL;
+}
+
+/* A capture under way belongs to a guard object in s:capture's own stack slot. When fn never
+ * returns (os.exit(code, true) closes the Lua state from inside it), the guard's finalizer ends
+ * the capture, so the stream is released and the releases parked during the capture run; without
+ * it the stream, and what its release lets go (a partition's block), outlived the state. Only the
+ * guard of the capture under way ends it: one finalized after its capture, or called by hand with
+ * another object, does nothing. */
+static int capture_guard_gc(lua_State *L) {
+    if (!cap.active || cap.guard == NULL || cap.guard != lua_touserdata(L, 1)) return 0;
+    CUresult r;
+    CUgraph graph = end_capture(L, cap.stream, &r);
+    if (graph) gl_cu.cuGraphDestroy(graph);
+    return 0;
+}
+
+static const void *push_capture_guard(lua_State *L) {
+    const void *guard = gl_newuserdatauv(L, 0, 0);
+    lua_createtable(L, 0, 2);
+    lua_pushcfunction(L, capture_guard_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, "gpulab object");
+    lua_setfield(L, -2, "__metatable");
+    gl_lua_setmetatable(L, -2);
+    return guard;
 }
 
 /* gl_select_device for a protected call: makes the stream's device current. */
@@ -530,13 +557,15 @@ static int l_stream_capture(lua_State *L) {
     lua_newtable(L);                                  /* 4: the objects the work uses */
     lua_pushvalue(L, 4);
     lua_setiuservalue(L, 3, 1);
-    GL_CHECK(L, gl_cu.cuStreamBeginCapture(s->handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), fn,
-             "cuStreamBeginCapture");
+    const void *guard = push_capture_guard(L);        /* 5: ends the capture if fn never returns */
     lua_pushvalue(L, 4);
     gl_private_set(L, NOTES_KEY);
+    GL_CHECK(L, gl_cu.cuStreamBeginCapture(s->handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), fn,
+             "cuStreamBeginCapture");
     cap.active = true;
     cap.stream = s;
     cap.free_after = false;
+    cap.guard = guard;
     /* Finalizers free memory, which the driver refuses while this thread captures (and would
      * invalidate the capture): the automatic collector waits until the capture ends. */
     bool collecting = lua_gc(L, LUA_GCISRUNNING);
@@ -545,6 +574,9 @@ static int l_stream_capture(lua_State *L) {
     lua_pushvalue(L, 1); /* fn(s): the stream to launch on, as cuda.measure passes it */
     int status = lua_pcall(L, 1, 0, 0);
     if (collecting) lua_gc(L, LUA_GCRESTART);
+    if (!cap.active || cap.guard != guard) /* its guard's finalizer, called by hand, ended it */
+        luaL_error(L, "%s: the capture was ended before fn returned (its guard's finalizer was called "
+                      "by hand); nothing was captured", fn);
     CUresult r;
     CUgraph graph = end_capture(L, s, &r);
     if (status != LUA_OK) { /* the original error, with the partial graph discarded */
