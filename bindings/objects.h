@@ -19,10 +19,20 @@
 #define GL_MAX_DIMS 8
 
 /* The allocation behind an array and all its views (memory.c): freed once the array and every
- * view of it were released and the work queued on each of them completed. */
-typedef struct gl_mem_block gl_mem_block;
+ * view of it were released and the work queued on each of them completed. Only the files of the
+ * arrays (memory.h) read it. */
+typedef enum gl_block_kind { GL_BLOCK_DEVICE, GL_BLOCK_PINNED, GL_BLOCK_PAGEABLE } gl_block_kind;
+typedef struct gl_mem_block {
+    gl_block_kind kind;
+    CUdeviceptr dev;  /* GL_BLOCK_DEVICE */
+    void *host;       /* GL_BLOCK_PINNED, GL_BLOCK_PAGEABLE */
+    size_t nbytes;
+    int device;       /* GL_BLOCK_DEVICE: the device whose context allocated it */
+    int holders;      /* live arrays and views on it: the byte counts of cuda.stats() follow it */
+    int refs;         /* holders plus released ones whose queued work may still run */
+} gl_mem_block;
 
-/* Device array "cuda.array" ------------------------------------------------------ memory.c */
+/* Device array "cuda.array" ------------------------------------------------------- array.c */
 #define GL_ARRAY_T "cuda.array"
 typedef struct gl_array {
     CUdeviceptr ptr;      /* 0 once freed; a view's is inside its parent's allocation */
@@ -51,7 +61,7 @@ gl_array *gl_push_array_view(lua_State *L, int dtype_idx, int shape_idx, const c
                              CUdeviceptr ptr, size_t limit, const char *what,
                              void (*release_view)(gl_array *, void *), void *owner);
 
-/* Host array "cuda.host" --------------------------------------------------------- memory.c */
+/* Host array "cuda.host" ------------------------------------------------------ hostarray.c */
 #define GL_HOST_T "cuda.host"
 typedef struct gl_host {
     void *data;           /* NULL once freed */

@@ -29,10 +29,10 @@ for _, k in ipairs(sorted_keys(cuda)) do
 end
 
 -- Methods of classes whose __index is a C function that looks names up in a static luaL_Reg
--- table (memory.c): read the table from the source.
+-- table (array.c, hostarray.c): read the table from the source.
 local C_METHOD_TABLES = {
-  ["cuda.array"] = {"bindings/memory.c", "array_methods"},
-  ["cuda.host"] = {"bindings/memory.c", "host_methods"},
+  ["cuda.array"] = {"bindings/array.c", "array_methods"},
+  ["cuda.host"] = {"bindings/hostarray.c", "host_methods"},
 }
 local function methods_from_source(file, tname)
   local f = assert(io.open(root .. "/" .. file, "rb"))

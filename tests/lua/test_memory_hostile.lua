@@ -1,4 +1,4 @@
--- test_memory_hostile.lua — scripts that try to free an array while memory.c works on it:
+-- test_memory_hostile.lua — scripts that try to free an array while the memory bindings work on it:
 -- option tables with metamethods, and finalizers that run inside the allocations a call makes.
 -- Without a driver only host arrays are used; through the stand-in device arrays too.
 local T = dofile("tests/lua/t.lua")
