@@ -6,6 +6,7 @@
 #include "errors.h"
 #include "peer.h"
 #include "gpulab.h"
+#include "home.h"
 #include "identity.h"
 #include "lifetime.h"
 #include "options.h"
@@ -101,16 +102,154 @@ void gl_check_known_fields(lua_State *L, int t, const char *const known[], const
     }
 }
 
-void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods) {
-    lua_createtable(L, 0, 8);
-    lua_pushstring(L, tname);
-    lua_setfield(L, -2, "__name");
-    if (meta) luaL_setfuncs(L, meta, 0);
-    if (methods) {
-        lua_newtable(L);
-        luaL_setfuncs(L, methods, 0);
-        lua_setfield(L, -2, "__index");
+/* ---- Classes: every class keeps its methods and computed fields in two tables ------------------
+ * A class metatable carries __methods (name -> C function) and, when the class has computed
+ * read-only fields, __fields (name -> getter taking the object, returning one value). Those two
+ * tables are what REPL completion, help() and the API checks read (registry[tname]); nothing
+ * else names a class's methods. Lookups read the tables gl_new_class made, from upvalues and
+ * the private store, never through the metatable's fields (a script can reach the metatable by
+ * debug.getregistry() and replace them): a replaced __methods changes what readers list, never
+ * what an object answers. */
+
+#define CLASSES_KEY "gpulab.classes" /* private: tname -> {methods, fields or false} */
+#define MAX_CLASSES 48
+static const char *class_names[MAX_CLASSES]; /* the literals classes were made with */
+static int class_count;
+
+static void remember_class_name(lua_State *L, const char *tname) {
+    for (int i = 0; i < class_count; i++)
+        if (strcmp(class_names[i], tname) == 0) return;
+    if (class_count == MAX_CLASSES) luaL_error(L, "gpulab: more than %d classes (%s)", MAX_CLASSES, tname);
+    class_names[class_count++] = tname;
+}
+
+/* Pushes the private table of class records, made on first use. */
+static void push_class_records(lua_State *L) {
+    if (gl_private_get(L, CLASSES_KEY) == LUA_TTABLE) return;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, MAX_CLASSES);
+    lua_pushvalue(L, -1);
+    gl_private_set(L, CLASSES_KEY);
+}
+
+/* Pushes class tname's methods and fields tables (fields: nil when it has none); raises when
+ * the class was never made. */
+static void push_class_tables(lua_State *L, const char *tname) {
+    push_class_records(L);
+    if (lua_getfield(L, -1, tname) != LUA_TTABLE)
+        luaL_error(L, "gpulab: no class %s (gl_new_class makes it first)", tname);
+    lua_rawgeti(L, -1, 1);
+    if (lua_rawgeti(L, -2, 2) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
     }
+    lua_rotate(L, -4, 2);
+    lua_pop(L, 2);
+}
+
+/* Pushes what the object at obj answers for the key at key, given its class's methods and
+ * fields tables (fields may be nil): the method, else the getter's value, else nil. */
+static int class_answer(lua_State *L, int obj, int key, int methods, int fields) {
+    if (lua_type(L, key) != LUA_TSTRING) {
+        lua_pushnil(L);
+        return LUA_TNIL;
+    }
+    lua_pushvalue(L, key);
+    int t = lua_rawget(L, methods);
+    if (t != LUA_TNIL || !lua_istable(L, fields)) return t;
+    lua_pop(L, 1);
+    lua_pushvalue(L, key);
+    if (lua_rawget(L, fields) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        return LUA_TNIL;
+    }
+    lua_pushvalue(L, obj);
+    lua_call(L, 1, 1);
+    return lua_type(L, -1);
+}
+
+/* The __index of a class with fields. Upvalues (set by gl_new_class; debug.setupvalue cannot
+ * replace a C function's): 1 the methods, 2 the fields, 3 the class name's literal. The tag
+ * proves the object is of this class before any getter reads its block. */
+int gl_class_index(lua_State *L) {
+    const char *tname = lua_touserdata(L, lua_upvalueindex(3));
+    if (tname == NULL || !lua_istable(L, lua_upvalueindex(1)))
+        return luaL_error(L, "gpulab: gl_class_index runs only as the __index gl_new_class installs");
+    gl_checkudata(L, 1, tname);
+    class_answer(L, 1, 2, lua_upvalueindex(1), lua_upvalueindex(2));
+    return 1;
+}
+
+int gl_class_lookup(lua_State *L, int obj, int key) {
+    obj = lua_absindex(L, obj);
+    key = lua_absindex(L, key);
+    const char *tname = NULL;
+    for (int i = 0; i < class_count && tname == NULL; i++) /* by the tag: no metatable is read */
+        if (gl_testudata(L, obj, class_names[i])) tname = class_names[i];
+    if (tname == NULL || lua_type(L, key) != LUA_TSTRING) {
+        lua_pushnil(L);
+        return LUA_TNIL;
+    }
+    push_class_tables(L, tname);
+    int t = class_answer(L, obj, key, lua_gettop(L) - 1, lua_gettop(L));
+    lua_replace(L, -3);
+    lua_pop(L, 1);
+    return t;
+}
+
+void gl_class_add_methods(lua_State *L, const char *tname, const luaL_Reg *reg) {
+    push_class_tables(L, tname);
+    lua_pop(L, 1);
+    luaL_setfuncs(L, reg, 0);
+    lua_pop(L, 1);
+}
+
+void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods,
+                  const luaL_Reg *fields) {
+    remember_class_name(L, tname);
+    lua_createtable(L, 0, 10);
+    int mt = lua_gettop(L);
+    lua_pushstring(L, tname);
+    lua_setfield(L, mt, "__name");
+    if (meta) luaL_setfuncs(L, meta, 0);
+    lua_newtable(L); /* mt + 1: the methods */
+    if (methods) luaL_setfuncs(L, methods, 0);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, mt, "__methods");
+    if (fields) {
+        lua_newtable(L); /* mt + 2 */
+        luaL_setfuncs(L, fields, 0);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, mt, "__fields");
+    } else {
+        lua_pushnil(L);
+    }
+    lua_createtable(L, 2, 0); /* the private record: {methods, fields or false} */
+    lua_pushvalue(L, mt + 1);
+    lua_rawseti(L, -2, 1);
+    if (fields) lua_pushvalue(L, mt + 2);
+    else lua_pushboolean(L, 0);
+    lua_rawseti(L, -2, 2);
+    push_class_records(L);
+    lua_insert(L, -2);
+    lua_setfield(L, -2, tname);
+    lua_pop(L, 1);
+    if (lua_getfield(L, mt, "__index") == LUA_TNIL) { /* a class with its own __index keeps it */
+        lua_pop(L, 1);
+        if (fields) {
+            lua_pushvalue(L, mt + 1);
+            lua_pushvalue(L, mt + 2);
+            lua_pushlightuserdata(L, (void *)tname);
+            lua_pushcclosure(L, gl_class_index, 3);
+        } else {
+            lua_pushvalue(L, mt + 1);
+        }
+        lua_setfield(L, mt, "__index");
+    } else {
+        lua_pop(L, 1);
+    }
+    lua_settop(L, mt);
     lua_pushliteral(L, "gpulab object"); /* getmetatable() from scripts sees this, not internals */
     lua_setfield(L, -2, "__metatable");
     gl_register_class(L, tname);
@@ -131,7 +270,16 @@ static int l_shutdown(lua_State *L) {
     return 0;
 }
 
+/* luaopen_cuda runs once per Lua state: a second require (package.loaded.cuda cleared) gets the
+ * same table, so objects made before keep passing their class checks. */
+#define MODULE_KEY "gpulab.module"
+
+/* Called by a host (gpulab, the fuzzers) with no argument, or by require "cuda" in Lua 5.4's own
+ * interpreter with the module name and the path of cuda.so, where cuda.home is found from. */
 int luaopen_cuda(lua_State *L) {
+    const char *module_file = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
+    if (gl_private_get(L, MODULE_KEY) == LUA_TTABLE) return 1;
+    lua_pop(L, 1);
     gl_newuserdatauv(L, 0, 0);
     lua_newtable(L);
     lua_pushcfunction(L, l_shutdown);
@@ -154,5 +302,9 @@ int luaopen_cuda(lua_State *L) {
     gl_open_peer(L); gl_open_nccl(L);
     gl_open_partition(L);
     gl_guard_debug_library(L);
+    gl_open_home(L, module_file);
+    gl_open_hostless(L); /* gpulab's host then adds its own run_isolated */
+    lua_pushvalue(L, -1);
+    gl_private_set(L, MODULE_KEY);
     return 1;
 }

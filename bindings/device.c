@@ -454,7 +454,7 @@ static int l_device_tostring(lua_State *L) {
 void gl_open_device(lua_State *L) {
     static const luaL_Reg meta[] = {{"__tostring", l_device_tostring}, {NULL, NULL}};
     static const luaL_Reg methods[] = {{"attribute", l_attribute}, {NULL, NULL}};
-    gl_new_class(L, DEVICE_T, meta, methods);
+    gl_new_class(L, DEVICE_T, meta, methods, NULL);
     static const luaL_Reg fns[] = {{"count", l_count},
                                    {"device", l_device},
                                    {"device_attributes", l_device_attributes},

@@ -34,8 +34,31 @@ void *gl_checkudata(lua_State *L, int idx, const char *tname);
  * debug library is loaded) by versions that keep scripts from re-typing or emptying gpulab
  * objects and from writing the bindings' stack slots and upvalues (identity.c says how). */
 void gl_guard_debug_library(lua_State *L);
-/* Creates a metatable named `tname` with methods, __index = methods, __name = tname. */
-void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods);
+/* ---- Classes (cuda.c). One convention for every class: its metatable (registry[tname], as
+ * gl_register_class stores it) has
+ *   __name     tname
+ *   __methods  name -> C function: what obj:name(...) calls
+ *   __fields   name -> getter, only for a class with computed read-only fields: obj.name calls
+ *              the getter with the object (index 1), which returns one value
+ *   __index    __methods itself when the class has no fields; else gl_class_index
+ * and whatever metamethods `meta` names. A class whose meta has its own __index (one that answers
+ * integer keys, h[i]) keeps it and answers string keys through gl_class_lookup. REPL completion,
+ * help() and tools/api_check.lua read only __methods and __fields: a method or field named
+ * anywhere else is invisible to them. `tname` must be a string literal (its address is kept). */
+void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods,
+                  const luaL_Reg *fields);
+/* The __index gl_new_class installs for a class with fields: checks the object's type by its
+ * tag, answers the method of that name, else the field getter's value, else nil. Reads the
+ * tables from its upvalues, so only the closure gl_new_class makes works. */
+int gl_class_index(lua_State *L);
+/* For a class's own __index: pushes what the object at obj answers for the key at key by its
+ * class's __methods and __fields (the class found by the object's tag, the tables read from the
+ * private store); nil for a key that is no string, for an unknown name, and for an object that
+ * is no gpulab class's. Returns the pushed value's type. */
+int gl_class_lookup(lua_State *L, int obj, int key);
+/* Adds methods to class tname's __methods (a file that extends another's class: sass.c's
+ * prog:sass, l2.c's s:set_l2_window). Every reader and every object of the class sees them. */
+void gl_class_add_methods(lua_State *L, const char *tname, const luaL_Reg *reg);
 
 /* Values C code keeps for itself (class metatables, bookkeeping tables, finalizer sentinels).
  * A script can replace any registry entry (debug.getregistry()), so these live in a table of

@@ -365,13 +365,9 @@ static int l_l2_window(lua_State *L) {
 void gl_open_l2(lua_State *L) {
     static const luaL_Reg f[] = {{"l2_persisting", l_l2_persisting}, {"l2_reset", l_l2_reset}, {NULL, NULL}};
     luaL_setfuncs(L, f, 0);
-    gl_getmetatable(L, GL_STREAM_T);
-    if (lua_getfield(L, -1, "__index") != LUA_TTABLE) luaL_error(L, "gpulab: cuda.stream has no method table");
-    lua_pushcfunction(L, l_set_l2_window);
-    lua_setfield(L, -2, "set_l2_window");
-    lua_pushcfunction(L, l_l2_window);
-    lua_setfield(L, -2, "l2_window");
-    lua_pop(L, 2);
+    static const luaL_Reg stream_methods[] = {{"set_l2_window", l_set_l2_window}, {"l2_window", l_l2_window},
+                                              {NULL, NULL}};
+    gl_class_add_methods(L, GL_STREAM_T, stream_methods);
     push_windows(L);
     lua_pop(L, 1);
 }

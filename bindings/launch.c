@@ -1092,7 +1092,7 @@ void gl_open_launch(lua_State *L) {
                                     {NULL, NULL}};
     static const luaL_Reg methods[] = {{"set", l_prepared_set}, {"free", prepared_free},
                                        {"launch", l_prepared_launch}, {NULL, NULL}};
-    gl_new_class(L, PREPARED_T, meta, methods);
+    gl_new_class(L, PREPARED_T, meta, methods, NULL);
     static const luaL_Reg kernel_methods[] = {{"launch", l_launch}, {"prepare", l_prepare},
                                               {NULL, NULL}};
     gl_push_kernel_methods(L);

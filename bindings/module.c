@@ -911,10 +911,10 @@ void gl_open_module(lua_State *L) {
     static const luaL_Reg module_methods[] = {{"kernel", l_module_kernel},
                                               {"global", l_module_global},
                                               {"free", module_free}, {NULL, NULL}};
-    gl_new_class(L, GL_MODULE_T, module_meta, module_methods);
+    gl_new_class(L, GL_MODULE_T, module_meta, module_methods, NULL);
 
     static const luaL_Reg kernel_meta[] = {{"__tostring", kernel_tostring}, {NULL, NULL}};
-    gl_new_class(L, GL_KERNEL_T, kernel_meta, NULL);
+    gl_new_class(L, GL_KERNEL_T, kernel_meta, NULL, NULL);
     static const luaL_Reg kernel_methods[] = {{"occupancy", l_occupancy},
                                               {"set_max_dynamic_smem", l_set_max_dynamic_smem},
                                               {NULL, NULL}};

@@ -892,7 +892,7 @@ void gl_open_nccl(lua_State *L) {
                                        {"all_gather", l_all_gather}, {"reduce_scatter", l_reduce_scatter},
                                        {"sync", l_sync},             {"free", l_free},
                                        {NULL, NULL}};
-    gl_new_class(L, COMM_T, meta, methods);
+    gl_new_class(L, COMM_T, meta, methods, NULL);
     gl_getmetatable(L, COMM_T);
     lua_getfield(L, -1, "__index");
     lua_pushcclosure(L, comm_index, 1);

@@ -1194,7 +1194,7 @@ void gl_open_nvrtc(lua_State *L) {
     gl_private_set(L, PROGRAM_PRIVATE);
     static const luaL_Reg meta[] = {{"__tostring", l_program_tostring}, {NULL, NULL}};
     static const luaL_Reg methods[] = {{"params", l_program_params}, {NULL, NULL}};
-    gl_new_class(L, PROGRAM_T, meta, methods);
+    gl_new_class(L, PROGRAM_T, meta, methods, NULL);
     static const luaL_Reg funcs[] = {
         {"compile", l_compile}, {"compile_file", l_compile_file}, {"cache_key", l_cache_key}, {NULL, NULL}};
     lua_pushvalue(L, -1); /* the cuda table, as upvalue: cuda.home is read at call time */

@@ -287,7 +287,7 @@ void gl_open_partition(lua_State *L) {
                                     {"__tostring", partition_tostring}, {NULL, NULL}};
     static const luaL_Reg methods[] = {{"stream", l_partition_stream}, {"free", partition_free},
                                       {NULL, NULL}};
-    gl_new_class(L, PARTITION_T, meta, methods);
+    gl_new_class(L, PARTITION_T, meta, methods, NULL);
     gl_getmetatable(L, PARTITION_T); /* fields (sm_count, requested, ...) beside the methods */
     lua_getfield(L, -1, "__index");
     lua_pushcclosure(L, partition_index, 1);

@@ -1233,10 +1233,10 @@ static int l_result_tostring(lua_State *L) {
 
 void gl_open_pcsample(lua_State *L) {
     static const luaL_Reg session_meta[] = {{"__gc", session_close}, {"__close", session_close}, {NULL, NULL}};
-    gl_new_class(L, SESSION_T, session_meta, NULL);
+    gl_new_class(L, SESSION_T, session_meta, NULL, NULL);
     static const luaL_Reg result_meta[] = {{"__tostring", l_result_tostring}, {NULL, NULL}};
     static const luaL_Reg result_methods[] = {{"annotate", l_annotate}, {NULL, NULL}};
-    gl_new_class(L, RESULT_T, result_meta, result_methods);
+    gl_new_class(L, RESULT_T, result_meta, result_methods, NULL);
     static const luaL_Reg fns[] = {{"pcsample", l_pcsample}, {"pcsample_available", l_pcsample_available},
                                    {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);

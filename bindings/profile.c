@@ -700,7 +700,7 @@ static int l_profile_available(lua_State *L) {
 
 void gl_open_profile(lua_State *L) {
     static const luaL_Reg meta[] = {{"__gc", session_close}, {"__close", session_close}, {NULL, NULL}};
-    gl_new_class(L, SESSION_T, meta, NULL);
+    gl_new_class(L, SESSION_T, meta, NULL, NULL);
     static const luaL_Reg fns[] = {{"profile", l_profile},
                                    {"profile_available", l_profile_available},
                                    {NULL, NULL}};

@@ -687,12 +687,9 @@ static int l_sass_tostring(lua_State *L) {
 void gl_open_sass(lua_State *L) {
     static const luaL_Reg meta[] = {{"__tostring", l_sass_tostring}, {NULL, NULL}};
     static const luaL_Reg methods[] = {{"count", l_sass_count}, {NULL, NULL}};
-    gl_new_class(L, SASS_T, meta, methods);
+    gl_new_class(L, SASS_T, meta, methods, NULL);
     static const luaL_Reg program_methods[] = {{"resources", l_resources}, {"sass", l_sass}, {NULL, NULL}};
-    gl_getmetatable(L, "cuda.program");
-    lua_getfield(L, -1, "__index");
-    luaL_setfuncs(L, program_methods, 0);
-    lua_pop(L, 2);
+    gl_class_add_methods(L, "cuda.program", program_methods);
     lua_pushcfunction(L, l_sass_parse);
     lua_setfield(L, -2, "sass_parse");
 }

@@ -752,20 +752,20 @@ void gl_open_stream(lua_State *L) {
     static const luaL_Reg stream_methods[] = {
         {"sync", l_stream_sync}, {"query", l_stream_query}, {"wait", l_stream_wait},
         {"capture", l_stream_capture}, {"free", stream_free}, {NULL, NULL}};
-    gl_new_class(L, GL_STREAM_T, stream_meta, stream_methods);
+    gl_new_class(L, GL_STREAM_T, stream_meta, stream_methods, NULL);
 
     static const luaL_Reg event_meta[] = {{"__gc", event_free}, {"__close", event_free},
                                           {"__tostring", event_tostring}, {NULL, NULL}};
     static const luaL_Reg event_methods[] = {
         {"record", l_event_record}, {"sync", l_event_sync}, {"query", l_event_query},
         {"elapsed", l_event_elapsed}, {"free", event_free}, {NULL, NULL}};
-    gl_new_class(L, EVENT_T, event_meta, event_methods);
+    gl_new_class(L, EVENT_T, event_meta, event_methods, NULL);
 
     static const luaL_Reg graph_meta[] = {{"__gc", graph_free}, {"__close", graph_free},
                                           {"__tostring", graph_tostring}, {NULL, NULL}};
     static const luaL_Reg graph_methods[] = {{"launch", l_graph_launch}, {"free", graph_free},
                                              {NULL, NULL}};
-    gl_new_class(L, GRAPH_T, graph_meta, graph_methods);
+    gl_new_class(L, GRAPH_T, graph_meta, graph_methods, NULL);
     gl_getmetatable(L, GRAPH_T); /* fields (nodes, objects) beside the methods */
     lua_getfield(L, -1, "__index");
     lua_pushcclosure(L, graph_index, 1);

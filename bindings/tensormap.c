@@ -700,7 +700,7 @@ void gl_open_tensormap(lua_State *L) {
                                     {NULL, NULL}};
     static const luaL_Reg methods[] = {{"free", tm_free_method}, {"describe", tm_describe},
                                        {"replace_address", tm_replace_address}, {NULL, NULL}};
-    gl_new_class(L, GL_TENSORMAP_T, meta, methods);
+    gl_new_class(L, GL_TENSORMAP_T, meta, methods, NULL);
     gl_getmetatable(L, GL_TENSORMAP_T);
     lua_getfield(L, -1, "__index");
     lua_setfield(L, -2, "__methods");
