@@ -7,13 +7,11 @@
 #include "errors.h" /* cuda.error objects are reported as the strings they replace */
 
 #include <lauxlib.h>
-#include <limits.h>
 #include <lualib.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,46 +21,7 @@
 const char *gl_progname = "gpulab";
 int gl_argc;
 char **gl_argv;
-static char data_dir[PATH_MAX];
 static void install_coroutine_tracking(lua_State *L);
-
-static bool is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* Installed: <prefix>/bin/gpulab next to <prefix>/share/gpulab. In the build tree the source
- * folder named at configure time is used. GPULAB_HOME overrides both. */
-static void find_data_dir(const char *argv0) {
-    (void)argv0;
-    const char *env = getenv("GPULAB_HOME");
-    if (env && *env && is_dir(env)) {
-        snprintf(data_dir, sizeof data_dir, "%s", env);
-        return;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            char cand[PATH_MAX + 32];
-            snprintf(cand, sizeof cand, "%s/../share/gpulab", exe);
-            char real[PATH_MAX];
-            if (realpath(cand, real) && is_dir(real)) {
-                snprintf(data_dir, sizeof data_dir, "%s", real);
-                return;
-            }
-        }
-    }
-    if (is_dir(GPULAB_SOURCE_DIR "/lua")) {
-        snprintf(data_dir, sizeof data_dir, "%s", GPULAB_SOURCE_DIR);
-        return;
-    }
-    snprintf(data_dir, sizeof data_dir, "%s", GPULAB_INSTALL_DATA_DIR);
-}
-
 
 /* ---- loading chunks: Lua's functions, text only -------------------------------------------
  * A precompiled chunk bypasses the parser's checks, so gpulab never loads one. Everything else
@@ -216,7 +175,7 @@ static int searcher_text(lua_State *L) {
     return 2;
 }
 
-/* The last searcher: gpulab's own modules (gpulab.lab, ...) in <data dir>/lua. It comes after
+/* The last searcher: gpulab's own modules (gpulab.lab, ...) in <cuda.home>/lua. It comes after
  * Lua's searchers, so package.path, LUA_PATH and ';;' stay exactly the user's, and a module of
  * the user's with the same name wins. A miss adds to require's "not found" message only for a
  * name under gpulab.: any other reads as in lua(1), which knows no such folder. Upvalues: the
@@ -241,7 +200,7 @@ static int searcher_gpulab(lua_State *L) {
     return 2;
 }
 
-static void install_searchers(lua_State *L) {
+static void install_searchers(lua_State *L, const char *home) {
     lua_getglobal(L, "package");
     int package = lua_gettop(L);
     lua_getfield(L, package, "searchers");
@@ -252,7 +211,7 @@ static void install_searchers(lua_State *L) {
     lua_pushcclosure(L, searcher_text, 2);
     lua_rawseti(L, package + 1, 2);
     lua_pushvalue(L, searchpath);
-    lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua", data_dir, data_dir);
+    lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua", home, home);
     lua_pushcclosure(L, searcher_gpulab, 2);
     lua_rawseti(L, package + 1, (lua_Integer)lua_rawlen(L, package + 1) + 1);
     lua_settop(L, package - 1);
@@ -287,20 +246,17 @@ static void save_pristine_library(lua_State *L) {
 }
 
 void gl_setup_state(lua_State *L, const char *argv0) {
-    find_data_dir(argv0);
+    (void)argv0;
     gl_private_reset(); /* a new state: the previous one's private store went with it */
     luaL_openlibs(L);
     save_pristine_library(L);
     install_loaders(L);
-    install_searchers(L);
     install_coroutine_tracking(L);
-    luaL_requiref(L, "cuda", luaopen_cuda, 1); /* also the global `cuda` */
-    lua_pop(L, 1);
-    lua_getglobal(L, "cuda");
-    lua_pushstring(L, data_dir);
-    lua_setfield(L, -2, "home");
+    luaL_requiref(L, "cuda", luaopen_cuda, 1); /* also the global `cuda`; it sets cuda.home */
     gl_open_isolate(L);
-    lua_pop(L, 1);
+    lua_getfield(L, -1, "home");
+    install_searchers(L, lua_tostring(L, -1)); /* gpulab's own modules: <cuda.home>/lua */
+    lua_pop(L, 2);
     if (getenv("GPULAB_DEPFILE")) gl_watch_child_setup(L);
 }
 
