@@ -20,7 +20,9 @@
 --     options  = { {"name", "string", "default or nil", "meaning"}, … }   -- keys of the opts table
 --     options_of = "cuda.compile"                     -- takes the same options as that entry
 --     returns  = { {"cuda.program", "text"}, … }
---     errors   = { "cuda.sync: option 'timeout' must be 0..1e9 seconds, got …", … }
+--     errors   = { "bad argument #1 to 'cuda.sync' (field 'timeout': must be 0..1e9 seconds, got …)", … }
+--                  -- texts gpulab raises, `…` (or `...`, `<what>`) where they vary; tools/api_errors.lua
+--                  -- (test api_errors) checks each against the code's format strings and the tests
 --     text     = [[longer markdown]],  example = [[Lua code]]
 --   Types are LuaLS types: string integer number boolean table function any nil, described
 --   class names (cuda.array, Lab), unions a|b, arrays T[], table<K, V>, literals "cold"|"hot".
@@ -84,8 +86,8 @@ sections = {
     { "cuda.sync", sig = "cuda.sync{timeout=s}",
       params = { {"opts", "table?", "`{timeout=seconds}`"} },
       options = { {"timeout", "number", "none", "seconds to wait (0..1e9)"} },
-      errors = { "cuda.sync: option 'timeout' must be 0..1e9 seconds, got …",
-                 "cuda.sync: timed out after … s waiting for the GPU; … (the launches in flight)" },
+      errors = { "bad argument #1 to 'cuda.sync' (field 'timeout': must be 0..1e9 seconds, got …)",
+                 "cuda.sync: timed out after … s waiting for the GPU; … (the work is still running; a kernel that never ends needs a restart)" },
       summary = "waits for the whole context; past the deadline it raises naming the pending launches" },
     { "cuda.mem_info", sig = "cuda.mem_info()",
       returns = { {"integer", "free bytes"}, {"integer", "total bytes"} },
@@ -134,8 +136,11 @@ naming the launches that were in flight. Finalizers then leave the driver's hand
         {"names", "string[]", nil, "name expressions (`\"scale<2>\"`) to lower; see `prog.lowered`. Lookups by `prog:params`, `mod:kernel` and `mod:global` accept spacing variants (`\"scale<2, float>\"` finds `\"scale<2,float>\"`: white space only counts between two identifier characters); an expression that was not registered raises listing the registered ones"},
         {"cache", "boolean", "`true`", "`false` to bypass the compile cache"},
       },
-      errors = { "a failed compile raises with NVRTC's log rewritten to `file:line: …`",
-                 "an option string, define name or value, the arch, the file name or a name expression with an embedded NUL byte is refused, never truncated" },
+      errors = { "cuda.compile: bad.cu: compilation failed: bad.cu:1: error: expected an expression …",
+                 "bad argument #2 to 'cuda.compile' (field 'options': item 1 contains a NUL byte)" },
+      text = [[A failed compile raises a `cuda.error` with NVRTC's log, its lines rewritten to `file:line:`. An
+option string, define name or value, the arch, the file name or a name expression with an embedded NUL byte
+is refused, never truncated.]],
       example = [==[local prog = cuda.compile([[extern "C" __global__ void k(float *x) { x[0] = 1; }]],
                            {defines = {N = 4}})
 local mod = cuda.load(prog)]==] },
@@ -145,7 +150,7 @@ local mod = cuda.load(prog)]==] },
       options_of = "cuda.compile",
       returns = { {"cuda.program", "the compiled program"} },
       errors = { "cuda.compile_file: cannot open '<path>': <reason>",
-                 "cuda.compile_file: '<path>': source contains a NUL byte at offset N" },
+                 "cuda.compile_file: '<path>': source contains a NUL byte at offset …" },
       summary = "`cuda.compile` of a file's text (`name` defaults to the path); `--watch` re-runs when it or a header it read changes" },
     { "cuda.cache_key", sig = "cuda.cache_key(src, opts[, nvrtc_version])",
       params = { {"src", "string", "CUDA C++ source"}, {"opts", "table?", "as cuda.compile's"},
@@ -392,7 +397,8 @@ mismatching element (as `h[first_bad]` reads it), absent when none mismatches.]=
       params = { {"dtype", "string", "`f16 bf16 f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool`"},
                  {"shape", "integer|integer[]", "element count or dimensions"} },
       returns = { {"cuda.array", "uninitialised device memory"} },
-      errors = { "zero-element arrays are refused; sizes are overflow-checked" },
+      errors = { "bad argument #2 to 'cuda.array' (size must be positive, got 0; zero-element arrays are not supported)",
+                 "bad argument #2 to 'cuda.array' (the element count overflows 64 bits)" },
       summary = "a device array (`cuMemAlloc`)" },
     { "cuda.host", sig = "cuda.host(dtype, n | {dims}, {pinned=true})",
       params = { {"dtype", "string", "as cuda.array"}, {"shape", "integer|integer[]", "element count or dimensions"},
@@ -405,7 +411,8 @@ mismatching element (as `h[first_bad]` reads it), absent when none mismatches.]=
                  {"opts", "table?", "tolerances"} },
       options = { {"atol", "number", "0", "absolute tolerance"}, {"rtol", "number", "0", "relative tolerance (of |b|)"} },
       returns = { {"table", "`{ok=, max_abs=, max_rel=, mismatches=, first_bad=}`"} },
-      errors = { "cuda.compare: atol and rtol must not be negative", "cuda.compare: element counts differ (n and m)" },
+      errors = { "bad argument #3 to 'cuda.compare' (field 'atol': must not be negative, got -1)",
+                 "cuda.compare: element counts differ (… and …)" },
       summary = "element-wise comparison in C (device arrays are copied to the host first)" },
     { "cuda.array", kind = "class", summary = "device memory (or a view of it); `<close>` frees it",
       fields = {
@@ -432,7 +439,7 @@ mismatching element (as `h[first_bad]` reads it), absent when none mismatches.]=
         {"src_pitch", "integer", nil, "source row pitch in elements"},
       },
       returns = { {"cuda.array", "x"} },
-      errors = { "dtype mismatch (destination f32, source i32)" },
+      errors = { "bad argument #2 to 'd:copy_from' (dtype mismatch (destination f32, source i32); pass {reinterpret=true} to copy the bytes as they are, …)" },
       summary = "copies from another device or host array (see Copies, below)" },
     { "cuda.array:view", sig = "x:view(first[, n | {dims}])",
       params = { {"first", "integer", "1-based first element"}, {"shape", "(integer|integer[])?", "count or dimensions (default: to the end)"} },
@@ -665,7 +672,7 @@ parallelism on compute capability 9.x (2 more shared SMs).]==],
       options = { {"priority", "integer", "the lowest", "stream priority, in the device's range (lower is higher priority)"} },
       returns = { {"cuda.stream", "a non-blocking stream whose kernels run on the partition's SMs (cuGreenCtxStreamCreate)"} },
       errors = { "part:stream: the cuda.partition was freed",
-                 "bad argument #1 to 'part:stream' (the cuda.partition belongs to device 0, but device 1 is current)" },
+                 "calling 'part:stream' on bad self (the cuda.partition belongs to device 0, but device 1 is current (a context cannot use another's cuda.partition, peer access or not; …))" },
       summary = "a stream in the partition; the partition's device must be current" },
     { "cuda.partition:free", sig = "p:free()",
       summary = "gives the partition up (also `<close>`); its live streams keep working and the green context goes with the last of them" },
@@ -701,7 +708,7 @@ it waited for and returns instead of trapping, 2-D TMA loads and stores, descrip
         {"oob_fill", "\"none\"|\"nan\"", "`\"none\"`", "out-of-bounds fill"},
       },
       returns = { {"cuda.tensormap", "the encoded map"} },
-      errors = { "box[2] = 257: each box dimension must be 1..256 (every rule of cuTensorMapEncodeTiled, named with its value)" },
+      errors = { "bad argument #1 to 'cuda.tensormap' (box[2] = 257: each box dimension must be 1..256)" },
       summary = "encodes a tiled tensor map (`cuTensorMapEncodeTiled`), every rule checked first" },
     { "cuda.tensormap_check", sig = "cuda.tensormap_check(spec)",
       params = { {"spec", "table", "as cuda.tensormap"} }, options_of = "cuda.tensormap", options_param = "spec",
@@ -1009,7 +1016,7 @@ tests only). `GPULAB_FAKE_CC=8.0` makes it a device without clusters or PDL.]==]
                   {"outer_range", "boolean", "`true` unless `GPULAB_CUPTI_PUSH_RANGE=0`", "run fn inside one pushed range"} },
       returns = { {"table", "one row per launch, and `passes, launches, dropped, chip, truncated`"} },
       errors = { "cuda.profile: unknown metric 'dram__byte.sum' for this GPU (did you mean: dram__bytes.sum, ...?)",
-                 "cuda.profile: <CUPTI call>: CUPTI_ERROR_NAME (code): CUPTI's message" },
+                 "cuda.profile: cuptiRangeProfilerSetConfig: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (35): …" },
       summary = "hardware counters of each kernel launch `fn` makes (CUPTI range profiler)" },
     { "cuda.profile_available", sig = "cuda.profile_available()",
       returns = { {"boolean", "CUPTI can be used"}, {"string", "libcupti's path, or why not"} },
@@ -1042,8 +1049,9 @@ seconds) before the counters are read.
 - Unknown metric names raise before anything runs, with the nearest names the chip knows (edit
   distance over CUPTI's base metrics and their submetrics):
   `cuda.profile: unknown metric 'dram__byte.sum' for this GPU (did you mean: dram__bytes.sum, ...?)`.
-- CUPTI failures raise `cuda.profile: <CUPTI call>: CUPTI_ERROR_NAME (code): CUPTI's message`, e.g.
-  `CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (35)` where counters are restricted to admin users.
+- CUPTI failures raise the CUPTI call, CUPTI's error name and number and its message, e.g.
+  `cuda.profile: cuptiRangeProfilerSetConfig: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (35): …` where counters
+  are restricted to admin users.
 - Refused: a nested `cuda.profile`, and `cuda.profile` during a stream capture.
 - Every exit — normal, an error raised inside `fn`, a CUPTI or CUDA error — ends the session (stop,
   disable, host object and profiler deinitialized, images freed), so it works repeatedly in the REPL.
@@ -1080,7 +1088,7 @@ seconds) before the counters are read.
       errors = { "cuda.pcsample: already sampling (cuda.pcsample cannot be nested)",
                  "cuda.pcsample: cuda.profile is running (CUPTI's PC sampling and counters do not mix)",
                  "cuda.pcsample: cannot sample during a stream capture (sample the graph's launch instead)",
-                 "cuda.pcsample: <CUPTI call>: CUPTI_ERROR_NAME (code): CUPTI's message" },
+                 "cuda.pcsample: cuptiPCSamplingGetData: CUPTI_ERROR_INVALID_OPERATION (7)…" },
       summary = "where each kernel launched by `fn` stalls, per SASS instruction and source line (CUPTI PC sampling)" },
     { "cuda.pcsample_available", sig = "cuda.pcsample_available()",
       returns = { {"boolean", "CUPTI's PC sampling can be used"}, {"string", "libcupti's path, or why not"} },
@@ -1152,7 +1160,7 @@ line (`prog:sass`, so the toolkit's `nvdisasm`), aggregated per line and per rea
     { "cuda.trace", sig = "cuda.trace([path | false])",
       params = { {"path", "(string|boolean)?", "a file starts recording; `false` stops and writes; none asks"} },
       returns = { {"string|table?", "the path while recording, the summary `{path=, spans=, device_spans=, dropped=}` after stopping"} },
-      errors = { "raises if already recording or the file cannot be written" },
+      errors = { "cuda.trace: already tracing to … (cuda.trace(false) ends it)", "cuda.trace: cannot write …" },
       summary = "records a Chrome-trace timeline of every launch, copy, memset, sync and graph launch" },
   },
   text = [==[
@@ -1215,7 +1223,7 @@ structs gpulab declares (`bindings/cupti_abi.h`) match the toolkit's headers fie
                   {"max_samples", "integer", "10000", "samples at most"} },
       returns = { {"table", "`{mean=, median=, min=, max=, stdev=, noise=, ci95=, samples=, …}` in ms per call"} },
       errors = { "cuda.measure: fn enqueued no GPU work", "cuda.measure: no sample accepted within ...",
-                 "cuda.measure: option 'max_noise' must be a finite number > 0, got 0" },
+                 "bad argument #2 to 'cuda.measure' (field 'max_noise': must be a finite number > 0, got 0)" },
       summary = "times `fn` on the GPU until the mean is known to `max_noise` (or another stopping rule)" },
     { "cuda.stats_of", sig = "cuda.stats_of(times)", params = { {"times", "number[]", "times in ms"} },
       returns = { {"table", "`{mean, median, min, max, stdev, noise, stdrel, t95, ci95, samples}`"} },
@@ -1273,12 +1281,12 @@ raises `cuda.measure: fn enqueued no GPU work`.
   pass. Without the reset, lines a persisting window (`s:set_l2_window`) left in the set-aside
   (`cuda.l2_persisting`) survive the flush and a "cold" sample reads them from L2. Hot and graph results
   have none of these fields, and `l2_reset` is refused there.
-- Errors: options are checked by name (`cuda.measure: option 'max_noise' must be a finite number > 0, got
-  0`; NaN, infinities, negative or zero values where they make no sense, unknown options, `batch` with
-  `cold`, `min_time` > `timeout`); a stream freed before or during the call, a stream of another device's
-  context (`option 'stream': the cuda.stream belongs to another device's context`), a call during a
-  capture, and `fn` changing the current device raise. An error raised by `fn` propagates unchanged; the
-  capture (graph regime) is closed, and the events, the flush buffer and the pinned words are released.
+- Errors: options are checked by name (`bad argument #2 to 'cuda.measure' (field 'max_noise': must be a
+  finite number > 0, got 0)`; NaN, infinities, negative or zero values where they make no sense, unknown
+  options, `batch` with `cold`, `min_time` > `timeout`); a stream freed before or during the call, a
+  stream of another device's context (`option 'stream': the cuda.stream belongs to another device's
+  context`), a call during a capture, and `fn` changing the current device raise. An error raised by
+  `fn` propagates unchanged; the capture (graph regime) is closed, and the events, the flush buffer and the pinned words are released.
 - `cuda.stats_of(times)`: `{mean, median, min, max, stdev, noise, stdrel, t95, ci95, samples}` of a list
   of finite times ≥ 0 (read raw: metatables are ignored); one sample gives `noise = inf` and
   `ci95 = {-inf, inf}`.
@@ -1312,7 +1320,7 @@ tensor-map encoding. A lab's verdicts under the stand-in are never evidence.]==]
 - `cuda.sync{timeout=}` uses one watchdog thread for the whole process. `GPULAB_NO_WATCHDOG=1` makes gpulab
   behave as if that thread could not be started (for tests): the wait then polls every stream.
 - Objects carry their device: `k:launch`, `k:prepare`, `g:launch` and any call taking `stream=` raise
-  "bad argument #n to 'k:launch' (the cuda.array belongs to device 0, but device 1 is current ...)" for
+  "bad argument #2 to 'k:launch' (the cuda.array belongs to device 0, but device 1 is current ...)" for
   another device's object.
 - A tensor map over a freed array: "the cuda.array under the tensor map was freed" from launches, prepared
   launches and replays.

@@ -13,3 +13,7 @@ add_test(NAME api_generated_fresh
 set_tests_properties(api_generated_fresh PROPERTIES LABELS cpu TIMEOUT 120)
 # help(x)'s display: wrapped at spaces, every entry of a shared short name, stand-ins left out.
 gl_add_lua_test(help_display tests/lua/test_help.lua FAKE)
+# Every error text docs/api.lua shows is one the code raises: a format string of bindings/, host/
+# or lua/, or what a CPU test expects (tools/api_errors.lua); and the check reports a changed one.
+gl_add_lua_test(api_errors tools/api_errors.lua)
+gl_add_lua_test(api_errors_tool tests/lua/test_api_errors.lua ENV GPULAB_BIN=$<TARGET_FILE:gpulab>)
