@@ -895,6 +895,9 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
   versions, device, date, host, command line, parameters, each kernel's options and resources) are
   described in docs/RESULTS_SCHEMA.md. `lab:verdict` with a word that is no declared id (a typo such as
   "overlpa") raises naming the declared ids and the nearest one; a whole sentence is an undeclared claim.
+- `harness.holds(decisions, {holds=, refuted=, valid=})` turns decisions into the verdict: false when
+  one decision refutes the claim, true when every one holds it, nil (unclear) otherwise — the mapping a
+  lab writes once per claim beside its declaration, instead of if-chains after each compare.
 - `harness.summarize(times_ms [, extra])` builds a result (mean, median, min, max, stdev, noise =
   stdev/mean, ci95 = mean ± t·stdev/√n); `harness.pool(a, b)`; `harness.ratio(a, b)`; `harness.format_result(r)`.
 - Helpers: `lab:compile(path, opts)` (compiles and notes arch, time, cache hit; a relative path is
@@ -950,6 +953,15 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
     { "harness.decide", sig = "harness.decide(ci, margin, against)",
       params = { {"ci", "number[]", "a ratio interval"}, {"margin", "number", "band half-width"}, {"against", "number", "the ratio compared with"} },
       returns = { {"string", "\"faster\"|\"slower\"|\"same\"|\"unclear\""} }, summary = "the decision lab:compare makes from one interval" },
+    { "harness.holds", sig = "harness.holds(decisions, {holds=, refuted=, valid=})",
+      params = { {"decisions", "string|string[]", "a decision of lab:compare, or a list of them (one per size or pair)"},
+                 {"rule", "table", "`{holds = {\"faster\"}, refuted = {\"slower\", \"same\"}, valid = true}`"} },
+      returns = { {"boolean?", "true (holds), false (refuted) or nil (unclear): lab:verdict's third argument"} },
+      errors = { "bad argument #1 to 'harness.holds' (the decision is 'fast'; faster, slower, same or unclear expected)",
+                 "bad argument #2 to 'harness.holds' (field 'refuted': 'faster' is in holds too)" },
+      summary = "the verdict of a claim from decisions: refuted when one is in `refuted`, holds when every one is in `holds`, else unclear (an \"unclear\" decision, a word in neither list, no decision, or `valid = false`: evidence that cannot be judged, such as a wrong output)",
+      example = [[local d, _, _, detail = lab:compare(two_stages, one_stage, {against = 1 / 1.6, margin = 0})
+lab:verdict("overlap", "2 stages vs 1", harness.holds(d, {holds = {"faster"}, refuted = {"slower"}, valid = exact}), detail)]] },
     { "harness.format_result", sig = "harness.format_result(r[, unit[, scale]])",
       params = { {"r", "table", "a result"}, {"unit", "string?", "unit name"}, {"scale", "number?", "factor"} },
       returns = { {"string", "text"} }, summary = "a result as `mean ± half-width unit`" },

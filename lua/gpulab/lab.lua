@@ -591,6 +591,62 @@ function harness.decide(ci, margin, against)
   return "unclear"
 end
 
+-- harness.holds(decisions, rule) --> true | false | nil: the verdict a claim gets from
+-- lab:compare's decisions. `decisions` is one decision ("faster", "slower", "same", "unclear")
+-- or a list of them (one per size, per pair); rule = {holds = {...}, refuted = {...}, valid = v}
+-- lists the decisions that hold and that refute the claim (no word in both). Refuted (false) when
+-- a decision is one of `refuted`; holds (true) when every decision is one of `holds`; else nil
+-- (unclear): an "unclear" decision, a decision in neither list, no decision at all. valid = false
+-- (the evidence cannot be judged: a kernel's output was wrong) gives nil whatever was decided.
+local DECISION_WORDS = { faster = true, slower = true, same = true, unclear = true }
+
+local function decision_set(rule, field)
+  local list = rule[field]
+  if list == nil then return {} end
+  if type(list) ~= "table" then field_error("harness.holds", 2, field, "list of decisions expected", 3) end
+  local set = {}
+  for i, w in ipairs(list) do
+    if not DECISION_WORDS[w] or w == "unclear" then
+      field_error("harness.holds", 2, field, string.format("entry %d is %s; faster, slower or same expected", i,
+        type(w) == "string" and ("'" .. w .. "'") or type(w)), 3)
+    end
+    set[w] = true
+  end
+  return set
+end
+
+function harness.holds(decisions, rule)
+  if type(rule) ~= "table" then arg_error("harness.holds", 2, "rule {holds=, refuted=, valid=} expected") end
+  for k in pairs(rule) do
+    if k ~= "holds" and k ~= "refuted" and k ~= "valid" then
+      arg_error("harness.holds", 2, string.format("unknown field '%s' (known: holds, refuted, valid)", tostring(k)))
+    end
+  end
+  local yes, no = decision_set(rule, "holds"), decision_set(rule, "refuted")
+  for w in pairs(yes) do
+    if no[w] then field_error("harness.holds", 2, "refuted", "'" .. w .. "' is in holds too") end
+  end
+  if rule.valid ~= nil and type(rule.valid) ~= "boolean" then
+    field_error("harness.holds", 2, "valid", "boolean expected, got " .. type(rule.valid))
+  end
+  if type(decisions) ~= "table" and type(decisions) ~= "string" then
+    arg_error("harness.holds", 1, "a decision or a list of decisions expected, got " .. type(decisions))
+  end
+  local list = type(decisions) == "table" and decisions or { decisions }
+  for i, d in ipairs(list) do
+    if not DECISION_WORDS[d] then
+      arg_error("harness.holds", 1, string.format("%s is %s; faster, slower, same or unclear expected",
+        type(decisions) == "table" and ("entry " .. i) or "the decision",
+        type(d) == "string" and ("'" .. d .. "'") or type(d)))
+    end
+  end
+  if rule.valid == false then return nil end
+  for _, d in ipairs(list) do if no[d] then return false end end
+  if #list == 0 then return nil end
+  for _, d in ipairs(list) do if not yes[d] then return nil end end
+  return true
+end
+
 local function clock_s()
   if type(cuda) == "table" and type(cuda.now) == "function" then return cuda.now() end
   return wall_s()
