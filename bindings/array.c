@@ -94,8 +94,8 @@ gl_array *gl_push_array_view(lua_State *L, int dtype_idx, int shape_idx, const c
     if (s.nbytes > limit) {
         char type[160];
         gl_format_type(type, sizeof type, t, s.ndim, s.dims);
-        gl_error(L, "%s: %s needs %zu bytes, but '%s' holds %zu bytes", fn, type, s.nbytes, what,
-                 limit);
+        gl_argerror(L, shape_idx, fn, "%s needs %zu bytes, but '%s' holds %zu bytes", type, s.nbytes, what,
+                    limit);
     }
     gl_array *a = gl_newuserdatauv(L, sizeof *a, 1);
     memset(a, 0, sizeof *a);

@@ -117,7 +117,7 @@ static int l_compare(lua_State *L) {
     if (!gl_test_host(L, 1) || !gl_test_host(L, 2)) gl_require_gpu(L, fn);
     view a = check_view(L, 1, fn), b = check_view(L, 2, fn);
     if (a.numel != b.numel)
-        gl_error(L, "%s: element counts differ (%zu and %zu)", fn, a.numel, b.numel);
+        gl_argerror(L, 2, fn, "element counts differ (%zu and %zu)", a.numel, b.numel);
     /* from here on nothing may raise until the host copies are freed */
     CUresult r = CUDA_SUCCESS;
     bool allocated = fetch_device(L, 1, &a, &r);

@@ -131,6 +131,18 @@ static bool convert_one(gl_dtype dt, void *dp, gl_dtype st, const void *sp, bool
     return true;
 }
 
+/* Raises for the source (argument 2) when one of its n elements at sp (the first being element
+ * first + 1) does not convert to dtype dt exactly; writes nothing. */
+static void check_convertible(lua_State *L, gl_dtype dt, const unsigned char *sp, gl_dtype st, size_t n,
+                              size_t first, const char *fn) {
+    if (!gl_dtype_is_integer(dt) || gl_dtype_is_bool(st)) return; /* floats and bools take anything */
+    size_t se = gl_dtype_size(st);
+    for (size_t i = 0; i < n; i++)
+        if (!convert_one(dt, NULL, st, sp + i * se, false))
+            gl_argerror(L, 2, fn, "source element %zu (%.17g) does not convert to %s exactly", first + i + 1,
+                        gl_dtype_load_double(st, sp + i * se), gl_dtype_name(dt));
+}
+
 /* Converting host copy of n elements: every value is checked before anything is written, so
  * a refused conversion leaves the destination as it was. */
 static void convert_elements(lua_State *L, void *dp, gl_dtype dt, const void *sp, gl_dtype st,
@@ -138,11 +150,7 @@ static void convert_elements(lua_State *L, void *dp, gl_dtype dt, const void *sp
     size_t de = gl_dtype_size(dt), se = gl_dtype_size(st);
     const unsigned char *s = sp;
     unsigned char *d = dp;
-    bool can_fail = gl_dtype_is_integer(dt) && !gl_dtype_is_bool(st);
-    for (size_t i = 0; can_fail && i < n; i++)
-        if (!convert_one(dt, NULL, st, s + i * se, false))
-            gl_error(L, "%s: source element %zu (%.17g) does not convert to %s exactly", fn, first + i + 1,
-                     gl_dtype_load_double(st, s + i * se), gl_dtype_name(dt));
+    check_convertible(L, dt, s, st, n, first, fn);
     for (size_t i = 0; i < n; i++) convert_one(dt, d + i * de, st, s + i * se, true);
 }
 
@@ -163,13 +171,16 @@ static copy_plan plan_copy(lua_State *L, gl_mem_ref dst, gl_mem_ref src, const c
                     gl_dtype_name(dt), gl_dtype_name(st));
     p.convert = o->convert && dt != st;
     if (p.convert && (dst.dev || src.dev))
-        gl_error(L, "%s: {convert=true} converts between host arrays only (destination %s %s, "
-                    "source %s %s): convert into a host array, then copy that", fn,
-                 dst.dev ? "cuda.array" : "cuda.host", gl_dtype_name(dt),
-                 src.dev ? "cuda.array" : "cuda.host", gl_dtype_name(st));
-    if ((size_t)o->dst_offset > dn || (size_t)o->src_offset > sn)
-        gl_error(L, "%s: offset past the end (dst_offset %lld of %zu elements, src_offset %lld "
-                    "of %zu elements)", fn, o->dst_offset, dn, o->src_offset, sn);
+        gl_fielderror(L, 3, fn, "convert", "converts between host arrays only (destination %s %s, "
+                      "source %s %s): convert into a host array, then copy that",
+                      dst.dev ? "cuda.array" : "cuda.host", gl_dtype_name(dt),
+                      src.dev ? "cuda.array" : "cuda.host", gl_dtype_name(st));
+    if ((size_t)o->dst_offset > dn)
+        gl_fielderror(L, 3, fn, "dst_offset", "%lld is past the end of the destination (%zu elements)",
+                      (long long)o->dst_offset, dn);
+    if ((size_t)o->src_offset > sn)
+        gl_fielderror(L, 3, fn, "src_offset", "%lld is past the end of the source (%zu elements)",
+                      (long long)o->src_offset, sn);
     size_t davail = dn - (size_t)o->dst_offset, savail = sn - (size_t)o->src_offset;
     p.dst_byte = (size_t)o->dst_offset * de;
     p.src_byte = (size_t)o->src_offset * se;
@@ -189,9 +200,9 @@ static copy_plan plan_copy(lua_State *L, gl_mem_ref dst, gl_mem_ref src, const c
         p.count = (size_t)o->count;
         if (p.count > davail || (!by_bytes && p.count > savail) ||
             (by_bytes && (p.count > SIZE_MAX / de || p.count * de > savail * se)))
-            gl_error(L, "%s: count %lld does not fit (destination has %zu elements of %s after "
-                        "dst_offset, source %zu elements of %s after src_offset)", fn, o->count,
-                     davail, gl_dtype_name(dt), savail, gl_dtype_name(st));
+            gl_fielderror(L, 3, fn, "count", "%lld does not fit (destination has %zu elements of %s after "
+                          "dst_offset, source %zu elements of %s after src_offset)", (long long)o->count,
+                          davail, gl_dtype_name(dt), savail, gl_dtype_name(st));
     }
     p.nbytes = p.count * de;
     return p;
@@ -214,12 +225,13 @@ static row_plan plan_rows(lua_State *L, gl_mem_ref dst, gl_mem_ref src, const co
     row_plan r = {1, 0, 0};
     if (o->rows <= 0) return r;
     if (o->reinterpret && mem_dtype(dst) != mem_dtype(src))
-        gl_error(L, "%s: a 2-D copy ({rows=}) between different dtypes converts only ({convert=true})", fn);
+        gl_fielderror(L, 3, fn, "reinterpret", "a 2-D copy ({rows=}) between different dtypes converts only "
+                      "({convert=true})");
     size_t dp = o->dst_pitch ? (size_t)o->dst_pitch : default_pitch(dst, p->count);
     size_t sp = o->src_pitch ? (size_t)o->src_pitch : default_pitch(src, p->count);
     if (dp < p->count)
-        gl_error(L, "%s: dst_pitch %zu is shorter than a row (count %zu): rows would overlap", fn,
-                 dp, p->count);
+        gl_fielderror(L, 3, fn, "dst_pitch", "%zu is shorter than a row (count %zu): rows would overlap",
+                      dp, p->count);
     r.rows = (size_t)o->rows;
     const struct { size_t pitch, offset, numel; const char *name; } side[2] = {
         {dp, (size_t)o->dst_offset, mem_numel(dst), "destination"},
@@ -230,9 +242,9 @@ static row_plan plan_rows(lua_State *L, gl_mem_ref dst, gl_mem_ref src, const co
         if (__builtin_mul_overflow(r.rows - 1, side[i].pitch, &last) ||
             __builtin_add_overflow(last, side[i].offset, &last) ||
             __builtin_add_overflow(last, p->count, &last) || last > side[i].numel)
-            gl_error(L, "%s: %zu rows of %zu elements, %zu apart from offset %zu, do not fit the "
-                        "%s (%zu elements)", fn, r.rows, p->count, side[i].pitch, side[i].offset,
-                     side[i].name, side[i].numel);
+            gl_fielderror(L, 3, fn, "rows", "%zu rows of %zu elements, %zu apart from offset %zu, do not fit "
+                          "the %s (%zu elements)", r.rows, p->count, side[i].pitch, side[i].offset,
+                          side[i].name, side[i].numel);
     }
     r.dst_step = dp * gl_dtype_size(mem_dtype(dst));
     r.src_step = sp * gl_dtype_size(mem_dtype(src));
@@ -287,14 +299,11 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
     if (host_only && on_stream)
         gl_fielderror(L, 3, fn, "stream", "a host-to-host copy takes no stream");
     if (p.convert && rp.rows > 1) { /* check every row before writing any */
+        size_t se = gl_dtype_size(src.host->dtype);
         for (size_t r = 0; r < rp.rows; r++) {
-            const unsigned char *sp = (const unsigned char *)src.host->data + p.src_byte + r * rp.src_step;
-            for (size_t i = 0; i < p.count; i++)
-                if (!convert_one(dst.host->dtype, NULL, src.host->dtype, sp + i * gl_dtype_size(src.host->dtype), false))
-                    gl_error(L, "%s: source element %zu (%.17g) does not convert to %s exactly", fn,
-                             (p.src_byte + r * rp.src_step) / gl_dtype_size(src.host->dtype) + i + 1,
-                             gl_dtype_load_double(src.host->dtype, sp + i * gl_dtype_size(src.host->dtype)),
-                             gl_dtype_name(dst.host->dtype));
+            size_t byte = p.src_byte + r * rp.src_step;
+            check_convertible(L, dst.host->dtype, (const unsigned char *)src.host->data + byte, src.host->dtype,
+                              p.count, byte / se, fn);
         }
     }
     CUcontext peer_ctx[2];

@@ -152,13 +152,24 @@ static double opt_strict_number(lua_State *L, int idx, double def, const char *f
     return lua_tonumber(L, idx);
 }
 
+/* The same for an integer array's start or step: a number with an integer value. */
+static lua_Integer opt_strict_integer(lua_State *L, int idx, lua_Integer def, gl_dtype t, const char *fn) {
+    if (lua_isnoneornil(L, idx)) return def;
+    opt_strict_number(L, idx, 0, fn);
+    int isint = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &isint);
+    if (!isint) gl_argerror(L, idx, fn, "integer expected for the %s array, got %s", gl_dtype_name(t),
+                            lua_tostring(L, idx));
+    return v;
+}
+
 /* h:iota([start[, step]]): h[i] = start + (i-1)*step (defaults 0 and 1). Integer dtypes need
  * integer start and step, and every value must fit the dtype (checked at both ends, since the
  * sequence is monotonic). Float dtypes compute each value in double, then round once. */
 static int host_iota(lua_State *L) {
     const char *fn = "h:iota";
     gl_host *h = gl_check_host(L, 1, fn);
-    if (gl_dtype_is_bool(h->dtype)) gl_error(L, "%s: a bool array has no sequence (use fill or random)", fn);
+    if (gl_dtype_is_bool(h->dtype)) gl_argerror(L, 1, fn, "a bool array has no sequence (use fill or random)");
     size_t esize = gl_dtype_size(h->dtype);
     if (gl_dtype_is_float(h->dtype)) {
         double start = opt_strict_number(L, 2, 0, fn), step = opt_strict_number(L, 3, 1, fn);
@@ -166,20 +177,21 @@ static int host_iota(lua_State *L) {
         for (size_t i = 0; i < h->numel; i++)
             gl_dtype_store_double(h->dtype, element_ptr(h, i), start + (double)i * step);
     } else {
-        opt_strict_number(L, 2, 0, fn); /* type checks: numbers only, no string coercion */
-        opt_strict_number(L, 3, 1, fn);
-        lua_Integer start = luaL_optinteger(L, 2, 0), step = luaL_optinteger(L, 3, 1);
+        lua_Integer start = opt_strict_integer(L, 2, 0, h->dtype, fn);
+        lua_Integer step = opt_strict_integer(L, 3, 1, h->dtype, fn);
+        /* the argument a bad last value is blamed on: the step, else the start, else the array */
+        int last_arg = !lua_isnoneornil(L, 3) ? 3 : !lua_isnoneornil(L, 2) ? 2 : 1;
         lua_Integer last;
         if (__builtin_mul_overflow(step, (lua_Integer)(h->numel - 1), &last) ||
             __builtin_add_overflow(last, start, &last))
-            gl_error(L, "%s: the sequence overflows 64-bit integers", fn);
+            gl_argerror(L, last_arg, fn, "the sequence overflows 64-bit integers");
         unsigned char tmp[8];
         char msg[160];
         for (int end = 0; end < 2; end++) {
             lua_pushinteger(L, end ? last : start);
             const char *bad = gl_encode_value(L, -1, h->dtype, tmp, msg, sizeof msg);
             lua_pop(L, 1);
-            if (bad) gl_error(L, "%s: %s value %s", fn, end ? "last" : "first", bad);
+            if (bad) gl_argerror(L, end ? last_arg : 2, fn, "%s value %s", end ? "last" : "first", bad);
         }
         for (size_t i = 0; i < h->numel; i++)
             gl_dtype_store_bits(h->dtype, (unsigned char *)h->data + i * esize,
@@ -314,7 +326,7 @@ static int host_random(lua_State *L) {
 
 static int host_totable(lua_State *L) {
     gl_host *h = gl_check_host(L, 1, "h:totable");
-    if (h->numel > INT32_MAX) gl_error(L, "h:totable: %zu elements do not fit a Lua table", h->numel);
+    if (h->numel > INT32_MAX) gl_argerror(L, 1, "h:totable", "%zu elements do not fit a Lua table", h->numel);
     size_t n = h->numel;
     lua_createtable(L, (int)n, 0); /* may run a finalizer that frees h: check it again */
     h = gl_check_host(L, 1, "h:totable");

@@ -55,8 +55,8 @@ int gl_host_transpose(lua_State *L) {
     const char *fn = "h:transpose";
     gl_host *h = gl_check_host(L, 1, fn);
     if (h->ndim != 2)
-        gl_error(L, "%s: needs a 2-D array {rows, cols}, got %d dimensions (h:view(1, {rows, "
-                    "cols}) gives one)", fn, h->ndim);
+        gl_argerror(L, 1, fn, "2-D array expected, got %d dimension%s (h:view(1, {rows, cols}) gives one)",
+                    h->ndim, h->ndim == 1 ? "" : "s");
     int64_t out_shape[2] = {h->shape[1], h->shape[0]};
     if (lua_isnoneornil(L, 2)) {
         lua_settop(L, 1);
@@ -70,7 +70,7 @@ int gl_host_transpose(lua_State *L) {
     if (d->numel != h->numel || (d->ndim == 2 && (d->shape[0] != out_shape[0] || d->shape[1] != out_shape[1])))
         gl_argerror(L, 2, fn, "the result is %lldx%lld (%zu elements), the destination holds %zu",
                     (long long)out_shape[0], (long long)out_shape[1], h->numel, d->numel);
-    if (host_overlap(d, h)) gl_error(L, "%s: the destination overlaps the source", fn);
+    if (host_overlap(d, h)) gl_argerror(L, 2, fn, "the destination overlaps the source");
     transpose_bytes(d->data, h->data, (size_t)h->shape[0], (size_t)h->shape[1], gl_dtype_size(h->dtype));
     lua_settop(L, 2);
     return 1;
@@ -208,7 +208,7 @@ static void arith_int(gl_host *h, arith_op op, const operand *x, __int128 a) {
 /* h op= operand at x_idx; for OP_AXPY the scalar a is at a_idx. */
 static int host_arith(lua_State *L, arith_op op, int a_idx, int x_idx, const char *fn) {
     gl_host *h = gl_check_host(L, 1, fn);
-    if (gl_dtype_is_bool(h->dtype)) gl_error(L, "%s: a bool array takes no arithmetic", fn);
+    if (gl_dtype_is_bool(h->dtype)) gl_argerror(L, 1, fn, "a bool array takes no arithmetic");
     operand alpha = {0};
     if (a_idx) check_scalar(L, a_idx, h->dtype, &alpha, fn, "the scale factor");
     operand x;
@@ -220,7 +220,8 @@ static int host_arith(lua_State *L, arith_op op, int a_idx, int x_idx, const cha
             if (operand_i(&x, i) == 0) zero = i + 1;
         if (zero) {
             free(x.copy);
-            gl_error(L, "%s: integer division by zero (operand element %zu)", fn, x.scalar ? 1 : zero);
+            if (x.scalar) gl_argerror(L, x_idx, fn, "integer division by zero");
+            gl_argerror(L, x_idx, fn, "integer division by zero (operand element %zu)", zero);
         }
     }
     if (gl_dtype_is_float(h->dtype)) arith_float(h, op, &x, alpha.f);
@@ -272,7 +273,7 @@ int gl_host_apply(lua_State *L) {
                               "relu, sigmoid, floor, ceil, rint, square, recip)",
                     name ? "'" : "", name ? name : gl_typename(L, 2), name ? "'" : "");
     if (!gl_dtype_is_float(h->dtype))
-        gl_error(L, "%s: needs a float array, got %s", fn, gl_dtype_name(h->dtype));
+        gl_argerror(L, 1, fn, "float array expected, got %s", gl_dtype_name(h->dtype));
     size_t es = gl_dtype_size(h->dtype);
     unsigned char *p = h->data;
     if (h->dtype == GL_F32) {
@@ -377,9 +378,10 @@ int gl_host_dot(lua_State *L) {
     const char *fn = "h:dot";
     gl_host *h = gl_check_host(L, 1, fn), *x = gl_check_host(L, 2, fn);
     if (x->numel != h->numel)
-        gl_error(L, "%s: element counts differ (%zu and %zu)", fn, h->numel, x->numel);
+        gl_argerror(L, 2, fn, "element counts differ (%zu and %zu)", h->numel, x->numel);
     if (gl_dtype_is_bool(h->dtype) || gl_dtype_is_bool(x->dtype))
-        gl_error(L, "%s: bool arrays have no dot product (h:sum() counts the true elements)", fn);
+        gl_argerror(L, gl_dtype_is_bool(h->dtype) ? 1 : 2, fn,
+                    "bool arrays have no dot product (h:sum() counts the true elements)");
     if (gl_dtype_is_float(h->dtype) || gl_dtype_is_float(x->dtype)) {
         lua_pushnumber(L, pairwise_dot(h->dtype, h->data, x->dtype, x->data, h->numel));
         return 1;
@@ -414,8 +416,8 @@ static double *to_doubles(const gl_host *h) {
 
 static void check_matrix(lua_State *L, const gl_host *h, int argno, const char *fn) {
     if (h->ndim != 2)
-        gl_argerror(L, argno, fn, "2-D array expected, got %d dimensions (h:view(1, {rows, cols}) gives one)",
-                    h->ndim);
+        gl_argerror(L, argno, fn, "2-D array expected, got %d dimension%s (h:view(1, {rows, cols}) gives one)",
+                    h->ndim, h->ndim == 1 ? "" : "s");
     if (gl_dtype_is_bool(h->dtype)) gl_argerror(L, argno, fn, "bool arrays take no arithmetic");
 }
 
@@ -457,9 +459,10 @@ int gl_host_matmul(lua_State *L) {
     check_matrix(L, c, 1, fn);
     size_t M = (size_t)a->shape[0], K = (size_t)a->shape[1], N = (size_t)b->shape[1];
     if ((size_t)b->shape[0] != K || (size_t)c->shape[0] != M || (size_t)c->shape[1] != N)
-        gl_error(L, "%s: shapes do not fit: a %lldx%lld times b %lldx%lld into c %lldx%lld", fn,
-                 (long long)a->shape[0], (long long)a->shape[1], (long long)b->shape[0],
-                 (long long)b->shape[1], (long long)c->shape[0], (long long)c->shape[1]);
+        gl_argerror(L, (size_t)b->shape[0] != K ? 3 : 1, fn,
+                    "shapes do not fit: a %lldx%lld times b %lldx%lld into c %lldx%lld",
+                    (long long)a->shape[0], (long long)a->shape[1], (long long)b->shape[0],
+                    (long long)b->shape[1], (long long)c->shape[0], (long long)c->shape[1]);
     double *A = to_doubles(a), *B = to_doubles(b), *row = malloc(N * sizeof *row);
     if (A && B && row) matmul_rows(c, A, B, row, M, K, N, alpha, beta);
     bool ok = A && B && row;

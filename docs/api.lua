@@ -412,7 +412,7 @@ mismatching element (as `h[first_bad]` reads it), absent when none mismatches.]=
       options = { {"atol", "number", "0", "absolute tolerance"}, {"rtol", "number", "0", "relative tolerance (of |b|)"} },
       returns = { {"table", "`{ok=, max_abs=, max_rel=, mismatches=, first_bad=}`"} },
       errors = { "bad argument #3 to 'cuda.compare' (field 'atol': must not be negative, got -1)",
-                 "cuda.compare: element counts differ (… and …)" },
+                 "bad argument #2 to 'cuda.compare' (element counts differ (… and …))" },
       summary = "element-wise comparison in C (device arrays are copied to the host first)" },
     { "cuda.array", kind = "class", summary = "device memory (or a view of it); `<close>` frees it",
       fields = {

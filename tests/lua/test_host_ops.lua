@@ -35,10 +35,11 @@ T.test("views share memory, keep it alive, and check their range", function()
   T.eq(vv[1], 40, "a view of a view")
   T.raises(function() h:view(0, 1) end, "bad argument #1 to 'h:view' (first element 0 out of range 1..10)")
   T.raises(function() h:view(11, 1) end, "first element 11 out of range 1..10")
-  T.raises(function() h:view(8, 4) end, "h:view: elements 8..11 are past the end (the array has 10)")
+  T.raises(function() h:view(8, 4) end,
+    "bad argument #2 to 'h:view' (elements 8..11 are past the end (the array has 10))")
   T.raises(function() h:view(1.5, 1) end, "first element must be an integer, got 1.5")
   T.raises(function() h:view(1, 0) end, "size must be positive")
-  T.raises(function() h:view(1, { 3, 4 }) end, "past the end")
+  T.raises(function() h:view(1, { 3, 4 }) end, "bad argument #2 to 'h:view' (elements 1..12 are past the end")
   -- the parent freed: the view still reads the memory it shares
   h:free()
   T.eq(v[2], 40, "the view keeps the memory")
@@ -66,8 +67,13 @@ T.test("offset and count copies", function()
   T.raises(function() b:copy_from(a) end, "size mismatch (destination 48 bytes, source 80 bytes)")
   T.raises(function() b:copy_from(a, { src_offset = 3 }) end,
     "size mismatch after the offsets (destination 6 elements of f64 left, source 7 elements of f64)")
-  T.raises(function() b:copy_from(a, { count = 7 }) end, "count 7 does not fit")
-  T.raises(function() b:copy_from(a, { dst_offset = 7, count = 0 }) end, "offset past the end")
+  T.raises(function() b:copy_from(a, { count = 7 }) end,
+    "bad argument #2 to 'h:copy_from' (field 'count': 7 does not fit (destination has 6 elements of f64 after " ..
+    "dst_offset, source 10 elements of f64 after src_offset))")
+  T.raises(function() b:copy_from(a, { dst_offset = 7, count = 0 }) end,
+    "bad argument #2 to 'h:copy_from' (field 'dst_offset': 7 is past the end of the destination (6 elements))")
+  T.raises(function() b:copy_from(a, { src_offset = 11, count = 0 }) end,
+    "bad argument #2 to 'h:copy_from' (field 'src_offset': 11 is past the end of the source (10 elements))")
   T.raises(function() b:copy_from(a, { count = -1 }) end,
     "bad argument #2 to 'h:copy_from' (field 'count': must not be negative, got -1)")
   T.raises(function() b:copy_from(a, { src_offset = -1, count = 1 }) end, "must not be negative")
@@ -104,19 +110,21 @@ T.test("2-D copies: rows of count elements, pitches in elements", function()
   f[6] = 0.5
   f[5] = 1000
   T.raises(function() i8:copy_from(f, { rows = 2, count = 2, src_offset = 1, convert = true }) end,
-    "source element 5 (1000) does not convert to i8 exactly")
+    "bad argument #1 to 'h:copy_from' (source element 5 (1000) does not convert to i8 exactly)")
   T.eq(i8[1], 1, "nothing written")
   T.raises(function() tile:copy_from(m, { rows = 4, count = 4 }) end,
-    "4 rows of 4 elements, 4 apart from offset 0, do not fit the destination (12 elements)")
+    "bad argument #2 to 'h:copy_from' (field 'rows': 4 rows of 4 elements, 4 apart from offset 0, do not fit the " ..
+    "destination (12 elements))")
   T.raises(function() tile:copy_from(m, { rows = 3, count = 4, src_offset = 40 }) end,
-    "do not fit the source (48 elements)")
+    "do not fit the source (48 elements))")
   T.raises(function() tile:copy_from(m, { rows = 2 }) end,
     "bad argument #2 to 'h:copy_from' (field 'rows': a 2-D copy needs 'count', the elements of each row)")
   T.raises(function() tile:copy_from(m, { rows = 2, count = 4, dst_pitch = 3 }) end,
-    "dst_pitch 3 is shorter than a row (count 4)")
+    "bad argument #2 to 'h:copy_from' (field 'dst_pitch': 3 is shorter than a row (count 4): rows would overlap)")
   T.raises(function() tile:copy_from(m, { src_pitch = 3, count = 1 }) end, "give 'rows' too")
   T.raises(function() tile:copy_from(cuda.host("u32", 48), { rows = 2, count = 2, reinterpret = true }) end,
-    "converts only")
+    "bad argument #2 to 'h:copy_from' (field 'reinterpret': a 2-D copy ({rows=}) between different dtypes " ..
+    "converts only ({convert=true}))")
   m, tile, f, i8 = nil, nil, nil, nil -- luacheck: ignore 311
   stats_zero()
 end)
@@ -137,13 +145,14 @@ T.test("dtypes: refused, reinterpreted, or converted on request", function()
   frac[1] = 1; frac[2] = 2.5; frac[3] = 3
   i:fill(-7)
   T.raises(function() i:view(1, 3):copy_from(frac, { convert = true }) end,
-    "h:copy_from: source element 2 (2.5) does not convert to i32 exactly")
+    "bad argument #1 to 'h:copy_from' (source element 2 (2.5) does not convert to i32 exactly)")
   T.eq(i[1], -7, "a refused conversion writes nothing")
   T.raises(function() i:view(1, 2):copy_from(frac, { convert = true, src_offset = 1 }) end,
     "source element 2 (2.5)", "the index counts in the source array")
   local big = cuda.host("i64", 2); big[1] = 300; big[2] = -1
   local u8 = cuda.host("u8", 2)
-  T.raises(function() u8:copy_from(big, { convert = true }) end, "source element 1 (300) does not convert to u8")
+  T.raises(function() u8:copy_from(big, { convert = true }) end,
+    "bad argument #1 to 'h:copy_from' (source element 1 (300) does not convert to u8 exactly)")
   local h16 = cuda.host("f16", 4):copy_from(cuda.host("f64", 4):iota(0, 0.1), { convert = true })
   T.eq(h16[2], 0.0999755859375, "f64 -> f16 rounds to nearest even")
   -- reinterpretation with different element sizes: counts in destination elements
@@ -153,7 +162,8 @@ T.test("dtypes: refused, reinterpreted, or converted on request", function()
   local w = cuda.host("u16", 2)
   w:copy_from(bytes, { reinterpret = true, count = 2, src_offset = 4 })
   T.eq(w[1], 0x0304)
-  T.raises(function() w:copy_from(bytes, { reinterpret = true, count = 3 }) end, "count 3 does not fit")
+  T.raises(function() w:copy_from(bytes, { reinterpret = true, count = 3 }) end,
+    "bad argument #2 to 'h:copy_from' (field 'count': 3 does not fit")
   f, i, frac, big, u8, h16, bytes, w = nil, nil, nil, nil, nil, nil, nil, nil -- luacheck: ignore 311
   stats_zero()
 end)
@@ -176,9 +186,11 @@ T.test("bool dtype", function()
   T.eq(select(1, b:max()), true)
   T.eq(tostring(b), "cuda.host bool[5] (5 B) {true, true, false, true, true}")
   T.eq(b:totable()[3], false)
-  T.raises(function() b:iota() end, "h:iota: a bool array has no sequence")
-  T.raises(function() b:add(1) end, "a bool array takes no arithmetic")
-  T.raises(function() b:dot(b) end, "bool arrays have no dot product")
+  T.raises(function() b:iota() end, "calling 'h:iota' on bad self (a bool array has no sequence (use fill or random))")
+  T.raises(function() b:add(1) end, "calling 'h:add' on bad self (a bool array takes no arithmetic)")
+  T.raises(function() b:dot(b) end,
+    "calling 'h:dot' on bad self (bool arrays have no dot product (h:sum() counts the true elements))")
+  T.raises(function() cuda.host("f32", 5):dot(b) end, "bad argument #1 to 'h:dot' (bool arrays have no dot product")
   -- random: true with probability p, reproducible
   local r = cuda.host("bool", 10000):random { seed = 3, p = 0.25 }
   local n = r:sum()
@@ -231,11 +243,13 @@ T.test("transpose", function()
   local into = cuda.host("f32", 24)
   T.eq(h:transpose(into), into, "returns the destination")
   T.eq(into[2], 6)
-  T.raises(function() cuda.host("f32", 24):transpose() end, "h:transpose: needs a 2-D array")
+  T.raises(function() cuda.host("f32", 24):transpose() end,
+    "calling 'h:transpose' on bad self (2-D array expected, got 1 dimension (h:view(1, {rows, cols}) gives one))")
   T.raises(function() h:transpose(cuda.host("f64", 24)) end, "dtype mismatch (destination f64, source f32)")
   T.raises(function() h:transpose(cuda.host("f32", { 4, 6 })) end, "the result is 6x4 (24 elements)")
   T.raises(function() h:transpose(cuda.host("f32", 23)) end, "the destination holds 23")
-  T.raises(function() h:transpose(h:view(1, 24)) end, "the destination overlaps the source")
+  T.raises(function() h:transpose(h:view(1, 24)) end,
+    "bad argument #1 to 'h:transpose' (the destination overlaps the source)")
   h, into = nil, nil -- luacheck: ignore 311
   stats_zero()
 end)
@@ -264,9 +278,9 @@ T.test("element-wise arithmetic", function()
   T.raises(function() i:add(x:view(1, 3)) end, "a i8 destination takes integer operands, got f32")
   local z = cuda.host("i32", 3):iota(1)
   local den = cuda.host("i32", 3):iota(-1) -- -1, 0, 1
-  T.raises(function() z:div(den) end, "h:div: integer division by zero (operand element 2)")
+  T.raises(function() z:div(den) end, "bad argument #1 to 'h:div' (integer division by zero (operand element 2))")
   T.eq(z[1], 1, "nothing written")
-  T.raises(function() z:div(0) end, "integer division by zero")
+  T.raises(function() z:div(0) end, "bad argument #1 to 'h:div' (integer division by zero)")
   local u = cuda.host("u64", 1); u[1] = math.maxinteger
   u:mul(2); T.eq(u[1], 2.0 ^ 64 - 2, "u64 wraps")
   -- operand checks
@@ -307,7 +321,8 @@ T.test("apply: named functions of every element", function()
     "relu, sigmoid, floor, ceil, rint, square, recip))")
   T.raises(function() h:apply("exp\0") end, "unknown function")
   T.raises(function() h:apply() end, "unknown function no value")
-  T.raises(function() cuda.host("i32", 2):apply("abs") end, "h:apply: needs a float array, got i32")
+  T.raises(function() cuda.host("i32", 2):apply("abs") end,
+    "calling 'h:apply' on bad self (float array expected, got i32)")
   h, f, nan = nil, nil, nil -- luacheck: ignore 311
   stats_zero()
 end)
@@ -334,7 +349,7 @@ T.test("reductions", function()
   T.eq(cuda.host("i32", 4):iota(-2):sum(), -2)
   T.eq(cuda.host("u8", 3):fill(200):dot(cuda.host("u8", 3):fill(200)), 120000)
   T.eq(cuda.host("i8", 2):fill(-3):dot(cuda.host("f32", 2):fill(0.5)), -3)
-  T.raises(function() h:dot(cuda.host("f32", 3)) end, "h:dot: element counts differ (1000 and 3)")
+  T.raises(function() h:dot(cuda.host("f32", 3)) end, "bad argument #1 to 'h:dot' (element counts differ (1000 and 3))")
   T.raises(function() h:dot(1) end, "bad argument #1 to 'h:dot' (cuda.host expected, got number)")
   h, tenth, ties, i = nil, nil, nil, nil -- luacheck: ignore 311
   stats_zero()
@@ -359,9 +374,12 @@ T.test("matmul", function()
   local ia = cuda.host("i8", { 2, 2 }):iota(1)
   local ic = cuda.host("i32", { 2, 2 }):matmul(ia, ia)
   T.eq(ic[1], 7); T.eq(ic[4], 22)
-  T.raises(function() c:matmul(b, a) end, "h:matmul: shapes do not fit: a 7x3 times b 5x7 into c 5x3")
+  T.raises(function() c:matmul(b, a) end,
+    "bad argument #2 to 'h:matmul' (shapes do not fit: a 7x3 times b 5x7 into c 5x3)")
+  T.raises(function() cuda.host("f64", { M - 1, N }):matmul(a, b) end,
+    "calling 'h:matmul' on bad self (shapes do not fit: a 5x7 times b 7x3 into c 4x3)")
   T.raises(function() c:matmul(a:view(1, M * K), b) end,
-    "bad argument #1 to 'h:matmul' (2-D array expected, got 1 dimensions (h:view(1, {rows, cols}) gives one))")
+    "bad argument #1 to 'h:matmul' (2-D array expected, got 1 dimension (h:view(1, {rows, cols}) gives one))")
   T.raises(function() c:matmul(a, b, { gamma = 1 }) end, "bad argument #3 to 'h:matmul' (unknown field 'gamma'")
   a, b, c, ia, ic = nil, nil, nil, nil, nil -- luacheck: ignore 311
   stats_zero()

@@ -154,10 +154,22 @@ T.test("iota", function()
   T.eq(h[5], 3)
   local i = cuda.host("i8", 4):iota(-2, 3)
   T.eq(i[1], -2); T.eq(i[4], 7)
-  T.raises(function() cuda.host("i8", 200):iota() end, "h:iota: last value 199 is out of range for i8")
-  T.raises(function() cuda.host("u8", 2):iota(-1) end, "first value -1 is out of range for u8")
-  T.raises(function() cuda.host("i64", 3):iota(math.maxinteger) end, "overflows 64-bit integers")
-  T.raises(function() cuda.host("i32", 3):iota(0.5) end, "number has no integer representation")
+  T.raises(function() cuda.host("i8", 200):iota() end,
+    "calling 'h:iota' on bad self (last value 199 is out of range for i8 (-128..127))")
+  T.raises(function() cuda.host("i8", 200):iota(-50) end,
+    "bad argument #1 to 'h:iota' (last value 149 is out of range for i8 (-128..127))")
+  T.raises(function() cuda.host("i8", 3):iota(0, 100) end,
+    "bad argument #2 to 'h:iota' (last value 200 is out of range for i8 (-128..127))")
+  T.raises(function() cuda.host("u8", 2):iota(-1) end,
+    "bad argument #1 to 'h:iota' (first value -1 is out of range for u8 (0..255))")
+  T.raises(function() cuda.host("i64", 3):iota(math.maxinteger) end,
+    "bad argument #1 to 'h:iota' (the sequence overflows 64-bit integers)")
+  T.raises(function() cuda.host("i64", 3):iota(0, math.maxinteger) end,
+    "bad argument #2 to 'h:iota' (the sequence overflows 64-bit integers)")
+  T.raises(function() cuda.host("i32", 3):iota(0.5) end,
+    "bad argument #1 to 'h:iota' (integer expected for the i32 array, got 0.5)")
+  T.raises(function() cuda.host("i32", 3):iota(0, 1.5) end,
+    "bad argument #2 to 'h:iota' (integer expected for the i32 array, got 1.5)")
   T.raises(function() cuda.host("f32", 3):iota(0 / 0) end, "bad argument #1 to 'h:iota' (number expected, got NaN)")
   T.raises(function() cuda.host("f32", 3):iota("1") end, "bad argument #1 to 'h:iota' (number expected, got string)")
   T.raises(function() cuda.host("i32", 3):iota(0, "2") end, "bad argument #2 to 'h:iota' (number expected, got string)")
@@ -300,7 +312,7 @@ end)
 
 T.test("cuda.compare: bad input", function()
   local a, b = cuda.host("f32", 4), cuda.host("f32", 5)
-  T.raises(function() cuda.compare(a, b) end, "cuda.compare: element counts differ (4 and 5)")
+  T.raises(function() cuda.compare(a, b) end, "bad argument #2 to 'cuda.compare' (element counts differ (4 and 5))")
   T.raises(function() cuda.compare(a, {}) end,
     "bad argument #2 to 'cuda.compare' (cuda.array or cuda.host expected, got table)")
   T.raises(function() cuda.compare(nil, a) end,

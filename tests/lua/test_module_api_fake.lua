@@ -81,7 +81,7 @@ end)
 T.test("mod:global checks sizes, names and arguments", function()
   local m = cuda.load(prog)
   T.raises(function() m:global("table", "f32", 17) end,
-    "mod:global: f32[17] needs 68 bytes, but 'table' holds 64 bytes")
+    "bad argument #3 to 'mod:global' (f32[17] needs 68 bytes, but 'table' holds 64 bytes)")
   T.raises(function() m:global("counter", "u64", 1) end, "u64[1] needs 8 bytes, but 'counter' holds 4 bytes")
   local err = T.raises(function() m:global("nope", "f32", 1) end, "no __device__ or __constant__ variable named 'nope'")
   T.ok(err:find("variables: table, counter, _Z3tabILi4EE", 1, true), err)

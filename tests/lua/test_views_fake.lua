@@ -41,7 +41,8 @@ T.test("device views: address, fields, copies", function()
   T.eq(all[10], 10); T.eq(all[11], -1); T.eq(all[30], -1); T.eq(all[31], 31)
   local m = d:view(1, { 10, 10 })
   T.eq(m.ndim, 2)
-  T.raises(function() d:view(95, 10) end, "d:view: elements 95..104 are past the end (the array has 100)")
+  T.raises(function() d:view(95, 10) end,
+    "bad argument #2 to 'd:view' (elements 95..104 are past the end (the array has 100))")
   -- offset copies: device to device, host to device, device to host
   local e = cuda.array("f32", 100):fill(0)
   e:copy_from(d, { dst_offset = 50, src_offset = 0, count = 50 })
@@ -50,13 +51,16 @@ T.test("device views: address, fields, copies", function()
   e:copy_from(h, { dst_offset = 0, src_offset = 90, count = 10 })
   local part = cuda.host("f32", 5):copy_from(e, { src_offset = 5, count = 5 })
   T.eq(part[1], 96); T.eq(part[5], 100)
-  T.raises(function() e:copy_from(d, { count = 101 }) end, "count 101 does not fit")
+  T.raises(function() e:copy_from(d, { count = 101 }) end,
+    "bad argument #2 to 'd:copy_from' (field 'count': 101 does not fit (destination has 100 elements of f32 after " ..
+    "dst_offset, source 100 elements of f32 after src_offset))")
   T.raises(function() e:copy_from(cuda.array("i32", 100)) end,
       "bad argument #1 to 'd:copy_from' (dtype mismatch (destination f32, source i32); pass {reinterpret=true} to " ..
       "copy the bytes as they are, or {convert=true} to convert the values (host arrays))")
   e:copy_from(cuda.array("i32", 100):fill(0), { reinterpret = true })
   T.raises(function() e:copy_from(cuda.host("f64", 100), { convert = true }) end,
-    "{convert=true} converts between host arrays only")
+    "bad argument #2 to 'd:copy_from' (field 'convert': converts between host arrays only (destination cuda.array " ..
+    "f32, source cuda.host f64): convert into a host array, then copy that)")
   -- 2-D: one driver copy per row, at the pitched addresses
   local grid = cuda.array("f32", { 10, 10 }):copy_from(h)
   local tile = cuda.array("f32", { 3, 2 })
