@@ -997,13 +997,30 @@ function Lab:compile(rel, opts)
   return prog
 end
 
+local run_children_here -- below: children where the cuda module has no host to start them
+
+-- True where cuda.run_isolated starts gpulab children (a script run by gpulab); false under Lua's
+-- own interpreter (`lua5.4 -e 'require "cuda"'`), whose cuda.run_isolated raises naming itself.
+-- gpulab refuses the empty path before it starts anything. Asked once.
+local host_runs_children
+local function children_by_host()
+  if host_runs_children == nil then
+    local ok, err = pcall(cuda.run_isolated, "")
+    host_runs_children = ok or not tostring(err):find("which only the gpulab executable starts", 1, true)
+  end
+  return host_runs_children
+end
+
 -- lab:child(script, {args=, env=, timeout=}) --> cuda.run_isolated's result: a child gpulab
--- process; the lab's timeout applies unless given. Native: a sanitizer's injection is not passed on.
+-- process (under lua5.4: this interpreter, as run_children_here starts it); the lab's timeout
+-- applies unless given. Native: a sanitizer's injection is not passed on.
 function Lab:child(script, opts)
   opts = opts or {}
   local env = { CUDA_INJECTION64_PATH = false }
   for k, v in pairs(opts.env or {}) do env[k] = v end
-  return cuda.run_isolated(script, { args = opts.args, env = env, timeout = opts.timeout or self.child_timeout or 60 })
+  local o = { args = opts.args, env = env, timeout = opts.timeout or self.child_timeout or 60 }
+  if children_by_host() then return cuda.run_isolated(script, o) end
+  return run_children_here({ { script, o } })[1]
 end
 
 -- harness.spawn(command, {timeout=, kill_after=}) --> a handle; handle:wait() --> {out=, exit=,
@@ -1029,6 +1046,73 @@ function harness.spawn(command, opts)
     return h.result
   end
   return h
+end
+
+-- ---- children where gpulab's host is absent ----------------------------------------------------
+-- Under Lua's own interpreter cuda.run_isolated cannot start gpulab children. The harness's own
+-- children (lab:child, --gpus sweeps) then run through the interpreter running the lab, started
+-- as it was (lua(1)'s arg[-k]..arg[-1]) plus `-e 'require "cuda"'`, so that a child written for
+-- gpulab finds the global `cuda`: each under timeout(1) in its own process group, all at once,
+-- and each comes back as cuda.run_isolated's result ({status=, code= | signal=, seconds=, stdout=,
+-- stderr=}; a child ended by a signal reads as exit status 128 + the signal's number).
+
+local function interpreter_command()
+  local a, words, first = _G.arg or {}, {}, 0
+  while a[first - 1] do first = first - 1 end
+  for k = first, -1 do words[#words + 1] = harness.shell_quote(a[k]) end
+  words[#words + 1] = "-e " .. harness.shell_quote('require "cuda"')
+  return table.concat(words, " ")
+end
+
+-- Starts one child and returns its handle: the child is the process group timeout(1) leads, killed
+-- whole (what it started too) once the child has ended or the deadline has passed.
+local function start_child(script, opts)
+  local removed, set = {}, {}
+  for k, v in pairs(opts.env or {}) do
+    if v == false then removed[#removed + 1] = "-u " .. harness.shell_quote(k)
+    else set[#set + 1] = harness.shell_quote(k .. "=" .. tostring(v)) end
+  end
+  local args = {}
+  for i, a in ipairs(opts.args or {}) do args[i] = harness.shell_quote(a) end
+  local c = { out = os.tmpname(), err = os.tmpname() }
+  local child = string.format("exec env %s %s %s -- %s %s >%s 2>%s", table.concat(removed, " "),
+    table.concat(set, " "), interpreter_command(), harness.shell_quote(script), table.concat(args, " "),
+    harness.shell_quote(c.out), harness.shell_quote(c.err))
+  local cmd = string.format("t0=$(date +%%s%%N); timeout -k 1 %.3f sh -c %s & pid=$!; wait $pid 2>/dev/null; rc=$?; " ..
+    "kill -9 -$pid 2>/dev/null; echo \"GPULAB_EXIT $rc $(( ($(date +%%s%%N) - t0) / 1000000 ))\"",
+    opts.timeout or 86400, harness.shell_quote(child))
+  c.pipe = assert(io.popen(cmd, "r"))
+  return c
+end
+
+local function take_file(path)
+  local f = io.open(path, "rb")
+  local text = f and f:read("a") or ""
+  if f then f:close() end
+  os.remove(path)
+  return text
+end
+
+-- timeout(1)'s exit status: 124 after the deadline's SIGTERM ended the child, 137 when the SIGKILL
+-- a second later did, 128 + n for a child a signal n ended, else the child's own.
+local function finish_child(c)
+  local out = c.pipe:read("a") or ""
+  c.pipe:close()
+  local rc, ms = out:match("GPULAB_EXIT (%d+) (%d+)")
+  rc = tonumber(rc)
+  local r = { seconds = (tonumber(ms) or 0) / 1000, stdout = take_file(c.out), stderr = take_file(c.err) }
+  if rc == 124 or rc == 137 then r.status, r.signal = "timeout", rc == 124 and 15 or 9
+  elseif rc and rc > 128 then r.status, r.signal = "crashed", rc - 128
+  else r.status, r.code = rc == 0 and "ok" or "error", rc end
+  return r
+end
+
+-- cuda.run_isolated's list form, { {script, opts}, ... } --> { result, ... }, run from here.
+function run_children_here(list)
+  local started, results = {}, {}
+  for i, e in ipairs(list) do started[i] = start_child(e[1], e[2] or {}) end
+  for i, c in ipairs(started) do results[i] = finish_child(c) end
+  return results
 end
 
 -- ---- sweeps over GPUs ------------------------------------------------------------------------
@@ -1142,7 +1226,7 @@ local function sweep_in_children(L, index, configs, gpus, opts)
   end
   local list = {}
   for j, e in ipairs(entries) do list[j] = { e[1], e[2] } end
-  local runs = cuda.run_isolated(list)
+  local runs = children_by_host() and cuda.run_isolated(list) or run_children_here(list)
   local results, device, per_gpu = {}, {}, {}
   for j, e in ipairs(entries) do
     local run, data = runs[j], read_json_file(outs[e.k])

@@ -2,8 +2,8 @@
 -- LUA_CPATH_5_4 at the build folder and the driver stand-in (tests/module.cmake). How require
 -- finds and opens the module, where cuda.home points, that a script sees what it sees under
 -- gpulab (the same transcript of compiles, launches, tensor-map rules, measurements, profiles
--- and errors; a lab's same notebook and results), and what only gpulab's host can do raising
--- an error that names the function.
+-- and errors; a lab's same notebook and results; the harness's children and --gpus sweeps), and
+-- cuda.run_isolated, which needs gpulab's host, raising an error that names it.
 -- Environment: GPULAB_BIN (gpulab), GL_LUA54 (lua5.4), GL_MODULE_DIR (where cuda.so is built), GL_SOURCE_DIR,
 -- GL_MODULE_TO_HOME (the install's path from cuda.so's folder to the data folder), GL_NM,
 -- GL_FAKECUPTI, GPULAB_LIBCUDA, GPULAB_FAKE_LOG.
@@ -181,22 +181,35 @@ T.test("cuda.error objects: cuda.is_error, their fields, and lua5.4 prints an un
   T.ok(out:find("lua5.4: (command line):1: cuda.compile: bad.cu: compilation failed:\nbad.cu:1: error:", 1, true), out)
 end)
 
-T.test("cuda.run_isolated and what needs it raise naming the function; nothing crashes", function()
+T.test("cuda.run_isolated raises naming itself; the harness starts its children through lua5.4", function()
   local msg = "cuda.run_isolated: runs the script in a child gpulab process, which only the gpulab executable starts"
   T.raises(function() cuda.run_isolated("tests/lab_fixtures/child_exit.lua", { timeout = 5 }) end, msg)
   T.raises(function() cuda.run_isolated({ { "a.lua" }, { "b.lua" } }) end, msg)
+  -- lab:child: every way a child ends reads as under gpulab (exit codes, arguments, environment,
+  -- a Lua error, a crash, deadlines)
+  local env = "GPULAB_ISOLATE_UNSET=present"
+  local lab = "tests/lab_fixtures/children_lab.lua"
+  local theirs, c1 = sh(string.format("%s %s %s", env, q(GPULAB), lab))
+  local ours, c2 = lua54(env, lab)
+  T.eq(c1, 0, theirs)
+  T.eq(c2, 0, ours)
+  T.ok(ours:find("\nsegv | crashed | nil | 11 | ", 1, true) and ours:find("\nignore | timeout | nil | 15 | ", 1, true),
+    ours)
+  T.eq(first_difference(theirs, ours), nil)
+  -- --gpus's children: L:sweep over the stand-in's three devices, as `gpulab --gpus=all` spreads it
   local dir = tmpdir()
-  T.write(dir .. "/child_lab.lua", [[
-local L = require("gpulab.lab").new { name = "child_lab", title = "a lab with a child" }
-print(pcall(L.child, L, "tests/lab_fixtures/child_exit.lua"))
-]])
-  local out, code = lua54(nil, q(dir .. "/child_lab.lua"))
-  T.eq(code, 0, out)
-  T.ok(out:find("false\t[^\n]*lab.lua:%d+: cuda.run_isolated: runs the script") and out:find(msg, 1, true), out)
-  -- --gpus's children: L:sweep over the stand-in's two devices
-  out, code = lua54("GPULAB_GPUS=all GPULAB_FAKE_DEVICES=2", "tests/lab_fixtures/sweep_lab.lua")
-  T.eq(code, 1, out)
-  T.ok(out:find(msg, 1, true), out)
+  theirs, c1 = sh(string.format("GPULAB_FAKE_DEVICES=3 %s --gpus=all tests/lab_fixtures/sweep_lab.lua --json %s/a.json",
+    q(GPULAB), q(dir)))
+  ours, c2 = lua54("GPULAB_FAKE_DEVICES=3 GPULAB_GPUS=all",
+    "tests/lab_fixtures/sweep_lab.lua --json " .. q(dir .. "/b.json"))
+  T.eq(c1, 0, theirs)
+  T.eq(c2, 0, ours)
+  T.ok(ours:find("fill: 7 configurations over 3 GPUs", 1, true), ours)
+  local a = json.decode(assert(T.read(dir .. "/a.json")))
+  local b = json.decode(assert(T.read(dir .. "/b.json")))
+  T.ok(deep_equal(a.tables, b.tables, "", {}), "the sweep's table")
+  T.ok(deep_equal(a.verdicts, b.verdicts, "", {}), "the verdicts")
+  T.eq(#b.tables[1].rows, 7)
   os.execute("rm -rf " .. q(dir))
 end)
 
