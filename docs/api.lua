@@ -779,7 +779,7 @@ kernels with `gl_cluster_sync()`. `labs/hopper_clusters.lua` measures what each 
                   {"timeout", "number", nil, "seconds; at the deadline the process group is killed"},
                   {"env", "table<string, string|boolean>", nil, "variables to set (`K=V`) or remove (`K=false`)"} },
       returns = { {"table", "`{status=, code=, signal=, stdout=, stderr=, seconds=}`"} },
-      summary = "runs `gpulab script args…` in its own process group (added by the host, not the bindings)" },
+      summary = "runs `gpulab script args…` in its own process group (gpulab's host adds it: lua5.4 has none)" },
   },
   after = [==[
 `cuda.run_isolated(script, {args={…}, timeout=s, env={K=V | K=false}})` runs `gpulab script args…` in its
@@ -998,9 +998,10 @@ each run's verdict and a "stable" column; exit 0 only when every claim is stable
   },
   after = [==[
 `cuda.home` is the folder gpulab's own files come from (`lua/`, `kernels/include/`): `$GPULAB_HOME`
-when it names a folder, else `<prefix>/share/gpulab` beside an installed `<prefix>/bin/gpulab`, else
-the source folder the build was configured from. `cuda.compile` adds `cuda.home .. "/kernels/include"`
-to every compile (so `#include <gpulab/tma.cuh>` works), reading `cuda.home` at call time.]==] },
+when it names a folder, else `<prefix>/share/gpulab` beside an installed `<prefix>/bin/gpulab` (or, for
+`cuda.so` loaded by Lua 5.4's own interpreter, beside `<prefix>/lib/lua/5.4/cuda.so`), else the source
+folder the build was configured from. `cuda.compile` adds `cuda.home .. "/kernels/include"` to every
+compile (so `#include <gpulab/tma.cuh>` works), reading `cuda.home` at call time.]==] },
 
 -- ---------------------------------------------------------------------------------------------
 { title = "The driver stand-in (tests only)", level = 2, help = false,
