@@ -14,6 +14,7 @@
 #include "memory.h"
 #include "objects.h"
 #include "options.h"
+#include "results.h"
 
 /* ------------------------------------------------------------------------------------------
  * cuda.compare(a, b, {atol=0, rtol=0}): element i mismatches when |a-b| > atol + rtol*|b|,
@@ -85,18 +86,11 @@ static compare_result compare_views(const view *a, const view *b, double atol, d
 
 static void push_compare_result(lua_State *L, const compare_result *c) {
     lua_createtable(L, 0, 5);
-    lua_pushnumber(L, c->max_abs);
-    lua_setfield(L, -2, "max_abs");
-    lua_pushnumber(L, c->max_rel);
-    lua_setfield(L, -2, "max_rel");
-    lua_pushinteger(L, (lua_Integer)c->mismatches);
-    lua_setfield(L, -2, "mismatches");
-    if (c->first_bad) {
-        lua_pushinteger(L, (lua_Integer)c->first_bad);
-        lua_setfield(L, -2, "first_bad");
-    }
-    lua_pushboolean(L, c->mismatches == 0);
-    lua_setfield(L, -2, "ok");
+    gl_set_number_field(L, "max_abs", c->max_abs);
+    gl_set_number_field(L, "max_rel", c->max_rel);
+    gl_set_integer_field(L, "mismatches", (lua_Integer)c->mismatches);
+    if (c->first_bad) gl_set_integer_field(L, "first_bad", (lua_Integer)c->first_bad);
+    gl_set_boolean_field(L, "ok", c->mismatches == 0);
 }
 
 static int l_compare(lua_State *L) {

@@ -11,6 +11,7 @@
 #include "module.h"
 #include "objects.h"
 #include "register.h"
+#include "results.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -314,11 +315,6 @@ static int check_ordinal(lua_State *L, int idx, const char *fn) {
     return (int)i;
 }
 
-static void set_int(lua_State *L, const char *k, lua_Integer v) {
-    lua_pushinteger(L, v);
-    lua_setfield(L, -2, k);
-}
-
 /* dev.uuid as nvidia-smi prints it ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"); absent when the
  * driver lacks cuDeviceGetUuid or it fails (the results' provenance just goes without it). */
 static void push_uuid(lua_State *L, CUdevice dev) {
@@ -328,8 +324,7 @@ static void push_uuid(lua_State *L, CUdevice dev) {
     char text[48];
     snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
              b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-    lua_pushstring(L, text);
-    lua_setfield(L, -2, "uuid");
+    gl_set_string_field(L, "uuid", text);
 }
 
 static void push_device(lua_State *L, int ordinal, const char *fn) {
@@ -340,29 +335,29 @@ static void push_device(lua_State *L, int ordinal, const char *fn) {
     GL_CHECK(L, gl_cu.cuDeviceGetName(name, sizeof name, dev), fn, "cuDeviceGetName");
     size_t mem = 0;
     GL_CHECK(L, gl_cu.cuDeviceTotalMem(&mem, dev), fn, "cuDeviceTotalMem");
+    char arch[32];
+    snprintf(arch, sizeof arch, "sm_%d%d", d->cc_major, d->cc_minor);
     lua_createtable(L, 0, 12);
-    lua_pushstring(L, name);
-    lua_setfield(L, -2, "name");
-    set_int(L, "ordinal", ordinal);
-    lua_pushfstring(L, "sm_%d%d", d->cc_major, d->cc_minor);
-    lua_setfield(L, -2, "arch");
+    gl_set_string_field(L, "name", name);
+    gl_set_integer_field(L, "ordinal", ordinal);
+    gl_set_string_field(L, "arch", arch);
     lua_createtable(L, 2, 0);
     lua_pushinteger(L, d->cc_major);
     lua_rawseti(L, -2, 1);
     lua_pushinteger(L, d->cc_minor);
     lua_rawseti(L, -2, 2);
     lua_setfield(L, -2, "cc");
-    set_int(L, "sm_count", d->sm_count);
-    set_int(L, "mem_bytes", (lua_Integer)mem);
-    set_int(L, "l2_bytes", attr(L, dev, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, fn));
-    set_int(L, "smem_per_block", d->smem_per_block);
-    set_int(L, "smem_per_block_optin", d->smem_optin);
-    set_int(L, "smem_per_sm", d->smem_per_sm);
-    set_int(L, "max_threads_per_block", d->max_threads_per_block);
-    set_int(L, "max_threads_per_sm", d->threads_per_sm);
-    set_int(L, "regs_per_sm", d->regs_per_sm);
-    set_int(L, "max_blocks_per_sm", d->blocks_per_sm);
-    set_int(L, "warp_size", d->warp_size);
+    gl_set_integer_field(L, "sm_count", d->sm_count);
+    gl_set_integer_field(L, "mem_bytes", (lua_Integer)mem);
+    gl_set_integer_field(L, "l2_bytes", attr(L, dev, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, fn));
+    gl_set_integer_field(L, "smem_per_block", d->smem_per_block);
+    gl_set_integer_field(L, "smem_per_block_optin", d->smem_optin);
+    gl_set_integer_field(L, "smem_per_sm", d->smem_per_sm);
+    gl_set_integer_field(L, "max_threads_per_block", d->max_threads_per_block);
+    gl_set_integer_field(L, "max_threads_per_sm", d->threads_per_sm);
+    gl_set_integer_field(L, "regs_per_sm", d->regs_per_sm);
+    gl_set_integer_field(L, "max_blocks_per_sm", d->blocks_per_sm);
+    gl_set_integer_field(L, "warp_size", d->warp_size);
     push_uuid(L, dev);
     gl_setmetatable(L, DEVICE_T);
 }

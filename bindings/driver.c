@@ -13,6 +13,7 @@
 #include "observe.h"
 #include "options.h"
 #include "register.h"
+#include "results.h"
 #include "wait.h"
 
 #include <lauxlib.h>
@@ -208,10 +209,7 @@ __attribute__((noreturn)) static void raise_error_object(lua_State *L, CUresult 
     char name[128];
     plain_error_name(r, name, sizeof name);
     gl_push_error(L, -1, (int)r, name, fn, poisoned);
-    if (call) {
-        lua_pushstring(L, call);
-        lua_setfield(L, -2, "call");
-    }
+    if (call) gl_set_string_field(L, "call", call);
     if (poisoned && r == ctx.poison_code) push_poison_launches(L);
     else push_launch_list(L);
     lua_setfield(L, -2, "launches");
@@ -384,18 +382,15 @@ static void push_launches(lua_State *L, const log_entry *ring, unsigned long lon
     for (unsigned long long i = count - shown; i < count; i++) {
         const log_entry *e = &copy[i % LOG_SLOTS];
         lua_createtable(L, 0, 4);
-        lua_pushstring(L, e->kernel);
-        lua_setfield(L, -2, "kernel");
+        gl_set_string_field(L, "kernel", e->kernel);
         push_dim(L, e->grid);
         lua_setfield(L, -2, "grid");
         push_dim(L, e->block);
         lua_setfield(L, -2, "block");
-        lua_pushstring(L, e->stream ? "stream" : "default");
-        lua_setfield(L, -2, "stream");
+        gl_set_string_field(L, "stream", e->stream ? "stream" : "default");
         lua_rawseti(L, -2, (lua_Integer)(i - (count - shown)) + 1);
     }
-    lua_pushinteger(L, (lua_Integer)count);
-    lua_setfield(L, -2, "n");
+    gl_set_integer_field(L, "n", (lua_Integer)count);
 }
 
 static void push_launch_list(lua_State *L) { push_launches(L, lg.ring, lg.count); }
@@ -608,8 +603,7 @@ void gl_raise_timeout(lua_State *L, const char *fn, double t) {
     luaL_pushresult(&b);
     /* no CUresult came back: the driver's code for a lapsed wait names what happened */
     gl_push_error(L, -1, CUDA_ERROR_TIMEOUT, "CUDA_ERROR_TIMEOUT", fn, false);
-    lua_pushnumber(L, t);
-    lua_setfield(L, -2, "timeout");
+    gl_set_number_field(L, "timeout", t);
     push_launch_list(L);
     lua_setfield(L, -2, "launches");
     lua_error(L);
@@ -682,12 +676,9 @@ extern void gl_push_nvrtc_version(lua_State *L); /* nvrtc.c */
 
 static int l_version(lua_State *L) {
     lua_createtable(L, 0, 5);
-    lua_pushstring(L, GPULAB_VERSION);
-    lua_setfield(L, -2, "gpulab");
-    lua_pushstring(L, GPULAB_COMMIT);
-    lua_setfield(L, -2, "commit");
-    lua_pushstring(L, LUA_RELEASE);
-    lua_setfield(L, -2, "lua");
+    gl_set_string_field(L, "gpulab", GPULAB_VERSION);
+    gl_set_string_field(L, "commit", GPULAB_COMMIT);
+    gl_set_string_field(L, "lua", LUA_RELEASE);
     gl_push_nvrtc_version(L);
     lua_setfield(L, -2, "nvrtc");
     if (gl_driver_open(NULL)) {
@@ -720,14 +711,11 @@ static int l_sync(lua_State *L) {
 static int l_stats(lua_State *L) {
     gl_release_drain();
     lua_createtable(L, 0, 12);
-#define F(name)                                                                                \
-    lua_pushinteger(L, gl_live.name);                                                          \
-    lua_setfield(L, -2, #name);
+#define F(name) gl_set_integer_field(L, #name, gl_live.name);
     F(arrays) F(hosts) F(modules) F(streams) F(events) F(graphs) F(tensormaps) F(prepared) F(partitions)
     F(device_bytes) F(pinned_bytes)
 #undef F
-    lua_pushinteger(L, gl_release_pending());
-    lua_setfield(L, -2, "deferred");
+    gl_set_integer_field(L, "deferred", gl_release_pending());
     return 1;
 }
 

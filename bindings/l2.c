@@ -27,6 +27,7 @@
 #include "module.h"
 #include "objects.h"
 #include "options.h"
+#include "results.h"
 #include "stream.h"
 
 #include <stdarg.h>
@@ -347,16 +348,11 @@ static int l_l2_window(lua_State *L) {
         return 1;
     }
     lua_createtable(L, 0, 7);
-    lua_pushinteger(L, (lua_Integer)(uintptr_t)w->base_ptr);
-    lua_setfield(L, -2, "ptr");
-    lua_pushinteger(L, (lua_Integer)w->num_bytes);
-    lua_setfield(L, -2, "bytes");
-    lua_pushnumber(L, (lua_Number)w->hitRatio);
-    lua_setfield(L, -2, "hit_ratio");
-    lua_pushstring(L, access_property_name(w->hitProp));
-    lua_setfield(L, -2, "hit");
-    lua_pushstring(L, access_property_name(w->missProp));
-    lua_setfield(L, -2, "miss");
+    gl_set_integer_field(L, "ptr", (lua_Integer)(uintptr_t)w->base_ptr);
+    gl_set_integer_field(L, "bytes", (lua_Integer)w->num_bytes);
+    gl_set_number_field(L, "hit_ratio", (lua_Number)w->hitRatio);
+    gl_set_string_field(L, "hit", access_property_name(w->hitProp));
+    gl_set_string_field(L, "miss", access_property_name(w->missProp));
     push_window_array(L, w);
     return 1;
 }

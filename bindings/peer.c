@@ -15,6 +15,7 @@
 #include "objects.h"
 #include "options.h"
 #include "peer.h"
+#include "results.h"
 
 #include <stdio.h>
 
@@ -132,12 +133,9 @@ static int l_peer(lua_State *L) {
         if (both) enable_one(L, b, a);
     }
     lua_createtable(L, 0, 3);
-    lua_pushboolean(L, can);
-    lua_setfield(L, -2, "can");
-    lua_pushboolean(L, gl_peer_enabled(a, b));
-    lua_setfield(L, -2, "enabled");
-    lua_pushboolean(L, a == b);
-    lua_setfield(L, -2, "same");
+    gl_set_boolean_field(L, "can", can);
+    gl_set_boolean_field(L, "enabled", gl_peer_enabled(a, b));
+    gl_set_boolean_field(L, "same", a == b);
     return 1;
 }
 
