@@ -147,17 +147,23 @@ static void push_class_tables(lua_State *L, const char *tname) {
     lua_pop(L, 2);
 }
 
-/* Pushes what the object at obj answers for the key at key, given its class's methods and
- * fields tables (fields may be nil): the method, else the getter's value, else nil. */
-static int class_answer(lua_State *L, int obj, int key, int methods, int fields) {
-    if (lua_type(L, key) != LUA_TSTRING) {
+/* Pushes the method of the key at key (a string) from the methods table at methods; returns
+ * false, pushing nothing, when there is none. Methods check their own self, so they are
+ * answered before the object's type is (a freed or foreign object gets its methods' errors). */
+static bool push_method(lua_State *L, int key, int methods) {
+    lua_pushvalue(L, key);
+    if (lua_rawget(L, methods) != LUA_TNIL) return true;
+    lua_pop(L, 1);
+    return false;
+}
+
+/* Pushes the value of field `key` of the object at obj by its getter in the fields table at
+ * fields (which may be nil), else nil. The caller has proven the object's class. */
+static int push_field(lua_State *L, int obj, int key, int fields) {
+    if (!lua_istable(L, fields)) {
         lua_pushnil(L);
         return LUA_TNIL;
     }
-    lua_pushvalue(L, key);
-    int t = lua_rawget(L, methods);
-    if (t != LUA_TNIL || !lua_istable(L, fields)) return t;
-    lua_pop(L, 1);
     lua_pushvalue(L, key);
     if (lua_rawget(L, fields) != LUA_TFUNCTION) {
         lua_pop(L, 1);
@@ -169,33 +175,54 @@ static int class_answer(lua_State *L, int obj, int key, int methods, int fields)
     return lua_type(L, -1);
 }
 
-/* The __index of a class with fields. Upvalues (set by gl_new_class; debug.setupvalue cannot
- * replace a C function's): 1 the methods, 2 the fields, 3 the class name's literal. The tag
- * proves the object is of this class before any getter reads its block. */
-int gl_class_index(lua_State *L) {
-    const char *tname = lua_touserdata(L, lua_upvalueindex(3));
-    if (tname == NULL || !lua_istable(L, lua_upvalueindex(1)))
-        return luaL_error(L, "gpulab: gl_class_index runs only as the __index gl_new_class installs");
-    gl_checkudata(L, 1, tname);
-    class_answer(L, 1, 2, lua_upvalueindex(1), lua_upvalueindex(2));
-    return 1;
+/* The class of the gpulab object at obj: the literal its class was made with, found by the name
+ * its metatable gives and proven by the object's tag (a metatable a script replaced or edited
+ * names nothing the tag agrees with); NULL when it is no gpulab class's object. */
+static const char *class_of(lua_State *L, int obj) {
+    if (lua_type(L, obj) != LUA_TUSERDATA || !lua_getmetatable(L, obj)) return NULL;
+    lua_pushliteral(L, "__name");
+    const char *name = lua_rawget(L, -2) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    const char *tname = NULL;
+    for (int i = 0; name && i < class_count && tname == NULL; i++)
+        if (strcmp(class_names[i], name) == 0) tname = class_names[i];
+    lua_pop(L, 2);
+    return tname && gl_testudata(L, obj, tname) ? tname : NULL;
 }
 
 int gl_class_lookup(lua_State *L, int obj, int key) {
     obj = lua_absindex(L, obj);
     key = lua_absindex(L, key);
-    const char *tname = NULL;
-    for (int i = 0; i < class_count && tname == NULL; i++) /* by the tag: no metatable is read */
-        if (gl_testudata(L, obj, class_names[i])) tname = class_names[i];
-    if (tname == NULL || lua_type(L, key) != LUA_TSTRING) {
+    const char *tname = lua_type(L, key) == LUA_TSTRING ? class_of(L, obj) : NULL;
+    if (tname == NULL) {
         lua_pushnil(L);
         return LUA_TNIL;
     }
     push_class_tables(L, tname);
-    int t = class_answer(L, obj, key, lua_gettop(L) - 1, lua_gettop(L));
-    lua_replace(L, -3);
-    lua_pop(L, 1);
+    int methods = lua_gettop(L) - 1;
+    int t = push_method(L, key, methods) ? lua_type(L, -1) : push_field(L, obj, key, methods + 1);
+    lua_replace(L, methods);
+    lua_settop(L, methods);
     return t;
+}
+
+/* The __index of a class with fields. As gl_new_class installs it, its upvalues (which
+ * debug.setupvalue cannot replace in a C function) are 1 the methods, 2 the fields, 3 the class
+ * name's literal, so it answers by two table reads; called without them (named in a `meta`, or
+ * by another C function for the object at 1) it finds the class by the object's tag. Either way
+ * the tag proves the object's class before any getter reads its block. */
+int gl_class_index(lua_State *L) {
+    lua_settop(L, 2);
+    const char *tname = lua_touserdata(L, lua_upvalueindex(3));
+    if (tname == NULL || !lua_istable(L, lua_upvalueindex(1))) { /* the plain function */
+        if (class_of(L, 1) == NULL) gl_typeerror(L, 1, "__index", "gpulab object");
+        gl_class_lookup(L, 1, 2);
+        return 1;
+    }
+    if (lua_type(L, 2) != LUA_TSTRING) return 0;
+    if (push_method(L, 2, lua_upvalueindex(1))) return 1;
+    gl_checkudata(L, 1, tname);
+    push_field(L, 1, 2, lua_upvalueindex(2));
+    return 1;
 }
 
 void gl_class_add_methods(lua_State *L, const char *tname, const luaL_Reg *reg) {

@@ -156,6 +156,8 @@ static int error_string_method(lua_State *L) {
     return lua_gettop(L);
 }
 
+/* e.find, e.match: the loaded string library's function of that name, applied to the message;
+ * looked up on each read, so the string library a script loads or replaces is the one used. */
 static int error_index(lua_State *L) {
     if (lua_type(L, 2) != LUA_TSTRING) return 0;
     lua_pushliteral(L, LUA_LOADED_TABLE);
@@ -168,22 +170,50 @@ static int error_index(lua_State *L) {
     return 1;
 }
 
+/* Fills the methods table at idx, for readers (REPL completion, help()), with one method per
+ * function of the string library as it is when the class is made (read raw: a script may have
+ * replaced package.loaded); none when there is no string library. An error answers through
+ * error_index, which finds the same functions while the string library stays the same. */
+static void add_string_methods(lua_State *L, int methods) {
+    lua_pushliteral(L, LUA_LOADED_TABLE);
+    if (lua_rawget(L, LUA_REGISTRYINDEX) == LUA_TTABLE) {
+        lua_pushliteral(L, "string");
+        if (lua_rawget(L, -2) == LUA_TTABLE) {
+            lua_pushnil(L);
+            while (lua_next(L, -2)) {
+                if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TFUNCTION) {
+                    lua_pushvalue(L, -2);
+                    lua_insert(L, -2);
+                    lua_pushcclosure(L, error_string_method, 1);
+                    lua_rawset(L, methods);
+                } else {
+                    lua_pop(L, 1);
+                }
+            }
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
 /* Pushes the error class, made on first use (errors can be raised before the cuda module opens)
  * and kept in the private store: a script replacing registry["cuda.error"] changes nothing, and
- * one that reaches the private store makes the next error start a new class. */
+ * one that reaches the private store makes the next error start a new class. An error is a
+ * table whose fields (code, name, fn, ...) are its own; its methods are the string library's,
+ * applied to the message, named in the class's __methods (gl_new_class) for readers. */
 static void push_error_class(lua_State *L) {
     if (gl_private_get(L, ERROR_T) == LUA_TTABLE) return;
     lua_pop(L, 1);
     static const luaL_Reg meta[] = {{"__tostring", error_tostring}, {"__concat", error_concat},
                                     {"__index", error_index}, {NULL, NULL}};
-    lua_createtable(L, 0, 5);
-    luaL_setfuncs(L, meta, 0);
-    lua_pushliteral(L, ERROR_T);
-    lua_setfield(L, -2, "__name");
+    gl_new_class(L, ERROR_T, meta, NULL, NULL);
+    gl_getmetatable(L, ERROR_T); /* just made: no script has reached it yet */
     lua_pushliteral(L, ERROR_T); /* getmetatable(e) == "cuda.error"; the class stays ours */
     lua_setfield(L, -2, "__metatable");
-    lua_pushvalue(L, -1);
-    gl_register_class(L, ERROR_T);
+    lua_pushliteral(L, "__methods");
+    lua_rawget(L, -2);
+    add_string_methods(L, lua_gettop(L));
+    lua_pop(L, 1);
 }
 
 bool gl_is_error(lua_State *L, int idx) {

@@ -48,8 +48,9 @@ void gl_guard_debug_library(lua_State *L);
 void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods,
                   const luaL_Reg *fields);
 /* The __index gl_new_class installs for a class with fields: checks the object's type by its
- * tag, answers the method of that name, else the field getter's value, else nil. Reads the
- * tables from its upvalues, so only the closure gl_new_class makes works. */
+ * tag, answers the method of that name, else the field getter's value, else nil. As installed it
+ * reads the tables from its upvalues; as a plain C function (a meta may name it, C code may call
+ * it for the object at 1 and the key at 2) it finds the class by the object's tag. */
 int gl_class_index(lua_State *L);
 /* For a class's own __index: pushes what the object at obj answers for the key at key by its
  * class's __methods and __fields (the class found by the object's tag, the tables read from the

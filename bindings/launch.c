@@ -1095,15 +1095,13 @@ void gl_open_launch(lua_State *L) {
     gl_new_class(L, PREPARED_T, meta, methods, NULL);
     static const luaL_Reg kernel_methods[] = {{"launch", l_launch}, {"prepare", l_prepare},
                                               {NULL, NULL}};
-    gl_push_kernel_methods(L);
-    luaL_setfuncs(L, kernel_methods, 0);
+    gl_class_add_methods(L, GL_KERNEL_T, kernel_methods);
     lua_createtable(L, CFG_KEYS, 0);
     for (int i = 0; i < CFG_KEYS; i++) {
         lua_pushstring(L, cfg_key_names[i]);
         lua_rawseti(L, -2, i + 1);
     }
     gl_private_set(L, CFG_KEYS_REG);
-    lua_pop(L, 1);
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");
 }

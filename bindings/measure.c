@@ -68,10 +68,6 @@
 #define MAX_DEVICES 64
 #define PLATEAU_MIN_GAIN 0.05
 
-/* The stream and graph functions of stream.c, taken from their metatables at open time. */
-static struct {
-    lua_CFunction stream_new, stream_free, capture, graph_launch, graph_free;
-} fns;
 
 static double now_s(void) {
     struct timespec ts;
@@ -430,7 +426,7 @@ static void launch_clock(lua_State *L, measure_run *r) {
 /* fn(s) (or fn()), or one replay of the captured graph; then re-validate what fn may change. */
 static void call_work(lua_State *L, measure_run *r) {
     if (r->o->regime == GL_REGIME_GRAPH) {
-        lua_pushcfunction(L, fns.graph_launch);
+        lua_pushcfunction(L, gl_graph_launch);
         lua_pushvalue(L, SLOT_GRAPH);
         lua_pushvalue(L, SLOT_STREAM);
         lua_call(L, 2, 0);
@@ -648,7 +644,7 @@ static int capture_body(lua_State *L) {
 }
 
 static void capture_graph(lua_State *L, measure_run *r) {
-    lua_pushcfunction(L, fns.capture);
+    lua_pushcfunction(L, gl_stream_capture);
     lua_pushvalue(L, SLOT_STREAM);
     lua_pushvalue(L, SLOT_FN);
     lua_pushvalue(L, SLOT_STREAM);
@@ -738,8 +734,8 @@ static void cleanup(lua_State *L, measure_run *r, int holder) {
         for (int i = 0; i < 3; i++)
             if (evs[i]) gl_cu.cuEventDestroy(evs[i]);
     }
-    free_held(L, holder, 1, fns.graph_free);
-    free_held(L, holder, 2, fns.stream_free);
+    free_held(L, holder, 1, gl_graph_free);
+    free_held(L, holder, 2, gl_stream_free);
     if (r->flush) gl_release(&r->flush_use, free_device, (void *)(uintptr_t)r->flush, 0);
     if (r->words) gl_release(&r->words_use, free_host, r->words, 0);
     free(r->times);
@@ -868,7 +864,7 @@ void gl_measure_run(lua_State *L, int fn_idx, int stream_idx, const gl_measure_o
     if (stream_idx && !lua_isnil(L, stream_idx)) {
         lua_pushvalue(L, stream_idx);
     } else if (o->regime == GL_REGIME_GRAPH) { /* the default stream cannot be captured */
-        lua_pushcfunction(L, fns.stream_new);
+        lua_pushcfunction(L, gl_stream_new);
         lua_call(L, 0, 1);
         lua_pushvalue(L, -1);
         lua_rawseti(L, holder, 2);
@@ -999,33 +995,7 @@ static int l_measure(lua_State *L) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-static lua_CFunction method_of(lua_State *L, const char *tname, const char *name) {
-    gl_getmetatable(L, tname);
-    lua_getfield(L, -1, "__index");
-    if (lua_iscfunction(L, -1)) { /* a field reader (cuda.graph): its upvalue holds the methods */
-        if (lua_getupvalue(L, -1, 1) == NULL) lua_pushnil(L);
-        lua_remove(L, -2);
-    }
-    lua_CFunction f = NULL;
-    if (lua_type(L, -1) == LUA_TTABLE) {
-        lua_getfield(L, -1, name);
-        f = lua_tocfunction(L, -1);
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 2);
-    if (f == NULL) luaL_error(L, "gpulab: %s has no C method '%s' (open the streams first)", tname, name);
-    return f;
-}
-
 void gl_open_measure(lua_State *L) {
-    fns.stream_free = method_of(L, GL_STREAM_T, "free");
-    fns.capture = method_of(L, GL_STREAM_T, "capture");
-    fns.graph_launch = method_of(L, "cuda.graph", "launch");
-    fns.graph_free = method_of(L, "cuda.graph", "free");
-    lua_getfield(L, -1, "stream"); /* the cuda table is on top */
-    fns.stream_new = lua_tocfunction(L, -1);
-    lua_pop(L, 1);
-    if (fns.stream_new == NULL) luaL_error(L, "gpulab: cuda.stream must be registered before cuda.measure");
     static const luaL_Reg f[] = {{"measure", l_measure}, {"stats_of", l_stats_of}, {NULL, NULL}};
     luaL_setfuncs(L, f, 0);
     gl_open_l2(L); /* the cold regime resets what cuda.l2_persisting sets aside */

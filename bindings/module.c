@@ -580,25 +580,89 @@ static void push_params(lua_State *L, const gl_kernel *k) {
     }
 }
 
-/* The fields that can change or are built on each read: k.max_dynamic_smem (k:set_max_dynamic_smem
- * sets it, a launch may re-read it) and k.params (a fresh table each time, so that changing one
- * changes no later read). Upvalue 1 is the kernel. */
-static int kernel_live_field(lua_State *L) {
-    gl_kernel *k = lua_touserdata(L, lua_upvalueindex(1));
-    const char *key = lua_tostring(L, 2);
-    if (key && strcmp(key, "max_dynamic_smem") == 0) lua_pushinteger(L, k->max_dynamic_smem);
-    else if (key && strcmp(key, "params") == 0) push_params(L, k);
-    else lua_pushnil(L);
+/* k.cluster_dims: {x, y, z} compiled in by __cluster_dims__, or nil */
+static void push_cluster_dims(lua_State *L, const gl_kernel *k) {
+    if (k->cluster_dims[0] <= 0) {
+        lua_pushnil(L);
+        return;
+    }
+    lua_createtable(L, 3, 0);
+    for (int i = 0; i < 3; i++) {
+        lua_pushinteger(L, k->cluster_dims[i] > 0 ? k->cluster_dims[i] : 1);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+/* The kernel class's fields (its __fields): every field a kernel answers. A kernel's own
+ * metatable holds the fixed ones ready (push_kernel_metatable); these getters answer the class's
+ * __index and what that table does not hold. */
+static const gl_kernel *field_kernel(lua_State *L) {
+    const gl_kernel *k = gl_test_kernel(L, 1);
+    if (k == NULL) gl_typeerror(L, 1, "k.field", GL_KERNEL_T);
+    return k;
+}
+static int f_name(lua_State *L) {
+    lua_pushstring(L, field_kernel(L)->name);
+    return 1;
+}
+static int f_regs(lua_State *L) {
+    lua_pushinteger(L, field_kernel(L)->regs);
+    return 1;
+}
+static int f_smem(lua_State *L) {
+    lua_pushinteger(L, field_kernel(L)->static_smem);
+    return 1;
+}
+static int f_local_bytes(lua_State *L) {
+    lua_pushinteger(L, field_kernel(L)->local_bytes);
+    return 1;
+}
+static int f_const_bytes(lua_State *L) {
+    lua_pushinteger(L, field_kernel(L)->const_bytes);
+    return 1;
+}
+static int f_max_threads(lua_State *L) {
+    lua_pushinteger(L, field_kernel(L)->max_threads);
+    return 1;
+}
+static int f_cluster_dims(lua_State *L) {
+    push_cluster_dims(L, field_kernel(L));
+    return 1;
+}
+static int f_module(lua_State *L) {
+    field_kernel(L);
+    lua_getiuservalue(L, 1, KUV_MODULE);
+    return 1;
+}
+/* changes with k:set_max_dynamic_smem */
+static int f_max_dynamic_smem(lua_State *L) {
+    lua_pushinteger(L, field_kernel(L)->max_dynamic_smem);
+    return 1;
+}
+/* a fresh table each read, so that changing one changes no later read */
+static int f_params(lua_State *L) {
+    push_params(L, field_kernel(L));
     return 1;
 }
 
+/* The __index of a kernel's index table: what that table does not hold (k.max_dynamic_smem,
+ * k.params, a method added after the kernel was made) is answered as the class answers it, for
+ * the kernel (upvalue 1) in place of the index table. */
+static int kernel_live_field(lua_State *L) {
+    lua_settop(L, 2);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_replace(L, 1);
+    return gl_class_index(L);
+}
+
 /* Copies the fields of the table at `from` into the table at `to`, raw; with `skip_index`, not
- * __index and __methods (the class's own lookup). */
+ * __index, __methods and __fields (the class's own lookup, which readers find by __name). */
 static void copy_fields(lua_State *L, int from, int to, bool skip_index) {
     lua_pushnil(L);
     while (lua_next(L, from)) {
         const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
-        if (skip_index && (strcmp(key, "__index") == 0 || strcmp(key, "__methods") == 0)) {
+        if (skip_index && (strcmp(key, "__index") == 0 || strcmp(key, "__methods") == 0 ||
+                           strcmp(key, "__fields") == 0)) {
             lua_pop(L, 1);
             continue;
         }
@@ -611,6 +675,24 @@ static void copy_fields(lua_State *L, int from, int to, bool skip_index) {
 static void set_int(lua_State *L, const char *name, lua_Integer v) {
     lua_pushinteger(L, v);
     lua_setfield(L, -2, name);
+}
+
+/* The kernel class's methods table (gl_new_class's, which every later gl_class_add_methods
+ * fills: kattr.c's, launch.c's) in the private store: a kernel's own metatable copies it, and
+ * the class metatable's __methods, which a script can replace, is only for readers. */
+#define KERNEL_METHODS "cuda.kernel.methods"
+
+/* Right after gl_new_class, before any script can reach the new class metatable. */
+static void keep_kernel_methods(lua_State *L) {
+    gl_getmetatable(L, GL_KERNEL_T);
+    lua_pushliteral(L, "__methods");
+    if (lua_rawget(L, -2) != LUA_TTABLE) luaL_error(L, "gpulab: the kernel class has no __methods");
+    gl_private_set(L, KERNEL_METHODS);
+    lua_pop(L, 1);
+}
+
+static void push_kernel_methods(lua_State *L) {
+    if (gl_private_get(L, KERNEL_METHODS) != LUA_TTABLE) luaL_error(L, "gpulab's kernel methods are gone");
 }
 
 /* Pushes the kernel's own metatable: the class metatable's fields, with __index a table of this
@@ -627,7 +709,7 @@ static void push_kernel_metatable(lua_State *L, int self) {
     copy_fields(L, class, class + 1, true);
     lua_createtable(L, 0, 16); /* its __index: the methods, then the fixed fields */
     int index = lua_gettop(L);
-    gl_push_kernel_methods(L);
+    push_kernel_methods(L);
     copy_fields(L, index + 1, index, false);
     lua_pop(L, 1);
     set_int(L, "regs", k->regs);
@@ -635,19 +717,13 @@ static void push_kernel_metatable(lua_State *L, int self) {
     set_int(L, "local_bytes", k->local_bytes);
     set_int(L, "const_bytes", k->const_bytes);
     set_int(L, "max_threads", k->max_threads);
-    if (k->cluster_dims[0] > 0) { /* compiled in by __cluster_dims__ */
-        lua_createtable(L, 3, 0);
-        for (int i = 0; i < 3; i++) {
-            lua_pushinteger(L, k->cluster_dims[i] > 0 ? k->cluster_dims[i] : 1);
-            lua_rawseti(L, -2, i + 1);
-        }
-        lua_setfield(L, -2, "cluster_dims");
-    }
+    push_cluster_dims(L, k);
+    lua_setfield(L, -2, "cluster_dims");
     lua_pushstring(L, k->name);
     lua_setfield(L, -2, "name");
     lua_getiuservalue(L, self, KUV_MODULE);
     lua_setfield(L, -2, "module");
-    lua_createtable(L, 0, 1); /* the index table's metatable: the live fields */
+    lua_createtable(L, 0, 1); /* the index table's metatable: the rest, as the class answers */
     lua_pushvalue(L, self);
     lua_pushcclosure(L, kernel_live_field, 1);
     lua_setfield(L, -2, "__index");
@@ -764,16 +840,6 @@ static int l_module_kernel(lua_State *L) {
     recheck_module(L, m, fn);
     m->nkernels++;
     return 1;
-}
-
-/* The class metatable's __index. Every kernel has a metatable of its own (push_kernel_metatable),
- * so only an object a script gave the class metatable comes here: it gets the methods, which
- * check their self, and no fields. The method table is also what help() and tools read. */
-static int kernel_class_index(lua_State *L) {
-    lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
-    gl_typeerror(L, 1, "cuda.kernel.__index", "cuda.kernel");
-    return 0;
 }
 
 static int kernel_tostring(lua_State *L) {
@@ -897,14 +963,6 @@ static int l_set_max_dynamic_smem(lua_State *L) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* The methods table lives in the private store: the class metatable's __methods field is for
- * help() and tools, and a script can replace it (debug.getregistry()["cuda.kernel"]). */
-#define KERNEL_METHODS "cuda.kernel.methods"
-
-void gl_push_kernel_methods(lua_State *L) {
-    if (gl_private_get(L, KERNEL_METHODS) != LUA_TTABLE) luaL_error(L, "gpulab's kernel methods are gone");
-}
-
 void gl_open_module(lua_State *L) {
     static const luaL_Reg module_meta[] = {{"__gc", module_free}, {"__close", module_free},
                                            {"__tostring", module_tostring}, {NULL, NULL}};
@@ -914,21 +972,17 @@ void gl_open_module(lua_State *L) {
     gl_new_class(L, GL_MODULE_T, module_meta, module_methods, NULL);
 
     static const luaL_Reg kernel_meta[] = {{"__tostring", kernel_tostring}, {NULL, NULL}};
-    gl_new_class(L, GL_KERNEL_T, kernel_meta, NULL, NULL);
     static const luaL_Reg kernel_methods[] = {{"occupancy", l_occupancy},
                                               {"set_max_dynamic_smem", l_set_max_dynamic_smem},
                                               {NULL, NULL}};
-    gl_getmetatable(L, GL_KERNEL_T);
-    lua_newtable(L);
-    luaL_setfuncs(L, kernel_methods, 0);
-    luaL_setfuncs(L, gl_kernel_attr_methods, 0);
-    lua_pushvalue(L, -1);
-    gl_private_set(L, KERNEL_METHODS);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, -3, "__methods");
-    lua_pushcclosure(L, kernel_class_index, 1);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    static const luaL_Reg kernel_fields[] = {
+        {"name", f_name},           {"regs", f_regs},           {"smem", f_smem},
+        {"local_bytes", f_local_bytes}, {"const_bytes", f_const_bytes}, {"max_threads", f_max_threads},
+        {"cluster_dims", f_cluster_dims}, {"module", f_module}, {"max_dynamic_smem", f_max_dynamic_smem},
+        {"params", f_params},       {NULL, NULL}};
+    gl_new_class(L, GL_KERNEL_T, kernel_meta, kernel_methods, kernel_fields);
+    keep_kernel_methods(L);
+    gl_class_add_methods(L, GL_KERNEL_T, gl_kernel_attr_methods);
 
     static const luaL_Reg fns[] = {{"load", l_load}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);

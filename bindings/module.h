@@ -90,8 +90,4 @@ gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn);
 /* The kernel at idx, or NULL (also under a metatable other than its own: identity.c). */
 gl_kernel *gl_test_kernel(lua_State *L, int idx);
 
-/* Module methods/fields table for launch.c to add k:launch and k:prepare to. Pushes the
- * kernel class's method table. */
-void gl_push_kernel_methods(lua_State *L);
-
 #endif

@@ -857,19 +857,34 @@ static void push_int_list(lua_State *L, const int *v, int n) {
     }
 }
 
-static int comm_index(lua_State *L) {
-    nccl_comm *c = gl_testudata(L, 1, COMM_T);
-    const char *key = lua_tostring(L, 2);
-    if (c && key && lua_type(L, 2) == LUA_TSTRING) {
-        if (strcmp(key, "nranks") == 0) return lua_pushinteger(L, c->nranks), 1;
-        if (strcmp(key, "rank") == 0) return lua_pushinteger(L, c->rank[0]), 1;
-        if (strcmp(key, "ranks") == 0) return push_int_list(L, c->rank, c->nlocal), 1;
-        if (strcmp(key, "devices") == 0) return push_int_list(L, c->device, c->nlocal), 1;
-        if (strcmp(key, "aborted") == 0) return lua_pushboolean(L, c->aborted), 1;
-        if (strcmp(key, "freed") == 0) return lua_pushboolean(L, !c->live), 1;
-    }
-    lua_pushvalue(L, 2);
-    lua_rawget(L, lua_upvalueindex(1));
+/* The fields (the class's __fields, read through gl_class_index); a freed communicator keeps
+ * answering them (freed = true). */
+static const nccl_comm *field_comm(lua_State *L) { return gl_checkudata(L, 1, COMM_T); }
+
+static int f_nranks(lua_State *L) {
+    lua_pushinteger(L, field_comm(L)->nranks);
+    return 1;
+}
+static int f_rank(lua_State *L) {
+    lua_pushinteger(L, field_comm(L)->rank[0]);
+    return 1;
+}
+static int f_ranks(lua_State *L) {
+    const nccl_comm *c = field_comm(L);
+    push_int_list(L, c->rank, c->nlocal);
+    return 1;
+}
+static int f_devices(lua_State *L) {
+    const nccl_comm *c = field_comm(L);
+    push_int_list(L, c->device, c->nlocal);
+    return 1;
+}
+static int f_aborted(lua_State *L) {
+    lua_pushboolean(L, field_comm(L)->aborted);
+    return 1;
+}
+static int f_freed(lua_State *L) {
+    lua_pushboolean(L, !field_comm(L)->live);
     return 1;
 }
 
@@ -892,12 +907,10 @@ void gl_open_nccl(lua_State *L) {
                                        {"all_gather", l_all_gather}, {"reduce_scatter", l_reduce_scatter},
                                        {"sync", l_sync},             {"free", l_free},
                                        {NULL, NULL}};
-    gl_new_class(L, COMM_T, meta, methods, NULL);
-    gl_getmetatable(L, COMM_T);
-    lua_getfield(L, -1, "__index");
-    lua_pushcclosure(L, comm_index, 1);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    static const luaL_Reg fields[] = {{"nranks", f_nranks},   {"rank", f_rank},       {"ranks", f_ranks},
+                                      {"devices", f_devices}, {"aborted", f_aborted}, {"freed", f_freed},
+                                      {NULL, NULL}};
+    gl_new_class(L, COMM_T, meta, methods, fields);
     static const luaL_Reg fns[] = {{"init", l_init},           {"unique_id", l_unique_id},
                                    {"available", l_available}, {"version", l_version},
                                    {"stats", l_stats},         {NULL, NULL}};

@@ -248,21 +248,41 @@ static int l_partition_stream(lua_State *L) {
     return 1;
 }
 
-static int partition_index(lua_State *L) {
-    gl_partition *p = gl_checkudata(L, 1, PARTITION_T);
-    lua_pushvalue(L, 2);
-    lua_rawget(L, lua_upvalueindex(1)); /* methods first */
-    if (!lua_isnil(L, -1) || lua_type(L, 2) != LUA_TSTRING) return 1;
-    const char *key = lua_tostring(L, 2);
-    if (strcmp(key, "sm_count") == 0) lua_pushinteger(L, p->sm_count);
-    else if (strcmp(key, "requested") == 0) lua_pushinteger(L, p->requested);
-    else if (strcmp(key, "rounded") == 0) lua_pushboolean(L, p->rounded);
-    else if (strcmp(key, "granularity") == 0) lua_pushinteger(L, p->granularity);
-    else if (strcmp(key, "minimum") == 0) lua_pushinteger(L, p->minimum);
-    else if (strcmp(key, "device") == 0) lua_pushinteger(L, p->device);
-    else if (strcmp(key, "streams") == 0) lua_pushinteger(L, p->g ? p->g->streams : 0);
-    else if (strcmp(key, "freed") == 0) lua_pushboolean(L, p->g == NULL);
-    else lua_pushnil(L);
+/* The fields (the class's __fields, read through gl_class_index); a freed partition keeps
+ * answering them (freed = true, streams = 0). */
+static const gl_partition *field_self(lua_State *L) { return gl_checkudata(L, 1, PARTITION_T); }
+
+static int f_sm_count(lua_State *L) {
+    lua_pushinteger(L, field_self(L)->sm_count);
+    return 1;
+}
+static int f_requested(lua_State *L) {
+    lua_pushinteger(L, field_self(L)->requested);
+    return 1;
+}
+static int f_rounded(lua_State *L) {
+    lua_pushboolean(L, field_self(L)->rounded);
+    return 1;
+}
+static int f_granularity(lua_State *L) {
+    lua_pushinteger(L, field_self(L)->granularity);
+    return 1;
+}
+static int f_minimum(lua_State *L) {
+    lua_pushinteger(L, field_self(L)->minimum);
+    return 1;
+}
+static int f_device(lua_State *L) {
+    lua_pushinteger(L, field_self(L)->device);
+    return 1;
+}
+static int f_streams(lua_State *L) {
+    const gl_partition *p = field_self(L);
+    lua_pushinteger(L, p->g ? p->g->streams : 0);
+    return 1;
+}
+static int f_freed(lua_State *L) {
+    lua_pushboolean(L, field_self(L)->g == NULL);
     return 1;
 }
 
@@ -287,12 +307,12 @@ void gl_open_partition(lua_State *L) {
                                     {"__tostring", partition_tostring}, {NULL, NULL}};
     static const luaL_Reg methods[] = {{"stream", l_partition_stream}, {"free", partition_free},
                                       {NULL, NULL}};
-    gl_new_class(L, PARTITION_T, meta, methods, NULL);
-    gl_getmetatable(L, PARTITION_T); /* fields (sm_count, requested, ...) beside the methods */
-    lua_getfield(L, -1, "__index");
-    lua_pushcclosure(L, partition_index, 1);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    static const luaL_Reg fields[] = {{"sm_count", f_sm_count}, {"requested", f_requested},
+                                      {"rounded", f_rounded},   {"granularity", f_granularity},
+                                      {"minimum", f_minimum},   {"device", f_device},
+                                      {"streams", f_streams},   {"freed", f_freed},
+                                      {NULL, NULL}};
+    gl_new_class(L, PARTITION_T, meta, methods, fields);
     lua_pushcfunction(L, l_partition);
     lua_setfield(L, -2, "partition");
 }

@@ -142,7 +142,7 @@ static void stream_release(gl_stream *s) {
     gl_live.streams--;
 }
 
-static int stream_free(lua_State *L) {
+int gl_stream_free(lua_State *L) {
     gl_stream *s = gl_testudata(L, 1, GL_STREAM_T);
     if (s == NULL) return 0;
     stream_release(s);
@@ -165,7 +165,7 @@ gl_stream_track *gl_opt_stream_field(lua_State *L, int t, int value, const char 
     return s->track;
 }
 
-static int l_stream(lua_State *L) {
+int gl_stream_new(lua_State *L) {
     const char *fn = "cuda.stream";
     static const char *const known[] = {"nonblocking", "priority", NULL};
     bool nonblocking = false, have_priority = false;
@@ -445,7 +445,7 @@ static void destroy_exec(void *handle, uintptr_t extra) {
     gl_cu.cuGraphExecDestroy((CUgraphExec)handle);
 }
 
-static int graph_free(lua_State *L) {
+int gl_graph_free(lua_State *L) {
     gl_graph *g = gl_testudata(L, 1, GRAPH_T);
     if (g == NULL) return 0;
     free(g->refs);
@@ -534,7 +534,7 @@ static int select_stream_device(lua_State *L) {
     return 0;
 }
 
-static int l_stream_capture(lua_State *L) {
+int gl_stream_capture(lua_State *L) {
     const char *fn = "s:capture";
     gl_stream *s = gl_testudata(L, 1, GL_STREAM_T);
     if (s == NULL)
@@ -659,7 +659,7 @@ static void mark_refs(gl_graph *g, gl_stream_track *t, uint64_t seq) {
     gl_use_mark(&g->use, t, seq);
 }
 
-static int l_graph_launch(lua_State *L) {
+int gl_graph_launch(lua_State *L) {
     const char *fn = "g:launch";
     gl_graph *g = check_graph(L, 1, fn);
     gl_require_gpu(L, fn);
@@ -678,15 +678,16 @@ static int l_graph_launch(lua_State *L) {
     return 0;
 }
 
-static int graph_index(lua_State *L) {
-    gl_graph *g = gl_checkudata(L, 1, GRAPH_T);
-    lua_pushvalue(L, 2);
-    lua_rawget(L, lua_upvalueindex(1)); /* methods first */
-    if (!lua_isnil(L, -1) || lua_type(L, 2) != LUA_TSTRING) return 1;
-    const char *key = lua_tostring(L, 2);
-    if (strcmp(key, "nodes") == 0) lua_pushinteger(L, (lua_Integer)g->nodes);
-    else if (strcmp(key, "objects") == 0) lua_pushinteger(L, g->nrefs);
-    else lua_pushnil(L);
+/* The fields (the class's __fields, read through gl_class_index). */
+static int f_graph_nodes(lua_State *L) {
+    const gl_graph *g = gl_checkudata(L, 1, GRAPH_T);
+    lua_pushinteger(L, (lua_Integer)g->nodes);
+    return 1;
+}
+
+static int f_graph_objects(lua_State *L) {
+    const gl_graph *g = gl_checkudata(L, 1, GRAPH_T);
+    lua_pushinteger(L, g->nrefs);
     return 1;
 }
 
@@ -747,11 +748,11 @@ static int l_bench(lua_State *L) {
 
 /* ------------------------------------------------------------------------------------------ */
 void gl_open_stream(lua_State *L) {
-    static const luaL_Reg stream_meta[] = {{"__gc", stream_free}, {"__close", stream_free},
+    static const luaL_Reg stream_meta[] = {{"__gc", gl_stream_free}, {"__close", gl_stream_free},
                                            {"__tostring", stream_tostring}, {NULL, NULL}};
     static const luaL_Reg stream_methods[] = {
         {"sync", l_stream_sync}, {"query", l_stream_query}, {"wait", l_stream_wait},
-        {"capture", l_stream_capture}, {"free", stream_free}, {NULL, NULL}};
+        {"capture", gl_stream_capture}, {"free", gl_stream_free}, {NULL, NULL}};
     gl_new_class(L, GL_STREAM_T, stream_meta, stream_methods, NULL);
 
     static const luaL_Reg event_meta[] = {{"__gc", event_free}, {"__close", event_free},
@@ -761,18 +762,15 @@ void gl_open_stream(lua_State *L) {
         {"elapsed", l_event_elapsed}, {"free", event_free}, {NULL, NULL}};
     gl_new_class(L, EVENT_T, event_meta, event_methods, NULL);
 
-    static const luaL_Reg graph_meta[] = {{"__gc", graph_free}, {"__close", graph_free},
+    static const luaL_Reg graph_meta[] = {{"__gc", gl_graph_free}, {"__close", gl_graph_free},
                                           {"__tostring", graph_tostring}, {NULL, NULL}};
-    static const luaL_Reg graph_methods[] = {{"launch", l_graph_launch}, {"free", graph_free},
+    static const luaL_Reg graph_methods[] = {{"launch", gl_graph_launch}, {"free", gl_graph_free},
                                              {NULL, NULL}};
-    gl_new_class(L, GRAPH_T, graph_meta, graph_methods, NULL);
-    gl_getmetatable(L, GRAPH_T); /* fields (nodes, objects) beside the methods */
-    lua_getfield(L, -1, "__index");
-    lua_pushcclosure(L, graph_index, 1);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    static const luaL_Reg graph_fields[] = {{"nodes", f_graph_nodes}, {"objects", f_graph_objects},
+                                            {NULL, NULL}};
+    gl_new_class(L, GRAPH_T, graph_meta, graph_methods, graph_fields);
 
-    static const luaL_Reg fns[] = {{"stream", l_stream}, {"event", l_event}, {"bench", l_bench},
+    static const luaL_Reg fns[] = {{"stream", gl_stream_new}, {"event", l_event}, {"bench", l_bench},
                                    {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
 }

@@ -1,5 +1,6 @@
 /*
- * stream.h — stream capture hooks (stream.c) for bindings that submit work.
+ * stream.h — stream capture hooks (stream.c) for bindings that submit work, and the stream and
+ * graph functions cuda.measure calls.
  *
  * While s:capture(fn) runs, submitted work is recorded into a graph instead of running. The
  * graph must keep every object that work reads or writes alive, and each replay must mark
@@ -21,5 +22,15 @@ bool gl_capture_active(void);
  * each replay. Known types: cuda.array, cuda.host, cuda.tensormap, cuda.kernel, cuda.module,
  * cuda.event, cuda.graph; other values are only kept alive. No-op without an active capture. */
 void gl_capture_note(lua_State *L, int idx);
+
+/* The stream and graph functions other bindings call as C (cuda.measure's graph regime makes a
+ * stream, captures fn into a graph, replays and frees both): each is the lua_CFunction behind
+ * the Lua call of the same meaning, pushed with lua_pushcfunction and called with its Lua
+ * arguments. */
+int gl_stream_new(lua_State *L);     /* cuda.stream([opts]) */
+int gl_stream_free(lua_State *L);    /* s:free() (also __gc and __close) */
+int gl_stream_capture(lua_State *L); /* s:capture(fn) */
+int gl_graph_launch(lua_State *L);   /* g:launch([stream]) */
+int gl_graph_free(lua_State *L);     /* g:free() (also __gc and __close) */
 
 #endif

@@ -659,37 +659,77 @@ static unsigned smem_align(const tm_spec *s) {
     return repeat > 128 ? repeat : 128;
 }
 
-/* Fields: box_bytes, dtype, rank, dims, strides, box, element_strides, interleave, swizzle,
- * smem_align, l2_promotion, oob_fill, address, array; then methods. */
-static int tm_index(lua_State *L) {
+/* The fields (the class's __fields, read through gl_class_index): each getter reads the map at
+ * 1; a freed map's fields raise naming the field, while its methods (free) still answer. */
+static const tm_spec *field_spec(lua_State *L, const char *field) {
     tm_obj *o = test_obj(L, 1);
-    const char *k = luaL_checkstring(L, 2);
-    gl_getmetatable(L, GL_TENSORMAP_T);
-    lua_getfield(L, -1, "__methods");
-    if (lua_getfield(L, -1, k) != LUA_TNIL) return 1; /* methods work on freed maps too (free) */
-    lua_pop(L, 3);
-    if (o == NULL || !o->pub.valid) return luaL_error(L, "cuda.tensormap: field '%s' of a freed tensor map", k);
-    const tm_spec *s = &o->spec;
-    if (strcmp(k, "box_bytes") == 0) lua_pushinteger(L, (lua_Integer)box_bytes(s));
-    else if (strcmp(k, "dtype") == 0) lua_pushstring(L, s->dtype->name);
-    else if (strcmp(k, "rank") == 0) lua_pushinteger(L, s->rank);
-    else if (strcmp(k, "dims") == 0) push_list_u64(L, s->dims, s->rank);
-    else if (strcmp(k, "strides") == 0) push_list_u64(L, s->strides, s->rank - 1);
-    else if (strcmp(k, "box") == 0) push_list_u32(L, s->box, s->rank);
-    else if (strcmp(k, "element_strides") == 0) push_list_u32(L, s->estrides, s->rank);
-    else if (strcmp(k, "interleave") == 0) lua_pushstring(L, s->interleave->name);
-    else if (strcmp(k, "swizzle") == 0) lua_pushstring(L, s->swizzle->name);
-    else if (strcmp(k, "smem_align") == 0) lua_pushinteger(L, smem_align(s));
-    else if (strcmp(k, "l2_promotion") == 0) lua_pushstring(L, s->l2->name);
-    else if (strcmp(k, "oob_fill") == 0) lua_pushstring(L, s->oob->name);
-    else if (strcmp(k, "address") == 0) lua_pushinteger(L, (lua_Integer)s->address);
-    else if (strcmp(k, "array") == 0) lua_getiuservalue(L, 1, UV_ARRAY);
-    else lua_pushnil(L);
+    if (o == NULL) gl_typeerror(L, 1, "tm.field", GL_TENSORMAP_T);
+    if (!o->pub.valid) luaL_error(L, "cuda.tensormap: field '%s' of a freed tensor map", field);
+    return &o->spec;
+}
+
+static int f_box_bytes(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)box_bytes(field_spec(L, "box_bytes")));
+    return 1;
+}
+static int f_dtype(lua_State *L) {
+    lua_pushstring(L, field_spec(L, "dtype")->dtype->name);
+    return 1;
+}
+static int f_rank(lua_State *L) {
+    lua_pushinteger(L, field_spec(L, "rank")->rank);
+    return 1;
+}
+static int f_dims(lua_State *L) {
+    const tm_spec *s = field_spec(L, "dims");
+    push_list_u64(L, s->dims, s->rank);
+    return 1;
+}
+static int f_strides(lua_State *L) {
+    const tm_spec *s = field_spec(L, "strides");
+    push_list_u64(L, s->strides, s->rank - 1);
+    return 1;
+}
+static int f_box(lua_State *L) {
+    const tm_spec *s = field_spec(L, "box");
+    push_list_u32(L, s->box, s->rank);
+    return 1;
+}
+static int f_element_strides(lua_State *L) {
+    const tm_spec *s = field_spec(L, "element_strides");
+    push_list_u32(L, s->estrides, s->rank);
+    return 1;
+}
+static int f_interleave(lua_State *L) {
+    lua_pushstring(L, field_spec(L, "interleave")->interleave->name);
+    return 1;
+}
+static int f_swizzle(lua_State *L) {
+    lua_pushstring(L, field_spec(L, "swizzle")->swizzle->name);
+    return 1;
+}
+static int f_smem_align(lua_State *L) {
+    lua_pushinteger(L, smem_align(field_spec(L, "smem_align")));
+    return 1;
+}
+static int f_l2_promotion(lua_State *L) {
+    lua_pushstring(L, field_spec(L, "l2_promotion")->l2->name);
+    return 1;
+}
+static int f_oob_fill(lua_State *L) {
+    lua_pushstring(L, field_spec(L, "oob_fill")->oob->name);
+    return 1;
+}
+static int f_address(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)field_spec(L, "address")->address);
+    return 1;
+}
+static int f_array(lua_State *L) {
+    field_spec(L, "array");
+    lua_getiuservalue(L, 1, UV_ARRAY);
     return 1;
 }
 
-/* gl_new_class installs __index = methods; fields come first here, so the methods table is
- * kept under __methods and __index replaced by tm_index. */
 static int tm_free_method(lua_State *L) {
     if (test_obj(L, 1) == NULL) gl_typeerror(L, 1, "tm:free", "cuda.tensormap");
     return tm_free(L);
@@ -700,13 +740,14 @@ void gl_open_tensormap(lua_State *L) {
                                     {NULL, NULL}};
     static const luaL_Reg methods[] = {{"free", tm_free_method}, {"describe", tm_describe},
                                        {"replace_address", tm_replace_address}, {NULL, NULL}};
-    gl_new_class(L, GL_TENSORMAP_T, meta, methods, NULL);
-    gl_getmetatable(L, GL_TENSORMAP_T);
-    lua_getfield(L, -1, "__index");
-    lua_setfield(L, -2, "__methods");
-    lua_pushcfunction(L, tm_index);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    static const luaL_Reg fields[] = {
+        {"box_bytes", f_box_bytes},       {"dtype", f_dtype},     {"rank", f_rank},
+        {"dims", f_dims},                 {"strides", f_strides}, {"box", f_box},
+        {"element_strides", f_element_strides}, {"interleave", f_interleave},
+        {"swizzle", f_swizzle},           {"smem_align", f_smem_align},
+        {"l2_promotion", f_l2_promotion}, {"oob_fill", f_oob_fill},
+        {"address", f_address},           {"array", f_array},     {NULL, NULL}};
+    gl_new_class(L, GL_TENSORMAP_T, meta, methods, fields);
     static const luaL_Reg funcs[] = {{"tensormap", l_tensormap}, {"tensormap_check", l_tensormap_check},
                                      {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);

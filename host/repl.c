@@ -173,39 +173,68 @@ static void history_save(History *h) {
 /* ---- completion ---------------------------------------------------------------------------------
  * Completion never runs user code: every read is raw (no __index, no __pairs), the collector is
  * held so no finalizer runs, and the lookup is protected, so even a memory error only beeps.
- * "a.b:c<Tab>" looks up a, then b in a (following __index tables of metatables, which is where
- * userdata keep their methods). */
+ * "a.b:c<Tab>" looks up a, then b in a (raw, then through __index tables of metatables).
+ * A gpulab object names what it answers in its class metatable, which its metatable's __name
+ * finds in the registry (as the bindings register every class): `obj:` completes the names in
+ * that table's __methods, `obj.` those in its __fields (and a table object's own keys). Any
+ * other value completes its own keys and those of its __index tables. */
 static lua_State *completion_state;
 
 static bool is_ident_char(char c) {
     return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
-/* Pushes the table where the value at idx finds its methods, or returns false: the __index
- * table of its metatable or, when __index is a function, a `__methods` table in the metatable
- * or the function's first upvalue if that is a table (classes that also index by number). */
 static int raw_field(lua_State *L, int idx, const char *key) {
     idx = lua_absindex(L, idx);
     lua_pushstring(L, key);
     return lua_rawget(L, idx);
 }
 
-static bool push_index_table(lua_State *L, int idx) {
+/* Pushes the class metatable of the value at idx: registry[name], name being the __name of the
+ * value's metatable, when that entry is a table whose own __name is the same and which has a
+ * __methods table (every gpulab class does; a C library's metatable, FILE*'s, does not); else
+ * the value's own metatable when it has a __methods table (a script's class written the same
+ * way); else returns false, pushing nothing. A metatable can name any class: that only changes
+ * what is offered. */
+static bool push_class_metatable(lua_State *L, int idx) {
     if (!lua_getmetatable(L, idx)) return false;
-    int t = raw_field(L, -1, "__index");
-    if (t == LUA_TFUNCTION) {
-        lua_pop(L, 1);
-        if (raw_field(L, -1, "__methods") != LUA_TTABLE) {
+    if (raw_field(L, -1, "__name") == LUA_TSTRING) {
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, LUA_REGISTRYINDEX) == LUA_TTABLE) {
+            raw_field(L, -1, "__name");
+            bool same = lua_rawequal(L, -1, -3);
             lua_pop(L, 1);
-            raw_field(L, -1, "__index");
-            /* a Lua function's first upvalue may be _ENV: only C closures are trusted */
-            const char *up = lua_iscfunction(L, -1) ? lua_getupvalue(L, -1, 1) : NULL;
-            if (up == NULL) lua_pushnil(L);
-            lua_remove(L, -2);
+            same = same && raw_field(L, -1, "__methods") == LUA_TTABLE;
+            lua_pop(L, 1);
+            if (same) {
+                lua_replace(L, -3);
+                lua_pop(L, 1);
+                return true;
+            }
         }
-        t = lua_type(L, -1);
+        lua_pop(L, 1);
     }
-    if (t == LUA_TTABLE) {
+    lua_pop(L, 1);
+    if (raw_field(L, -1, "__methods") == LUA_TTABLE) {
+        lua_pop(L, 1);
+        return true;
+    }
+    lua_pop(L, 2);
+    return false;
+}
+
+/* Pushes the table where the value at idx finds what plain tables do not hold, or returns
+ * false: the __index of its metatable when that is a table, else its class's __methods. */
+static bool push_index_table(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    if (!lua_getmetatable(L, idx)) return false;
+    if (raw_field(L, -1, "__index") == LUA_TTABLE) {
+        lua_remove(L, -2);
+        return true;
+    }
+    lua_pop(L, 2);
+    if (!push_class_metatable(L, idx)) return false;
+    if (raw_field(L, -1, "__methods") == LUA_TTABLE) {
         lua_remove(L, -2);
         return true;
     }
@@ -252,25 +281,45 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Adds the identifier keys of the value on top (and of its __index tables) that start with
- * `prefix`. Leaves the stack as it found it. */
-static void collect_fields(lua_State *L, const char *prefix, name_list *out) {
+/* Adds the identifier keys of the table at idx that start with `prefix`. */
+static void add_keys(lua_State *L, int idx, const char *prefix, name_list *out) {
+    idx = lua_absindex(L, idx);
     size_t plen = strlen(prefix);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) continue;
+        const char *k = lua_tostring(L, -1);
+        if (strncmp(k, prefix, plen) != 0 || !is_ident_char(k[0]) || (k[0] >= '0' && k[0] <= '9')) continue;
+        bool ident = true;
+        for (const char *c = k; *c; c++) ident = ident && is_ident_char(*c);
+        if (ident) names_add(out, k);
+    }
+}
+
+/* Adds the names of the class table `which` (__methods or __fields) of the class metatable on
+ * top, when it is a table. */
+static void add_class_names(lua_State *L, const char *which, const char *prefix, name_list *out) {
+    if (raw_field(L, -1, which) == LUA_TTABLE) add_keys(L, -1, prefix, out);
+    lua_pop(L, 1);
+}
+
+/* Adds the candidates for the value on top after `sep` ('.' or ':'; 0 for a bare word) that
+ * start with `prefix`: for an object of a class, its methods after ':', and after '.' its
+ * fields, its methods and a table object's own keys. Leaves the stack as it found it. */
+static void collect_fields(lua_State *L, char sep, const char *prefix, name_list *out) {
+    if (push_class_metatable(L, -1)) { /* its class names what it answers */
+        add_class_names(L, "__methods", prefix, out);
+        if (sep != ':') {
+            add_class_names(L, "__fields", prefix, out);
+            if (lua_type(L, -2) == LUA_TTABLE) add_keys(L, -2, prefix, out);
+        }
+        lua_pop(L, 1);
+        return;
+    }
     int pushed = 0;
     for (int hops = 0; hops < 8; hops++) {
-        if (lua_type(L, -1) == LUA_TTABLE) {
-            lua_pushnil(L);
-            while (lua_next(L, -2)) {
-                lua_pop(L, 1);
-                if (lua_type(L, -1) != LUA_TSTRING) continue;
-                const char *k = lua_tostring(L, -1);
-                if (strncmp(k, prefix, plen) != 0 || !is_ident_char(k[0]) || (k[0] >= '0' && k[0] <= '9'))
-                    continue;
-                bool ident = true;
-                for (const char *c = k; *c; c++) ident = ident && is_ident_char(*c);
-                if (ident) names_add(out, k);
-            }
-        }
+        if (lua_type(L, -1) == LUA_TTABLE) add_keys(L, -1, prefix, out);
         if (!push_index_table(L, -1)) break;
         pushed++;
     }
@@ -308,7 +357,7 @@ static int collect_candidates(lua_State *L) {
         step_into(L, p, (size_t)(q - p));
         p = q + 1;
     }
-    collect_fields(L, rq->partial, rq->out);
+    collect_fields(L, rq->last > rq->start ? rq->last[-1] : 0, rq->partial, rq->out);
     return 0;
 }
 

@@ -2,10 +2,10 @@
 -- registers, walked at run time. Run under the driver stand-in (test `api_coverage`):
 --     GPULAB_LIBCUDA=build/libfakecuda.so build/gpulab tools/api_check.lua
 -- Fails (exit 1, one line per problem) when
---   - a function or field of `cuda`, a method of a class (its metatable's __index, __methods or
---     method upvalue; for cuda.array/cuda.host the luaL_Reg table in the source), a field of a
---     table object (device, program), or a function of gpulab.lab or of a lab object is not
---     described, or
+--   - a function or field of `cuda`, a method or computed field of a class (the __methods and
+--     __fields tables of its class metatable, registry[name]: every class keeps them, see
+--     bindings/identity.h), a field of a table object (device, program), or a function of
+--     gpulab.lab or of a lab object is not described, or
 --   - a described function, method, field or class no longer exists.
 local root = arg[0]:match("^(.*)/tools/[^/]*$") or "."
 package.path = root .. "/lua/?.lua;" .. package.path
@@ -28,8 +28,22 @@ for _, k in ipairs(sorted_keys(cuda)) do
   actual["cuda." .. k] = type(cuda[k]) == "function" and "function" or "field"
 end
 
--- Methods of classes whose __index is a C function that looks names up in a static luaL_Reg
--- table (array.c, hostarray.c): read the table from the source.
+-- A class's methods and computed fields: the names in the __methods and __fields tables of its
+-- class metatable. cuda.error's methods are the string library's, applied to the message: Lua's
+-- own, described by Lua's manual, not one by one here.
+local registry = debug.getregistry()
+local function names_in(mt, which, skip)
+  local t, names = rawget(mt, which), {}
+  if type(t) ~= "table" then return names end
+  for k, v in next, t do
+    if type(k) == "string" and type(v) == "function" and not (skip and skip[k]) then names[k] = true end
+  end
+  return names
+end
+local BORROWED = {["cuda.error"] = string}
+
+-- cuda.array and cuda.host answer their methods from a luaL_Reg table of their own until they
+-- keep them in __methods: while their __methods is empty, read that table from the source.
 local C_METHOD_TABLES = {
   ["cuda.array"] = {"bindings/array.c", "array_methods"},
   ["cuda.host"] = {"bindings/hostarray.c", "host_methods"},
@@ -45,30 +59,16 @@ local function methods_from_source(file, tname)
   return names
 end
 
-local registry = debug.getregistry()
-local function class_methods(name)
-  local mt = registry[name]
-  if type(mt) ~= "table" then return nil end
-  local methods = {}
-  local function add_all(t)
-    for _, k in ipairs(sorted_keys(t)) do if type(t[k]) == "function" then methods[k] = true end end
-  end
-  if type(rawget(mt, "__index")) == "table" then add_all(mt.__index) end
-  if type(rawget(mt, "__methods")) == "table" then add_all(mt.__methods) end
-  if type(rawget(mt, "__index")) == "function" then
-    local _, up = debug.getupvalue(mt.__index, 1)
-    if type(up) == "table" then add_all(up) end
-  end
-  if C_METHOD_TABLES[name] then
-    for k in pairs(methods_from_source(table.unpack(C_METHOD_TABLES[name]))) do methods[k] = true end
-  end
-  return methods
-end
-
 for _, name in ipairs(sorted_keys(registry)) do
   local mt = registry[name]
   if name:match("^cuda%.") and type(mt) == "table" and rawget(mt, "__name") == name then
-    actual_methods[name] = class_methods(name)
+    if type(rawget(mt, "__methods")) ~= "table" then problem("class %s has no __methods table", name) end
+    actual_methods[name] = names_in(mt, "__methods", BORROWED[name])
+    if not next(actual_methods[name]) and C_METHOD_TABLES[name] then
+      actual_methods[name] = methods_from_source(table.unpack(C_METHOD_TABLES[name]))
+    end
+    local fields = names_in(mt, "__fields")
+    if next(fields) then actual_fields[name] = fields end
   end
 end
 
@@ -96,7 +96,7 @@ if not ok_objects then
 end
 for class, obj in pairs(objects) do
   if type(obj) == "table" then -- table objects: every raw key is a field
-    actual_fields[class] = {}
+    actual_fields[class] = actual_fields[class] or {}
     for _, k in ipairs(sorted_keys(obj)) do actual_fields[class][k] = true end
   end
 end

@@ -184,27 +184,26 @@ local function function_names()
       if ok and type(lab[e.short]) == "function" then by_function[lab[e.short]] = e end
     end
   end
+  -- Methods: the __methods table of each class metatable, as gpulab registers it
+  -- (registry[class]); read raw, so a script's metamethods never run here.
   local registry = debug.getregistry()
   for class in pairs(desc.classes) do
-    local mt = registry[class]
-    local tables = {}
-    if type(mt) == "table" then
-      tables[#tables + 1] = type(rawget(mt, "__index")) == "table" and mt.__index or nil
-      tables[#tables + 1] = type(rawget(mt, "__methods")) == "table" and mt.__methods or nil
-      if type(rawget(mt, "__index")) == "function" then
-        local _, up = debug.getupvalue(mt.__index, 1)
-        tables[#tables + 1] = type(up) == "table" and up or nil
-      end
-    end
-    for _, t in ipairs(tables) do
-      for k, f in pairs(t) do
+    local mt = rawget(registry, class)
+    local methods = type(mt) == "table" and rawget(mt, "__methods")
+    if type(methods) == "table" then
+      for k, f in next, methods do
         local e = desc.index[class .. ":" .. tostring(k)]
         if e and type(f) == "function" then by_function[f] = e end
       end
     end
   end
-  -- cuda.array and cuda.host look methods up in C (no table to read): ask a small instance.
+  -- cuda.array and cuda.host, while they answer methods from a C table of their own (an empty
+  -- __methods): ask a small instance.
   local function probe(class, make)
+    local mt = rawget(registry, class)
+    if type(mt) ~= "table" or type(rawget(mt, "__methods")) ~= "table" or next(rawget(mt, "__methods")) then
+      return
+    end
     local ok, obj = pcall(make)
     if not ok then return end
     for _, m in ipairs(desc.methods[class] or {}) do
