@@ -216,27 +216,27 @@ static const luaL_Reg array_methods[] = {
     {"free", array_free}, {NULL, NULL},
 };
 
-static int array_index(lua_State *L) {
-    gl_array *a = gl_checkudata(L, 1, GL_ARRAY_T);
-    if (lua_type(L, 2) != LUA_TSTRING) return 0; /* device memory has no d[i]: copy to a host array */
-    const char *k = lua_tostring(L, 2);
-    if (gl_push_method(L, array_methods, k)) return 1;
-    if (a->ptr == 0) gl_error(L, "cuda.array: field '%s': cuda.array was freed", k);
-    if (gl_push_common_field(L, k, a->dtype, a->ndim, a->shape, a->numel, a->nbytes)) return 1;
-    if (strcmp(k, "ptr") == 0) {
-        lua_pushinteger(L, (lua_Integer)a->ptr);
-        return 1;
-    }
-    return 0;
+/* d.ptr; the other fields are both kinds' (elements.c). Device memory has no d[i]: a copy to a
+ * host array reads it. */
+static int field_ptr(lua_State *L) {
+    const gl_array *a = gl_checkudata(L, 1, GL_ARRAY_T);
+    if (a->ptr == 0) gl_freed_field(L, GL_ARRAY_T, "ptr");
+    lua_pushinteger(L, (lua_Integer)a->ptr);
+    return 1;
 }
 
+static const luaL_Reg array_fields[] = {
+    {"ptr", field_ptr},      {"dtype", gl_field_dtype}, {"shape", gl_field_shape},
+    {"ndim", gl_field_ndim}, {"numel", gl_field_numel}, {"nbytes", gl_field_nbytes},
+    {NULL, NULL},
+};
+
 static const luaL_Reg array_meta[] = {
-    {"__index", array_index}, {"__tostring", array_tostring}, {"__gc", array_free},
-    {"__close", array_free},  {NULL, NULL},
+    {"__tostring", array_tostring}, {"__gc", array_free}, {"__close", array_free}, {NULL, NULL},
 };
 
 void gl_open_arrays(lua_State *L) {
-    gl_new_class(L, GL_ARRAY_T, array_meta, NULL, NULL);
+    gl_new_class(L, GL_ARRAY_T, array_meta, array_methods, array_fields);
     lua_pushcfunction(L, l_array);
     lua_setfield(L, -2, "array");
 }

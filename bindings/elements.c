@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <lauxlib.h>
+
 #include "dtype.h"
 #include "errors.h"
+#include "identity.h"
 #include "memory.h"
 #include "objects.h"
 
@@ -199,7 +202,7 @@ bool gl_int_fits(gl_dtype t, int64_t v, bool from_u64) {
  * value, and keeps the memory alive even after x:free(): each of them holds a reference.
  * ------------------------------------------------------------------------------------------ */
 size_t gl_check_view_args(lua_State *L, size_t parent_numel, gl_dtype t, gl_shape_spec *s,
-                              const char *fn) {
+                          const char *fn) {
     if (lua_type(L, 2) != LUA_TNUMBER || !lua_isinteger(L, 2))
         gl_argerror(L, 2, fn, "first element must be an integer, got %s",
                     lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : gl_typename(L, 2));
@@ -225,14 +228,59 @@ void gl_set_view_shape(int *ndim, int64_t *shape, size_t *numel, size_t *nbytes,
     *nbytes = s->nbytes;
 }
 
-/* Fields common to both kinds: dtype, shape, numel, nbytes, ndim. */
-bool gl_push_common_field(lua_State *L, const char *k, gl_dtype t, int ndim, const int64_t *dims,
-                              size_t numel, size_t nbytes) {
-    if (strcmp(k, "dtype") == 0) lua_pushstring(L, gl_dtype_name(t));
-    else if (strcmp(k, "shape") == 0) push_shape(L, ndim, dims);
-    else if (strcmp(k, "numel") == 0) lua_pushinteger(L, (lua_Integer)numel);
-    else if (strcmp(k, "nbytes") == 0) lua_pushinteger(L, (lua_Integer)nbytes);
-    else if (strcmp(k, "ndim") == 0) lua_pushinteger(L, ndim);
-    else return false;
-    return true;
+/* ------------------------------------------------------------------------------------------
+ * The fields both kinds answer (their classes' __fields getters): dtype, shape, numel, nbytes,
+ * ndim. A getter runs with the object at 1, under the class's __index, which proved its class.
+ * ------------------------------------------------------------------------------------------ */
+void gl_freed_field(lua_State *L, const char *tname, const char *field) {
+    luaL_where(L, 2); /* the script reading the field: level 1 is the class's __index */
+    lua_pushfstring(L, "%s: field '%s': %s was freed", tname, field, tname);
+    lua_concat(L, 2);
+    lua_error(L);
+    abort(); /* not reached: lua_error does not return */
+}
+
+typedef struct layout {
+    gl_dtype dtype;
+    int ndim;
+    const int64_t *shape;
+    size_t numel, nbytes;
+} layout;
+
+/* The layout of the device or host array at 1; raises naming `field` for a freed one. */
+static layout field_layout(lua_State *L, const char *field) {
+    const gl_array *a = gl_testudata(L, 1, GL_ARRAY_T);
+    if (a) {
+        if (a->ptr == 0) gl_freed_field(L, GL_ARRAY_T, field);
+        return (layout){a->dtype, a->ndim, a->shape, a->numel, a->nbytes};
+    }
+    const gl_host *h = gl_checkudata(L, 1, GL_HOST_T);
+    if (h->data == NULL) gl_freed_field(L, GL_HOST_T, field);
+    return (layout){h->dtype, h->ndim, h->shape, h->numel, h->nbytes};
+}
+
+int gl_field_dtype(lua_State *L) {
+    lua_pushstring(L, gl_dtype_name(field_layout(L, "dtype").dtype));
+    return 1;
+}
+
+int gl_field_shape(lua_State *L) {
+    layout l = field_layout(L, "shape");
+    push_shape(L, l.ndim, l.shape);
+    return 1;
+}
+
+int gl_field_numel(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)field_layout(L, "numel").numel);
+    return 1;
+}
+
+int gl_field_nbytes(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)field_layout(L, "nbytes").nbytes);
+    return 1;
+}
+
+int gl_field_ndim(lua_State *L) {
+    lua_pushinteger(L, field_layout(L, "ndim").ndim);
+    return 1;
 }

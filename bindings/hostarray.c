@@ -124,7 +124,7 @@ static size_t check_index(lua_State *L, gl_host *h, int idx, const char *fn) {
     lua_Integer i = lua_tointegerx(L, idx, &isint);
     if (!isint || lua_type(L, idx) != LUA_TNUMBER)
         gl_error(L, "%s: index must be an integer, got %s", fn,
-                  lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : gl_typename(L, idx));
+                 lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : gl_typename(L, idx));
     if (i < 1 || (uint64_t)i > h->numel)
         gl_error(L, "%s: index %lld out of range 1..%lld", fn, i, (lua_Integer)h->numel);
     return (size_t)(i - 1);
@@ -388,28 +388,33 @@ gl_host *gl_push_new_host(lua_State *L, gl_dtype t, int ndim, const int64_t *dim
     return h;
 }
 
+/* The methods of this file; hostops.c adds the operations (transpose, arithmetic, reductions). */
 static const luaL_Reg host_methods[] = {
     {"fill", host_fill},       {"iota", host_iota},           {"random", host_random},
-    {"totable", host_totable}, {"copy_from", host_copy_from}, {"free", host_free},
-    {"view", host_view},       {"transpose", gl_host_transpose}, {"add", gl_host_add},
-    {"sub", gl_host_sub},         {"mul", gl_host_mul},             {"div", gl_host_div},
-    {"scale", gl_host_scale},     {"axpy", gl_host_axpy},           {"sum", gl_host_sum},
-    {"min", gl_host_min},         {"max", gl_host_max},             {"dot", gl_host_dot},
-    {"matmul", gl_host_matmul},   {"apply", gl_host_apply},         {NULL, NULL},
+    {"totable", host_totable}, {"copy_from", host_copy_from}, {"view", host_view},
+    {"free", host_free},       {NULL, NULL},
 };
 
+/* h.pinned; the other fields are both kinds' (elements.c). */
+static int field_pinned(lua_State *L) {
+    const gl_host *h = gl_checkudata(L, 1, GL_HOST_T);
+    if (h->data == NULL) gl_freed_field(L, GL_HOST_T, "pinned");
+    lua_pushboolean(L, h->pinned);
+    return 1;
+}
+
+static const luaL_Reg host_fields[] = {
+    {"dtype", gl_field_dtype}, {"shape", gl_field_shape},   {"ndim", gl_field_ndim},
+    {"numel", gl_field_numel}, {"nbytes", gl_field_nbytes}, {"pinned", field_pinned},
+    {NULL, NULL},
+};
+
+/* h[i] reads an element; a name is a method or a field (the class's __methods and __fields). */
 static int host_index(lua_State *L) {
     gl_host *h = gl_checkudata(L, 1, GL_HOST_T);
     if (lua_type(L, 2) == LUA_TSTRING) {
-        const char *k = lua_tostring(L, 2);
-        if (gl_push_method(L, host_methods, k)) return 1;
-        if (h->data == NULL) gl_error(L, "cuda.host: field '%s': cuda.host was freed", k);
-        if (gl_push_common_field(L, k, h->dtype, h->ndim, h->shape, h->numel, h->nbytes)) return 1;
-        if (strcmp(k, "pinned") == 0) {
-            lua_pushboolean(L, h->pinned);
-            return 1;
-        }
-        return 0;
+        gl_class_lookup(L, 1, 2);
+        return 1;
     }
     if (h->data == NULL) gl_error(L, "cuda.host: cuda.host was freed");
     size_t i = check_index(L, h, 2, "cuda.host");
@@ -421,7 +426,7 @@ static int host_newindex(lua_State *L) {
     gl_host *h = gl_checkudata(L, 1, GL_HOST_T);
     if (lua_type(L, 2) == LUA_TSTRING)
         gl_error(L, "cuda.host: cannot assign field '%s' (only elements h[i] are writable)",
-                  lua_tostring(L, 2));
+                 lua_tostring(L, 2));
     if (h->data == NULL) gl_error(L, "cuda.host: cuda.host was freed");
     size_t i = check_index(L, h, 2, "cuda.host");
     unsigned char elem[8];
@@ -475,7 +480,7 @@ static const luaL_Reg host_meta[] = {
 };
 
 void gl_open_hosts(lua_State *L) {
-    gl_new_class(L, GL_HOST_T, host_meta, NULL, NULL);
+    gl_new_class(L, GL_HOST_T, host_meta, host_methods, host_fields);
     lua_pushcfunction(L, l_host);
     lua_setfield(L, -2, "host");
 }

@@ -51,7 +51,7 @@ static void transpose_bytes(void *dst, const void *src, size_t rows, size_t cols
 }
 #undef TRANSPOSE_LOOP
 
-int gl_host_transpose(lua_State *L) {
+static int host_transpose(lua_State *L) {
     const char *fn = "h:transpose";
     gl_host *h = gl_check_host(L, 1, fn);
     if (h->ndim != 2)
@@ -231,13 +231,13 @@ static int host_arith(lua_State *L, arith_op op, int a_idx, int x_idx, const cha
     return 1;
 }
 
-int gl_host_add(lua_State *L) { return host_arith(L, OP_ADD, 0, 2, "h:add"); }
-int gl_host_sub(lua_State *L) { return host_arith(L, OP_SUB, 0, 2, "h:sub"); }
-int gl_host_mul(lua_State *L) { return host_arith(L, OP_MUL, 0, 2, "h:mul"); }
-int gl_host_div(lua_State *L) { return host_arith(L, OP_DIV, 0, 2, "h:div"); }
-int gl_host_axpy(lua_State *L) { return host_arith(L, OP_AXPY, 2, 3, "h:axpy"); }
+static int host_add(lua_State *L) { return host_arith(L, OP_ADD, 0, 2, "h:add"); }
+static int host_sub(lua_State *L) { return host_arith(L, OP_SUB, 0, 2, "h:sub"); }
+static int host_mul(lua_State *L) { return host_arith(L, OP_MUL, 0, 2, "h:mul"); }
+static int host_div(lua_State *L) { return host_arith(L, OP_DIV, 0, 2, "h:div"); }
+static int host_axpy(lua_State *L) { return host_arith(L, OP_AXPY, 2, 3, "h:axpy"); }
 
-int gl_host_scale(lua_State *L) {
+static int host_scale(lua_State *L) {
     if (gl_testudata(L, 2, GL_HOST_T))
         gl_argerror(L, 2, "h:scale", "the factor must be a number (h:mul(x) multiplies by an array)");
     return host_arith(L, OP_MUL, 0, 2, "h:scale");
@@ -261,7 +261,7 @@ static const struct unary_fn {
     {NULL, NULL},
 };
 
-int gl_host_apply(lua_State *L) {
+static int host_apply(lua_State *L) {
     const char *fn = "h:apply";
     gl_host *h = gl_check_host(L, 1, fn);
     size_t len;
@@ -333,7 +333,7 @@ static void push_int128(lua_State *L, __int128 v) {
     else lua_pushnumber(L, (double)v);
 }
 
-int gl_host_sum(lua_State *L) {
+static int host_sum(lua_State *L) {
     gl_host *h = gl_check_host(L, 1, "h:sum");
     size_t es = gl_dtype_size(h->dtype);
     const unsigned char *p = h->data;
@@ -371,10 +371,10 @@ static int host_extreme(lua_State *L, bool want_max, const char *fn) {
     return 2;
 }
 
-int gl_host_max(lua_State *L) { return host_extreme(L, true, "h:max"); }
-int gl_host_min(lua_State *L) { return host_extreme(L, false, "h:min"); }
+static int host_max(lua_State *L) { return host_extreme(L, true, "h:max"); }
+static int host_min(lua_State *L) { return host_extreme(L, false, "h:min"); }
 
-int gl_host_dot(lua_State *L) {
+static int host_dot(lua_State *L) {
     const char *fn = "h:dot";
     gl_host *h = gl_check_host(L, 1, fn), *x = gl_check_host(L, 2, fn);
     if (x->numel != h->numel)
@@ -442,7 +442,7 @@ static void matmul_rows(gl_host *c, const double *A, const double *B, double *ro
     }
 }
 
-int gl_host_matmul(lua_State *L) {
+static int host_matmul(lua_State *L) {
     const char *fn = "h:matmul";
     double alpha = 1, beta = 0;
     gl_check_host(L, 1, fn);
@@ -472,4 +472,14 @@ int gl_host_matmul(lua_State *L) {
     if (!ok) gl_error(L, "%s: cannot allocate host memory for double copies of a and b", fn);
     lua_settop(L, 1);
     return 1;
+}
+
+void gl_open_hostops(lua_State *L) {
+    static const luaL_Reg ops[] = {
+        {"transpose", host_transpose}, {"add", host_add},     {"sub", host_sub},   {"mul", host_mul},
+        {"div", host_div},             {"scale", host_scale}, {"axpy", host_axpy}, {"apply", host_apply},
+        {"sum", host_sum},             {"min", host_min},     {"max", host_max},   {"dot", host_dot},
+        {"matmul", host_matmul},       {NULL, NULL},
+    };
+    gl_class_add_methods(L, GL_HOST_T, ops);
 }

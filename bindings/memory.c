@@ -6,7 +6,6 @@
  */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "context.h"
 #include "driver.h"
@@ -125,17 +124,9 @@ void gl_block_release(gl_mem_block *b, gl_use *u) {
     if (!usable) block_unref(b, 0);
 }
 
-bool gl_push_method(lua_State *L, const luaL_Reg *methods, const char *k) {
-    for (const luaL_Reg *m = methods; m->name; m++)
-        if (strcmp(m->name, k) == 0) {
-            lua_pushcfunction(L, m->func);
-            return true;
-        }
-    return false;
-}
-
 void gl_open_memory(lua_State *L) {
     gl_open_arrays(L);
     gl_open_hosts(L);
+    gl_open_hostops(L); /* adds to cuda.host: after gl_open_hosts */
     gl_open_compare(L);
 }

@@ -36,7 +36,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <lauxlib.h>
 #include <lua.h>
 
 #include "dtype.h"
@@ -59,12 +58,10 @@ lua_Integer gl_raw_opt_int(lua_State *L, int t, const char *name, lua_Integer de
 double gl_raw_opt_num(lua_State *L, int t, const char *name, double def, const char *fn);
 bool gl_raw_opt_bool(lua_State *L, int t, const char *name, bool def, const char *fn);
 
-/* Pushes the function named k in methods; false when there is none. */
-bool gl_push_method(lua_State *L, const luaL_Reg *methods, const char *k);
-
-/* Each adds its functions (and class) to the `cuda` table at the stack top. */
+/* Each adds its functions and class to the `cuda` table at the stack top. */
 void gl_open_arrays(lua_State *L);  /* array.c */
 void gl_open_hosts(lua_State *L);   /* hostarray.c */
+void gl_open_hostops(lua_State *L); /* hostops.c: methods of cuda.host, after gl_open_hosts */
 void gl_open_compare(lua_State *L); /* compare.c */
 
 /* ---- elements.c ---------------------------------------------------------------------------- */
@@ -95,9 +92,16 @@ bool gl_int_fits(gl_dtype t, int64_t v, bool from_u64);
 size_t gl_check_view_args(lua_State *L, size_t parent_numel, gl_dtype t, gl_shape_spec *s,
                           const char *fn);
 void gl_set_view_shape(int *ndim, int64_t *shape, size_t *numel, size_t *nbytes, const gl_shape_spec *s);
-/* Pushes field k when it is one both kinds have (dtype, shape, numel, nbytes, ndim). */
-bool gl_push_common_field(lua_State *L, const char *k, gl_dtype t, int ndim, const int64_t *dims,
-                          size_t numel, size_t nbytes);
+/* The __fields getters both classes share (the object at 1): d.dtype, d.shape, d.ndim, d.numel,
+ * d.nbytes. */
+int gl_field_dtype(lua_State *L);
+int gl_field_shape(lua_State *L);
+int gl_field_ndim(lua_State *L);
+int gl_field_numel(lua_State *L);
+int gl_field_nbytes(lua_State *L);
+/* A field of a freed array: raises "file:line: cuda.array: field 'dtype': cuda.array was freed"
+ * at the script's line, for a getter running under the class's __index. */
+__attribute__((noreturn)) void gl_freed_field(lua_State *L, const char *tname, const char *field);
 
 /* ---- copy.c -------------------------------------------------------------------------------- */
 typedef struct gl_mem_ref {
@@ -114,20 +118,5 @@ gl_host *gl_test_host(lua_State *L, int idx); /* NULL if not a host array (freed
 gl_host *gl_check_host(lua_State *L, int idx, const char *fn);
 /* A new zeroed pageable host array on the stack top (for results). */
 gl_host *gl_push_new_host(lua_State *L, gl_dtype t, int ndim, const int64_t *dims, const char *fn);
-
-/* ---- hostops.c: methods of cuda.host ------------------------------------------------------- */
-int gl_host_transpose(lua_State *L);
-int gl_host_add(lua_State *L);
-int gl_host_sub(lua_State *L);
-int gl_host_mul(lua_State *L);
-int gl_host_div(lua_State *L);
-int gl_host_scale(lua_State *L);
-int gl_host_axpy(lua_State *L);
-int gl_host_apply(lua_State *L);
-int gl_host_sum(lua_State *L);
-int gl_host_min(lua_State *L);
-int gl_host_max(lua_State *L);
-int gl_host_dot(lua_State *L);
-int gl_host_matmul(lua_State *L);
 
 #endif
