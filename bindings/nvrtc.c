@@ -15,6 +15,7 @@
 #include "program.h"
 #include "ptx.h"
 #include "register.h"
+#include "sighold.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -709,6 +710,20 @@ static const char *collect_outputs(nvrtcProgram p, const inputs *in, gl_cache_en
     return NULL;
 }
 
+/* nvrtcCompileProgram with Ctrl-C held for gpulab: NVRTC's own SIGINT/SIGTERM handlers call
+ * exit(4) from signal context (sighold.h). */
+typedef struct compile_call {
+    nvrtcProgram prog;
+    int noptions;
+    const char *const *options;
+    nvrtcResult result;
+} compile_call;
+
+static void compile_program(void *arg) {
+    compile_call *c = arg;
+    c->result = nvrtcCompileProgram(c->prog, c->noptions, c->options);
+}
+
 static outcome run_nvrtc(const request *rq, const inputs *in, gl_cache_entry *e) {
     outcome o = {NVRTC_SUCCESS, NULL, NULL};
     memset(e, 0, sizeof *e);
@@ -739,7 +754,9 @@ static outcome run_nvrtc(const request *rq, const inputs *in, gl_cache_entry *e)
         if (o.result != NVRTC_SUCCESS) o.step = "nvrtcAddNameExpression";
     }
     if (o.result == NVRTC_SUCCESS) {
-        o.result = nvrtcCompileProgram(p, in->noptions, in->options);
+        compile_call call = {p, in->noptions, in->options, NVRTC_SUCCESS};
+        gl_call_holding_signals(compile_program, &call);
+        o.result = call.result;
         if (o.result != NVRTC_SUCCESS) {
             o.step = "nvrtcCompileProgram";
             o.log = copy_log(p);
