@@ -25,6 +25,7 @@
 #include "stream.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -84,11 +85,19 @@ static const char *describe_value(lua_State *L, int idx) {
     }
 }
 
+/* The kernel whose parameter argno is p: the packing functions are always handed
+ * &k->params[argno - 1] (pack_all, l_prepared_set), so the kernel is found from its place. */
+static const gl_kernel *kernel_of_param(const gl_param *p, int argno) {
+    return (const gl_kernel *)((const char *)(p - (argno - 1)) - offsetof(gl_kernel, params));
+}
+
+/* "bad argument #3 to 'k:launch' (scale<2> parameter 1 (float* x): u64 (8 bytes) expected, got ...)" */
 static __attribute__((noreturn)) void arg_error(lua_State *L, const char *fn, int argno,
                                                 const gl_param *p, int idx, const char *why) {
+    const char *param = gl_push_param_name(L, kernel_of_param(p, argno), argno - 1);
     const char *want = describe_param(L, p);
     const char *got = describe_value(L, idx);
-    gl_argerror(L, idx, fn, "kernel parameter %d: %s expected, got %s%s", argno, want, got, why ? why : "");
+    gl_argerror(L, idx, fn, "%s: %s expected, got %s%s", param, want, got, why ? why : "");
     abort();
 }
 
@@ -209,8 +218,8 @@ static void classify_params(gl_kernel *k) {
 }
 
 /* Checks the Lua value at idx against parameter p (of class cls) and writes it at dst
- * (p->size bytes, zeroed by the caller). Raises "bad argument #n to 'fn' (kernel parameter
- * N: ... expected, got ...)" on a mismatch. */
+ * (p->size bytes, zeroed by the caller). Raises "bad argument #n to 'fn' (scale parameter N
+ * (float* x): ... expected, got ...)" on a mismatch. p must be &k->params[argno - 1]. */
 static void pack_arg(lua_State *L, int idx, const gl_param *p, unsigned cls, unsigned char *dst,
                      arg_ref *ref, const char *fn, int argno) {
     ref->kind = REF_NONE;
@@ -772,9 +781,9 @@ static void recheck_refs(lua_State *L, const gl_kernel *k, const arg_ref *refs, 
     check_module_usable(L, k, fn);
     for (int i = 0; i < n; i++) {
         if (refs[i].kind == REF_ARRAY && ((gl_array *)refs[i].obj)->ptr == 0)
-            luaL_error(L, "%s: kernel parameter %d: the cuda.array was freed during the call", fn, i + 1);
+            luaL_error(L, "%s: %s: the cuda.array was freed during the call", fn, gl_push_param_name(L, k, i));
         if (refs[i].kind == REF_TENSORMAP && !((gl_tensormap *)refs[i].obj)->valid)
-            luaL_error(L, "%s: kernel parameter %d: the cuda.tensormap was freed during the call", fn, i + 1);
+            luaL_error(L, "%s: %s: the cuda.tensormap was freed during the call", fn, gl_push_param_name(L, k, i));
     }
 }
 
@@ -962,12 +971,12 @@ static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
         arg_ref *r = &P->refs[i];
         if (r->kind == REF_ARRAY) {
             gl_array *a = r->obj;
-            if (a->ptr == 0) luaL_error(L, "%s: kernel parameter %d: the cuda.array was freed", fn, i + 1);
+            if (a->ptr == 0) luaL_error(L, "%s: %s: the cuda.array was freed", fn, gl_push_param_name(L, k, i));
             gl_use_mark(&a->use, track, seq);
         } else if (r->kind == REF_TENSORMAP) {
             gl_tensormap *tm = r->obj;
             const char *unusable = gl_tensormap_unusable(tm);
-            if (unusable) luaL_error(L, "%s: kernel parameter %d: %s", fn, i + 1, unusable);
+            if (unusable) luaL_error(L, "%s: %s: %s", fn, gl_push_param_name(L, k, i), unusable);
             /* tm:replace_address may have changed it since it was packed */
             memcpy(P->buf + k->params[i].offset, &tm->map, sizeof tm->map);
             gl_use_mark(&tm->use, track, seq);

@@ -11,11 +11,13 @@
 #include "module.h"
 #include "check.h"
 #include "context.h"
+#include "declared.h"
 #include "driver.h"
 #include "identity.h"
 #include "kattr.h"
 #include "lifetime.h"
 #include "objects.h"
+#include "program.h"
 #include "ptx.h"
 #include "register.h"
 
@@ -27,6 +29,8 @@
 #define UV_PTX 1
 #define UV_LOWERED 2
 #define UV_ORIGIN 3
+#define UV_SOURCE 4
+#define MODULE_UVS 4
 /* a kernel's user values */
 #define KUV_MODULE 1
 #define KUV_COUNT 1
@@ -160,7 +164,7 @@ static gl_module *load_image(lua_State *L, const char *image, const char *fn) {
     char log[4096] = "";
     CUjit_option opts[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
-    gl_module *m = gl_newuserdatauv(L, sizeof *m, 3);
+    gl_module *m = gl_newuserdatauv(L, sizeof *m, MODULE_UVS);
     memset(m, 0, sizeof *m);
     CUmodule h = NULL;
     CUresult r = gl_cu.cuModuleLoadDataEx(&h, image, 2, opts, vals);
@@ -178,6 +182,19 @@ static gl_module *load_image(lua_State *L, const char *image, const char *fn) {
     gl_live.modules++;
     gl_setmetatable(L, GL_MODULE_T);
     return m;
+}
+
+/* Keeps the source text a program was compiled from with the module at `mod`, for naming its
+ * kernels' parameters: only when the module holds the program's own compiled cubin (`cubin`, a
+ * stack index, 0 for a PTX load), since a table can pair any image with a program's fields. */
+static void keep_program_source(lua_State *L, int prog, int mod, int cubin) {
+    int top = lua_gettop(L);
+    if (gl_program_private(L, prog) == LUA_TTABLE) {
+        lua_getfield(L, top + 1, "cubin");
+        bool own_image = cubin == 0 || lua_rawequal(L, -1, cubin);
+        if (own_image && lua_getfield(L, top + 1, "source") == LUA_TSTRING) lua_setiuservalue(L, mod, UV_SOURCE);
+    }
+    lua_settop(L, top);
 }
 
 static bool read_file(lua_State *L, const char *path) {
@@ -237,6 +254,7 @@ static int l_load(lua_State *L) {
                         has_cubin ? "cubin" : "ptx");
         lua_setiuservalue(L, 4, UV_ORIGIN);
         lua_pop(L, 1);
+        keep_program_source(L, 1, 4, has_cubin ? 2 : 0);
         return 1;
     }
     size_t len;
@@ -359,6 +377,13 @@ static const char *check_symbol_arg(lua_State *L, int idx, const char *fn, const
     return s;
 }
 
+/* A module's code runs in the context of the device it was loaded on. */
+static void require_module_device(lua_State *L, const gl_module *m, const char *fn) {
+    if (m->ordinal != gl_current_device())
+        luaL_error(L, "%s: the module was loaded on device %d, but device %d is current", fn, m->ordinal,
+                   gl_current_device());
+}
+
 /* Re-validates the module at index 1 after code that may have run Lua (a finalizer or a
  * metamethod may have freed it). */
 static void recheck_module(lua_State *L, const gl_module *m, const char *fn) {
@@ -432,9 +457,7 @@ static int l_module_global(lua_State *L) {
     gl_module *m = check_module(L, 1, fn);
     const char *asked = check_symbol_arg(L, 2, fn, "variable name or name expression");
     gl_require_gpu(L, fn);
-    if (m->ordinal != gl_current_device())
-        luaL_error(L, "%s: the module was loaded on device %d, but device %d is current", fn,
-                   m->ordinal, gl_current_device());
+    require_module_device(L, m, fn);
     lua_settop(L, 4);
     lua_getiuservalue(L, 1, UV_LOWERED); /* 5 */
     const char *symbol = gl_lookup_lowered(L, 5, asked);
@@ -732,114 +755,206 @@ static void push_kernel_metatable(lua_State *L, int self) {
     lua_remove(L, class);
 }
 
-static int l_module_kernel(lua_State *L) {
-    const char *fn = "mod:kernel";
-    gl_module *m = check_module(L, 1, fn);
-    const char *asked = check_symbol_arg(L, 2, fn, "kernel name or name expression");
-    gl_require_gpu(L, fn);
-    if (m->ordinal != gl_current_device())
-        luaL_error(L, "%s: the module was loaded on device %d, but device %d is current", fn,
-                   m->ordinal, gl_current_device());
-    lua_settop(L, 2);
-    lua_getiuservalue(L, 1, UV_LOWERED); /* 3 */
-    const char *entry = gl_lookup_lowered(L, 3, asked);
-    if (entry == NULL) entry = asked;
-    size_t ptx_len = 0;
-    lua_getiuservalue(L, 1, UV_PTX); /* 4 */
-    const char *ptx = lua_tolstring(L, 4, &ptx_len);
-
+/* ------------------------------------------------------------------------------------------
+ * mod:kernel(name): resolve the name, find the function, read its parameters and what the
+ * driver says about it, name its parameters as declared, then make the object.
+ * ------------------------------------------------------------------------------------------ */
+/* What mod:kernel learns before it makes the kernel object. Strings are anchored on the stack. */
+typedef struct kernel_facts {
+    const char *asked;   /* the name as the script wrote it */
+    const char *entry;   /* the symbol it resolves to */
+    const char *ptx;     /* the module's PTX text, or NULL */
+    size_t ptx_len;
     CUfunction f;
-    recheck_module(L, m, fn);
-    CUresult r = gl_cu.cuModuleGetFunction(&f, m->handle, entry);
-    if (r == CUDA_ERROR_NOT_FOUND) {
-        luaL_Buffer b;
-        luaL_buffinit(L, &b);
-        lua_pushfstring(L, "%s: no kernel named '%s' in this module", fn, asked);
-        luaL_addvalue(&b);
-        if (ptx) {
-            luaL_addstring(&b, " (entries: ");
-            add_entry_names(&b, ptx, ptx_len);
-            luaL_addstring(&b, ")");
-        }
-        luaL_addstring(&b, "; C++ kernels need extern \"C\" or a name expression in "
-                           "cuda.compile{names=...}");
-        if (gl_is_name_expression(asked)) {
-            gl_push_registered_names(L, 3);
-            lua_pushfstring(L, " (registered: %s)", lua_tostring(L, -1));
-            lua_remove(L, -2);
-            luaL_addvalue(&b);
-        }
-        luaL_pushresult(&b);
-        gl_raise_cuda_message(L, r, fn, "cuModuleGetFunction");
-    }
-    if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, "cuModuleGetFunction");
-
+    int nparams;
+    bool typed;          /* kinds from the PTX, not only sizes from the driver */
+    const gl_device_limits *limits;
+    int attrs[6];        /* in the order of function_attributes below */
+    int cluster_dims[3], nonportable_cluster;
+    bool cluster_must_be_set;
     gl_param params[GL_MAX_PARAMS];
-    int n = -1;
-    bool typed = false;
-    if (ptx) {
-        char err[256] = "";
-        n = gl_ptx_params(ptx, ptx_len, entry, params, GL_MAX_PARAMS, err, sizeof err);
-        if (n > GL_MAX_PARAMS)
-            luaL_error(L, "%s: kernel '%s' has %d parameters; gpulab supports %d", fn, asked, n,
-                       GL_MAX_PARAMS);
-        typed = n >= 0;
+} kernel_facts;
+
+static const CUfunction_attribute function_attributes[6] = {
+    CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+    CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
+    CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES};
+
+/* The symbol `asked` names, pushed (a finalizer may change the script's lowered table): its
+ * lowered name when it is a registered name expression, else itself. Then the module's PTX. */
+static void resolve_entry(lua_State *L, kernel_facts *kf) {
+    lua_getiuservalue(L, 1, UV_LOWERED); /* 3 */
+    const char *lowered = gl_lookup_lowered(L, 3, kf->asked);
+    kf->entry = lua_pushstring(L, lowered ? lowered : kf->asked); /* 4 */
+    lua_getiuservalue(L, 1, UV_PTX); /* 5 */
+    kf->ptx = lua_tolstring(L, 5, &kf->ptx_len);
+}
+
+/* Raises "no kernel named ..." with the module's entries and, for a name expression, the
+ * registered ones (the lowered-name table is at index 3). */
+__attribute__((noreturn)) static void kernel_not_found(lua_State *L, const kernel_facts *kf, CUresult r,
+                                                       const char *fn) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_pushfstring(L, "%s: no kernel named '%s' in this module", fn, kf->asked);
+    luaL_addvalue(&b);
+    if (kf->ptx) {
+        luaL_addstring(&b, " (entries: ");
+        add_entry_names(&b, kf->ptx, kf->ptx_len);
+        luaL_addstring(&b, ")");
     }
-    if (n < 0) n = params_from_driver(L, f, params, fn);
-    else check_params_with_driver(L, f, params, n, asked, fn);
+    luaL_addstring(&b, "; C++ kernels need extern \"C\" or a name expression in "
+                       "cuda.compile{names=...}");
+    if (gl_is_name_expression(kf->asked)) {
+        gl_push_registered_names(L, 3);
+        lua_pushfstring(L, " (registered: %s)", lua_tostring(L, -1));
+        lua_remove(L, -2);
+        luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    gl_raise_cuda_message(L, r, fn, "cuModuleGetFunction");
+}
 
-    /* everything the driver says about f, read before the allocation below can run a
-     * finalizer that frees the module */
-    const gl_device_limits *limits = gl_device_limits_current(L, fn);
-    int attrs[6];
-    static const CUfunction_attribute which[6] = {
-        CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-        CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
-        CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES};
+static void find_function(lua_State *L, gl_module *m, kernel_facts *kf, const char *fn) {
     recheck_module(L, m, fn);
-    for (int i = 0; i < 6; i++) attrs[i] = func_attr(L, f, which[i], fn);
-    int cluster_dims[3], nonportable;
-    bool must_be_set;
-    gl_read_cluster_attributes(L, f, fn, cluster_dims, &must_be_set, &nonportable);
+    CUresult r = gl_cu.cuModuleGetFunction(&kf->f, m->handle, kf->entry);
+    if (r == CUDA_ERROR_NOT_FOUND) kernel_not_found(L, kf, r, fn);
+    if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, "cuModuleGetFunction");
+}
 
-    size_t namelen = strlen(entry);
-    size_t size = sizeof(gl_kernel) + (size_t)n * sizeof(gl_param) + (size_t)n + namelen + 1;
+/* From the PTX when the module has it (kinds, sizes, offsets), checked against the loaded
+ * binary; else from the driver (sizes and offsets only). */
+static void read_param_list(lua_State *L, kernel_facts *kf, const char *fn) {
+    int n = -1;
+    if (kf->ptx) {
+        char err[256] = "";
+        n = gl_ptx_params(kf->ptx, kf->ptx_len, kf->entry, kf->params, GL_MAX_PARAMS, err, sizeof err);
+        if (n > GL_MAX_PARAMS)
+            luaL_error(L, "%s: kernel '%s' has %d parameters; gpulab supports %d", fn, kf->asked, n,
+                       GL_MAX_PARAMS);
+    }
+    kf->typed = n >= 0;
+    if (kf->typed) check_params_with_driver(L, kf->f, kf->params, n, kf->asked, fn);
+    else n = params_from_driver(L, kf->f, kf->params, fn);
+    kf->nparams = n;
+}
+
+/* Everything the driver says about the function, read before any allocation can run a
+ * finalizer that frees the module. */
+static void read_function_facts(lua_State *L, gl_module *m, kernel_facts *kf, const char *fn) {
+    kf->limits = gl_device_limits_current(L, fn);
+    recheck_module(L, m, fn);
+    for (int i = 0; i < 6; i++) kf->attrs[i] = func_attr(L, kf->f, function_attributes[i], fn);
+    gl_read_cluster_attributes(L, kf->f, fn, kf->cluster_dims, &kf->cluster_must_be_set,
+                               &kf->nonportable_cluster);
+}
+
+/* Pushes the parameters' declarations as one string of nparams NUL-terminated parts ("float* x",
+ * "" where unknown): from the entry's mangled name and the module's source (declared.h). */
+static void push_declarations(lua_State *L, const kernel_facts *kf) {
+    size_t src_len = 0;
+    lua_getiuservalue(L, 1, UV_SOURCE);
+    const char *src = lua_tolstring(L, -1, &src_len);
+    size_t cap = gl_declarations_cap(kf->nparams), len = 0;
+    luaL_Buffer b;
+    char *out = luaL_buffinitsize(L, &b, cap);
+    if (gl_param_declarations(kf->entry, src, src_len, kf->params, kf->nparams, out, cap) < 0)
+        memset(out, 0, (size_t)kf->nparams); /* out of memory: every one unknown */
+    for (int i = 0; i < kf->nparams; i++) len += strlen(out + len) + 1;
+    luaL_pushresultsize(&b, len);
+    lua_remove(L, -2); /* the source */
+}
+
+/* Copies len bytes to *at and moves *at past them. */
+static const char *store_bytes(char **at, const char *s, size_t len) {
+    char *dst = *at;
+    memcpy(dst, s, len);
+    *at += len;
+    return dst;
+}
+
+/* Pushes the kernel object: the facts, then after its parameters their packing classes (zero:
+ * launch.c fills them on first use), its name, its entry and the declarations (at decls_idx). */
+static gl_kernel *new_kernel(lua_State *L, gl_module *m, const kernel_facts *kf, int decls_idx) {
+    int n = kf->nparams;
+    size_t asked_len = strlen(kf->asked) + 1, entry_len = strlen(kf->entry) + 1, decls_len;
+    const char *decls = lua_tolstring(L, decls_idx, &decls_len);
+    size_t size = sizeof(gl_kernel) + (size_t)n * sizeof(gl_param) + (size_t)n + asked_len + entry_len + decls_len;
     gl_kernel *k = gl_newuserdatauv(L, size, KUV_COUNT);
     memset(k, 0, sizeof *k);
-    k->fn = f;
+    k->fn = kf->f;
     k->module = m;
     k->nparams = n;
-    k->typed = typed;
-    memcpy(k->params, params, (size_t)n * sizeof(gl_param));
+    k->typed = kf->typed;
+    memcpy(k->params, kf->params, (size_t)n * sizeof(gl_param));
     k->arg_class = (unsigned char *)(k->params + n);
     memset(k->arg_class, 0, (size_t)n);
-    char *name = (char *)(k->arg_class + n);
-    memcpy(name, entry, namelen + 1);
-    k->name = name;
+    char *strings = (char *)(k->arg_class + n);
+    k->name = store_bytes(&strings, kf->asked, asked_len);
+    k->entry = store_bytes(&strings, kf->entry, entry_len);
+    k->decls = store_bytes(&strings, decls, decls_len);
     unsigned end = 0;
     for (int i = 0; i < n; i++)
-        if (params[i].offset + params[i].size > end) end = params[i].offset + params[i].size;
+        if (kf->params[i].offset + kf->params[i].size > end) end = kf->params[i].offset + kf->params[i].size;
     k->argbytes = end;
-    k->limits = limits;
-    k->regs = attrs[0];
-    k->static_smem = attrs[1];
-    k->local_bytes = attrs[2];
-    k->const_bytes = attrs[3];
-    k->max_threads = attrs[4];
-    k->max_dynamic_smem = attrs[5];
-    memcpy(k->cluster_dims, cluster_dims, sizeof k->cluster_dims);
-    k->cluster_must_be_set = must_be_set;
-    k->nonportable_cluster = nonportable;
-    /* the kernel is valid either way (it holds the module); a freed module is refused by
-     * every use, and this call reports it now rather than later */
-    int self = lua_gettop(L);
+    k->limits = kf->limits;
+    k->regs = kf->attrs[0];
+    k->static_smem = kf->attrs[1];
+    k->local_bytes = kf->attrs[2];
+    k->const_bytes = kf->attrs[3];
+    k->max_threads = kf->attrs[4];
+    k->max_dynamic_smem = kf->attrs[5];
+    memcpy(k->cluster_dims, kf->cluster_dims, sizeof k->cluster_dims);
+    k->cluster_must_be_set = kf->cluster_must_be_set;
+    k->nonportable_cluster = kf->nonportable_cluster;
+    return k;
+}
+
+/* The kernel at `self` holds its module (so the code stays loaded) and gets its metatable. The
+ * kernel is valid either way; a module freed meanwhile (by a finalizer) is refused by every use,
+ * and this call reports it now rather than later. */
+static void attach_to_module(lua_State *L, gl_module *m, int self, const char *fn) {
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, self, KUV_MODULE);
     push_kernel_metatable(L, self);
     gl_lua_setmetatable(L, self); /* writes the tag, from __name */
     recheck_module(L, m, fn);
     m->nkernels++;
+}
+
+static int l_module_kernel(lua_State *L) {
+    const char *fn = "mod:kernel";
+    gl_module *m = check_module(L, 1, fn);
+    kernel_facts kf;
+    kf.asked = check_symbol_arg(L, 2, fn, "kernel name or name expression");
+    gl_require_gpu(L, fn);
+    require_module_device(L, m, fn);
+    lua_settop(L, 2);
+    resolve_entry(L, &kf);       /* 3: lowered names, 4: entry, 5: PTX */
+    find_function(L, m, &kf, fn);
+    read_param_list(L, &kf, fn);
+    read_function_facts(L, m, &kf, fn);
+    push_declarations(L, &kf);   /* 6 */
+    new_kernel(L, m, &kf, 6);    /* 7 */
+    attach_to_module(L, m, 7, fn);
     return 1;
+}
+
+/* "f32", "b8[24]": a parameter by its PTX type */
+static const char *push_ptx_type(lua_State *L, const gl_param *p) {
+    unsigned elem = (unsigned)atoi(p->kind + 1) / 8;
+    if (elem && p->size != elem) return lua_pushfstring(L, "%s[%d]", p->kind, (int)(p->size / elem));
+    return lua_pushstring(L, p->kind);
+}
+
+const char *gl_push_param_name(lua_State *L, const gl_kernel *k, int i) {
+    const char *decl = k->decls;
+    for (int j = 0; j < i; j++) decl += strlen(decl) + 1;
+    if (*decl) return lua_pushfstring(L, "%s parameter %d (%s)", k->name, i + 1, decl);
+    const char *type = push_ptx_type(L, &k->params[i]);
+    const char *name = lua_pushfstring(L, "%s parameter %d (%s)", k->name, i + 1, type);
+    lua_remove(L, -2);
+    return name;
 }
 
 static int kernel_tostring(lua_State *L) {
@@ -850,14 +965,13 @@ static int kernel_tostring(lua_State *L) {
     luaL_addstring(&b, "cuda.kernel ");
     luaL_addstring(&b, k->name);
     luaL_addchar(&b, '(');
-    for (int i = 0; i < k->nparams; i++) {
+    const char *decl = k->decls;
+    for (int i = 0; i < k->nparams; i++, decl += strlen(decl) + 1) {
         if (i) luaL_addstring(&b, ", ");
-        const gl_param *p = &k->params[i];
-        lua_pushfstring(L, "%s", p->kind);
-        luaL_addvalue(&b);
-        unsigned elem = (unsigned)atoi(p->kind + 1) / 8;
-        if (elem && p->size != elem) {
-            lua_pushfstring(L, "[%d]", (int)(p->size / elem));
+        if (*decl) {
+            luaL_addstring(&b, decl);
+        } else {
+            push_ptx_type(L, &k->params[i]);
             luaL_addvalue(&b);
         }
     }

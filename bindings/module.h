@@ -46,7 +46,8 @@ typedef struct gl_module {
     gl_use use;       /* launches of its kernels mark it; released views add their uses */
 } gl_module;
 /* uservalue 1: PTX text (string) or nil; uservalue 2: lowered-name table or nil;
- * uservalue 3: a short description of where it came from */
+ * uservalue 3: a short description of where it came from; uservalue 4: the source text NVRTC
+ * compiled it from, or nil */
 
 /* Kernel "cuda.kernel" ---------------------------------------------------------- module.c */
 #define GL_KERNEL_T "cuda.kernel"
@@ -55,7 +56,10 @@ typedef struct gl_kernel {
     CUfunction fn;
     gl_module *module;      /* kept alive by uservalue 1 */
     const gl_device_limits *limits;
-    const char *name;       /* the entry name (mangled for C++), stored after params */
+    const char *name;       /* as the script asked for it ("scale<2>", "scale"), for messages */
+    const char *entry;      /* the symbol in the module (mangled for C++) */
+    const char *decls;      /* nparams declarations ("float* x"), each NUL-terminated, "" where
+                               unknown (declared.h); the three strings are stored after params */
     int nparams;
     bool typed;             /* params' kinds came from PTX (else only sizes are known) */
     unsigned argbytes;      /* size of the packed parameter buffer */
@@ -74,8 +78,12 @@ typedef struct gl_kernel {
         unsigned block_threads, smem, cluster[3];
         int limit;
     } checked_cluster, checked_coop;
-    gl_param params[];      /* nparams entries, then arg_class, then the name's bytes */
+    gl_param params[];      /* nparams entries, then arg_class, then the strings' bytes */
 } gl_kernel;
+
+/* Pushes and returns "scale<2> parameter 1 (float* x)": parameter i (from 0) of k named by its
+ * declaration, else by its PTX type ("scale parameter 2 (u64)"), for messages about it. */
+const char *gl_push_param_name(lua_State *L, const gl_kernel *k, int i);
 
 /* Looks `asked` up in the lowered-name table at index `lowered` (a program's `lowered`), read
  * raw: first exactly, then with white space normalised (gl_name_normalize). Returns the lowered

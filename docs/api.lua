@@ -34,9 +34,9 @@ intro = [==[
 Everything is reached through `cuda` (a global in scripts and the REPL, also `require("cuda")`) and the
 pure-Lua lab harness `require("gpulab.lab")` (called `harness` below; `lab` is a lab it made). A bad
 argument raises a string naming the function and the argument as Lua's own library does (`bad argument #2
-to 'cuda.array' (...)`, `bad argument #4 to 'k:launch' (kernel parameter 3: f32 (4 bytes) expected, got
-cuda.array)`); a CUDA or NVRTC failure raises a `cuda.error` object whose text has the CUDA error name and
-number (`CUDA_ERROR_OUT_OF_MEMORY (2)`). See [Errors](#errors) at the end.
+to 'cuda.array' (...)`, `bad argument #4 to 'k:launch' (scale<2> parameter 3 (float s): f32 (4 bytes)
+expected, got cuda.array)`); a CUDA or NVRTC failure raises a `cuda.error` object whose text has the CUDA
+error name and number (`CUDA_ERROR_OUT_OF_MEMORY (2)`). See [Errors](#errors) at the end.
 
 In the REPL, `help(x)` prints the entry of a function (`help(cuda.compile)`), an object
 (`help(arr)`: its type and methods) or a name (`help("compile")`, `help("cuda.array:view")`).]==],
@@ -265,7 +265,7 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
     { "cuda.module:kernel", sig = "mod:kernel(name)",
       params = { {"name", "string", "extern \"C\" name or name expression"} },
       returns = { {"cuda.kernel", "the kernel"} },
-      summary = "kernel by extern \"C\" name or name expression; fields `name, regs, smem, local_bytes, const_bytes, max_threads, params`" },
+      summary = "kernel by extern \"C\" name or name expression; fields `name, regs, smem, local_bytes, const_bytes, max_threads, params`. `tostring(k)`, argument errors, traces and profiles name it as asked for (`scale<2>`) and each parameter by its declaration (`scale<2> parameter 1 (float* x)`): types from the demangled entry name, names (and an extern \"C\" kernel's types) from the program's source when the module holds the program's own image; where either is unsure (no source, two definitions, a size that contradicts the PTX) by its PTX type (`scale parameter 1 (u64)`)" },
     { "cuda.module:global", sig = "mod:global(name, dtype, n | {dims})",
       params = { {"name", "string", "variable name or name expression"}, {"dtype", "string", "element type"},
                  {"shape", "integer|integer[]", "element count or dimensions"} },
@@ -274,7 +274,7 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
     { "cuda.module:free", sig = "mod:free()", summary = "unloads the module once its views and queued work are gone; it takes no new kernels" },
     { "cuda.kernel", kind = "class", summary = "a kernel of a loaded module",
       fields = {
-        {"name", "string", "the entry name (mangled for C++)"},
+        {"name", "string", "the name as asked for (`\"scale<2>\"`, an extern \"C\" name, a mangled name); `prog.lowered` maps a name expression to its entry name"},
         {"regs", "integer", "registers per thread"},
         {"smem", "integer", "static shared memory bytes"},
         {"local_bytes", "integer", "local memory per thread"},
@@ -1476,7 +1476,7 @@ h:copy_from(42)               --> "bad argument #1 to 'h:copy_from' (cuda.array 
 h.copy_from(h, 42)            --> "bad argument #2 to 'h:copy_from' (...)"    -- self counted: not a method call
 d:copy_from(s, {count = "x"}) --> "bad argument #2 to 'd:copy_from' (field 'count': integer expected, got string)"
 d:copy_from(s, {cnt = 1})     --> "bad argument #2 to 'd:copy_from' (unknown field 'cnt' (known: stream, count, ...))"
-k:launch(cfg, 1.5)            --> "bad argument #2 to 'k:launch' (kernel parameter 1: u64 (8 bytes) expected, got 1.5)"
+k:launch(cfg, 1.5)            --> "bad argument #2 to 'k:launch' (scale<2> parameter 1 (float* x): u64 (8 bytes) expected, got 1.5 (not an integer))"
 impostor:fill(1)              --> "calling 'h:fill' on bad self (cuda.host expected, got table)"
 d:fill(1)   -- d freed        --> "d:fill: cuda.array was freed"         -- a freed self reads as liolib's closed file
 

@@ -268,9 +268,9 @@ T.test("launch errors come before the driver", function()
   local k = mod:kernel("vadd_f32")
   local d = cuda.array("f32", 4)
   T.raises(function() k:launch({ grid = 1, block = 4 }, d, d, 1.5, 4) end,
-    "bad argument #4 to 'k:launch' (kernel parameter 3: u64 (8 bytes) expected, got 1.5")
+    "bad argument #4 to 'k:launch' (vadd_f32 parameter 3 (float* c): u64 (8 bytes) expected, got 1.5")
   T.raises(function() k:launch({ grid = 1, block = 4 }, d, d, d, d) end,
-    "bad argument #5 to 'k:launch' (kernel parameter 4: u32 (4 bytes) expected, got cuda.array)")
+    "bad argument #5 to 'k:launch' (vadd_f32 parameter 4 (unsigned n): u32 (4 bytes) expected, got cuda.array)")
   d:free()
 end)
 

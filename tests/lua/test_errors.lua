@@ -89,7 +89,7 @@ if CASE == "format" then
     T.ok(arg_error(function() k:launch({ grid = 0, block = 1 }, d) end):find(
       "bad argument #1 to 'k:launch' (field 'grid': x = 0 is out of range 1..", 1, true))
     T.ok(arg_error(function() k:launch({ grid = 1, block = 1, stream = s }, 1.5) end):find(
-      "bad argument #2 to 'k:launch' (kernel parameter 1: u64 (8 bytes) expected, got 1.5", 1, true))
+      "bad argument #2 to 'k:launch' (use_array parameter 1 (u64): u64 (8 bytes) expected, got 1.5", 1, true))
     local prepared = k:prepare({ grid = 1, block = 1 }, d)
     T.ok(arg_error(function() prepared:set(2, d) end):find(
       "bad argument #1 to 'prepared:set' (argument index 1..1 expected, got 2)", 1, true))

@@ -223,9 +223,10 @@ T.test("by-value struct blob and padding bytes", function()
   T.eq(last_launch(), "launch with_struct grid=1,1,1 block=32,1,1 smem=0 stream=0 args=05000000 " ..
     hex(blob) .. " 01")
   T.raises(function() k:launch({ grid = 1, block = 32 }, 5, "short", 1) end,
-    "bad argument #3 to 'k:launch' (kernel parameter 2: b8[24] (24 bytes, align 8) expected, got a string of 5 bytes)")
+    "bad argument #3 to 'k:launch' (with_struct parameter 2 (b8[24]): b8[24] (24 bytes, align 8) expected, got a " ..
+    "string of 5 bytes)")
   T.raises(function() k:launch({ grid = 1, block = 32 }, 5, 12, 1) end,
-    "bad argument #3 to 'k:launch' (kernel parameter 2: b8[24] (24 bytes, align 8) expected, got 12)")
+    "bad argument #3 to 'k:launch' (with_struct parameter 2 (b8[24]): b8[24] (24 bytes, align 8) expected, got 12)")
 end)
 
 T.test("parameters beyond the 4 KB packed on the C stack", function()
@@ -295,13 +296,13 @@ T.test("f16 rounding and untyped bits", function()
   T.ok(last_launch():match("args=(....)"):match("^..7[c-f]$") or
        last_launch():match("args=(....)"):match("^..f[c-f]$"), "NaN stays NaN: " .. last_launch())
   T.raises(function() k:launch({ grid = 1, block = 1 }, 70000, 0) end,
-    "bad argument #2 to 'k:launch' (kernel parameter 1: f16 (2 bytes) expected, got 70000 (out of f16 range))")
+    "bad argument #2 to 'k:launch' (with_half parameter 1 (f16): f16 (2 bytes) expected, got 70000 (out of f16 range))")
   T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 0.5) end,
-      "bad argument #3 to 'k:launch' (kernel parameter 2: b32 (4 bytes) expected, got 0.5 (not an integer: " ..
+      "bad argument #3 to 'k:launch' (with_half parameter 2 (b32): b32 (4 bytes) expected, got 0.5 (not an integer: " ..
       "untyped bits take an integer or a string of the parameter's size))")
   T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 2 ^ 32) end,
-      "bad argument #3 to 'k:launch' (kernel parameter 2: b32 (4 bytes) expected, got 4294967296.0 (out of range " ..
-      "-2147483648..4294967295))")
+      "bad argument #3 to 'k:launch' (with_half parameter 2 (b32): b32 (4 bytes) expected, got 4294967296.0 (out of " ..
+      "range -2147483648..4294967295))")
 end)
 
 T.test("f16 packing: every finite value exactly, midpoints round to even", function()
@@ -343,41 +344,48 @@ T.test("every mismatch message names the argument and both types", function()
     return function() k:launch(cfg, table.unpack(a, 1, 11)) end
   end
   T.raises(with(1, 256),
-    "bad argument #2 to 'k:launch' (kernel parameter 1: u8 (1 byte) expected, got 256 (out of range -128..255))")
+    "bad argument #2 to 'k:launch' (every_kind parameter 1 (u8): u8 (1 byte) expected, got 256 (out of range " ..
+    "-128..255))")
   T.raises(with(1, -129),
-    "bad argument #2 to 'k:launch' (kernel parameter 1: u8 (1 byte) expected, got -129 (out of range -128..255))")
+    "bad argument #2 to 'k:launch' (every_kind parameter 1 (u8): u8 (1 byte) expected, got -129 (out of range " ..
+    "-128..255))")
   T.raises(with(2, 65536),
-    "bad argument #3 to 'k:launch' (kernel parameter 2: u16 (2 bytes) expected, got 65536 (out of range " ..
+    "bad argument #3 to 'k:launch' (every_kind parameter 2 (u16): u16 (2 bytes) expected, got 65536 (out of range " ..
     "-32768..65535))")
   T.raises(with(3, 2.5),
-    "bad argument #4 to 'k:launch' (kernel parameter 3: u32 (4 bytes) expected, got 2.5 (not an integer))")
+    "bad argument #4 to 'k:launch' (every_kind parameter 3 (u32): u32 (4 bytes) expected, got 2.5 (not an integer))")
   T.raises(with(3, 1 << 32),
-      "bad argument #4 to 'k:launch' (kernel parameter 3: u32 (4 bytes) expected, got 4294967296 (out of range " ..
-      "-2147483648..4294967295))")
+      "bad argument #4 to 'k:launch' (every_kind parameter 3 (u32): u32 (4 bytes) expected, got 4294967296 (out of " ..
+      "range -2147483648..4294967295))")
   T.raises(with(5, 128),
-    "bad argument #6 to 'k:launch' (kernel parameter 5: s8 (1 byte) expected, got 128 (out of range -128..127))")
+    "bad argument #6 to 'k:launch' (every_kind parameter 5 (s8): s8 (1 byte) expected, got 128 (out of range " ..
+    "-128..127))")
   T.raises(with(6, -32769),
-    "bad argument #7 to 'k:launch' (kernel parameter 6: s16 (2 bytes) expected, got -32769 (out of range " ..
+    "bad argument #7 to 'k:launch' (every_kind parameter 6 (s16): s16 (2 bytes) expected, got -32769 (out of range " ..
     "-32768..32767))")
   T.raises(with(7, 2 ^ 31),
-    "bad argument #8 to 'k:launch' (kernel parameter 7: s32 (4 bytes) expected, got 2147483648.0 (out of range " ..
-    "-2147483648..2147483647))")
+    "bad argument #8 to 'k:launch' (every_kind parameter 7 (s32): s32 (4 bytes) expected, got 2147483648.0 (out of " ..
+    "range -2147483648..2147483647))")
   T.raises(with(7, 1 << 31),
-    "bad argument #8 to 'k:launch' (kernel parameter 7: s32 (4 bytes) expected, got 2147483648 (out of range " ..
-    "-2147483648..2147483647))")
-  T.raises(with(7, 0 / 0), "bad argument #8 to 'k:launch' (kernel parameter 7: s32 (4 bytes) expected, got")
+    "bad argument #8 to 'k:launch' (every_kind parameter 7 (s32): s32 (4 bytes) expected, got 2147483648 (out of " ..
+    "range -2147483648..2147483647))")
+  T.raises(with(7, 0 / 0), "bad argument #8 to 'k:launch' (every_kind parameter 7 (s32): s32 (4 bytes) expected, got")
   T.raises(with(8, 2 ^ 63),
-    "bad argument #9 to 'k:launch' (kernel parameter 8: s64 (8 bytes) expected, got 9.2233720368548e+18 (not an " ..
-    "integer))")
+    "bad argument #9 to 'k:launch' (every_kind parameter 8 (s64): s64 (8 bytes) expected, got 9.2233720368548e+18 " ..
+    "(not an integer))")
   T.raises(with(9, "x"),
-    "bad argument #10 to 'k:launch' (kernel parameter 9: f32 (4 bytes) expected, got a string of 1 bytes)")
-  T.raises(with(9, true), "bad argument #10 to 'k:launch' (kernel parameter 9: f32 (4 bytes) expected, got boolean)")
+    "bad argument #10 to 'k:launch' (every_kind parameter 9 (f32): f32 (4 bytes) expected, got a string of 1 bytes)")
+  T.raises(with(9, true), "bad argument #10 to 'k:launch' (every_kind parameter 9 (f32): f32 (4 bytes) expected, " ..
+      "got boolean)")
   T.raises(with(9, 1e39),
-    "bad argument #10 to 'k:launch' (kernel parameter 9: f32 (4 bytes) expected, got 1e+39 (out of f32 range))")
-  T.raises(with(10, {}), "bad argument #11 to 'k:launch' (kernel parameter 10: f64 (8 bytes) expected, got table)")
+    "bad argument #10 to 'k:launch' (every_kind parameter 9 (f32): f32 (4 bytes) expected, got 1e+39 (out of f32 " ..
+    "range))")
+  T.raises(with(10, {}), "bad argument #11 to 'k:launch' (every_kind parameter 10 (f64): f64 (8 bytes) expected, " ..
+      "got table)")
   T.raises(with(11, mod),
-    "bad argument #12 to 'k:launch' (kernel parameter 11: u64 (8 bytes) expected, got cuda.module)")
-  T.raises(with(11, nil), "bad argument #12 to 'k:launch' (kernel parameter 11: u64 (8 bytes) expected, got nil)")
+    "bad argument #12 to 'k:launch' (every_kind parameter 11 (u64): u64 (8 bytes) expected, got cuda.module)")
+  T.raises(with(11, nil), "bad argument #12 to 'k:launch' (every_kind parameter 11 (u64): u64 (8 bytes) expected, " ..
+      "got nil)")
   T.raises(function() k:launch(cfg, 1, 2, 3) end, "k:launch: kernel 'every_kind' takes 11 arguments, got 3")
   local twelve = { table.unpack(good) }
   twelve[12] = 12
@@ -517,8 +525,8 @@ T.test("prepared launch packs once, prepared:set repacks one argument", function
     "01 0200 ffffffff 0400000000000000 05 0600 07000000 0800000000000000 000000c0 " ..
     "000000000000d03f 0010000000000000")
   T.raises(function() prepared:set(3, 1 << 32) end,
-      "bad argument #2 to 'prepared:set' (kernel parameter 3: u32 (4 bytes) expected, got 4294967296 (out of range " ..
-      "-2147483648..4294967295))")
+      "bad argument #2 to 'prepared:set' (every_kind parameter 3 (u32): u32 (4 bytes) expected, got 4294967296 (out " ..
+      "of range -2147483648..4294967295))")
   T.raises(function() prepared:set(12, 1) end,
     "bad argument #1 to 'prepared:set' (argument index 1..11 expected, got 12)")
   T.raises(function() prepared:set(0, 1) end, "argument index 1..11 expected, got 0")
@@ -530,7 +538,7 @@ T.test("prepared launch packs once, prepared:set repacks one argument", function
   T.raises(function() k:prepare({ grid = 1, block = 1 }, 1) end,
     "k:prepare: kernel 'every_kind' takes 11 arguments, got 1")
   T.raises(function() k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "x") end,
-    "bad argument #12 to 'k:prepare' (kernel parameter 11: u64 (8 bytes) expected, got a string of 1 bytes)")
+    "bad argument #12 to 'k:prepare' (every_kind parameter 11 (u64): u64 (8 bytes) expected, got a string of 1 bytes)")
   prepared:free()
   prepared:free()
   T.eq(cuda.stats().prepared, 0)
@@ -575,10 +583,10 @@ with_binding("array", "device arrays: address packed, kept alive, checked when f
   T.eq(last_launch():match("args=(.*)$"), "01 0200 03000000 " .. ptr ..
     " 05 0600 07000000 0800000000000000 00001041 0000000000002440 " .. ptr)
   T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, d, 10, 11) end,
-    "bad argument #10 to 'k:launch' (kernel parameter 9: f32 (4 bytes) expected, got cuda.array)")
+    "bad argument #10 to 'k:launch' (every_kind parameter 9 (f32): f32 (4 bytes) expected, got cuda.array)")
   T.raises(function() k:launch({ grid = 1, block = 1 }, d, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11) end,
-      "bad argument #2 to 'k:launch' (kernel parameter 1: u8 (1 byte) expected, got cuda.array (a bool parameter " ..
-      "takes true or false, an 8-bit one an integer))")
+      "bad argument #2 to 'k:launch' (every_kind parameter 1 (u8): u8 (1 byte) expected, got cuda.array (a bool " ..
+      "parameter takes true or false, an 8-bit one an integer))")
   local prepared = k:prepare({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, cuda.array("u8", 4))
   collectgarbage(); collectgarbage()
   cuda.sync()
@@ -588,10 +596,10 @@ with_binding("array", "device arrays: address packed, kept alive, checked when f
   T.eq(cuda.stats().arrays, 1, "prepared:set released the array it replaced")
   cuda.sync()
   d:free()
-  T.raises(function() prepared() end, "cuda.prepared: kernel parameter 11: the cuda.array was freed")
+  T.raises(function() prepared() end, "cuda.prepared: every_kind parameter 11 (u64): the cuda.array was freed")
   T.raises(function() k:launch({ grid = 1, block = 1 }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, d) end,
-      "bad argument #12 to 'k:launch' (kernel parameter 11: u64 (8 bytes) expected, got cuda.array (the array was " ..
-      "freed))")
+      "bad argument #12 to 'k:launch' (every_kind parameter 11 (u64): u64 (8 bytes) expected, got cuda.array (the " ..
+      "array was freed))")
   prepared:free()
   cuda.sync()
   T.eq(cuda.stats().arrays, 0)
@@ -612,13 +620,14 @@ with_binding("tensormap", "tensor maps go by value, 64-byte aligned", function()
   prepared()
   T.eq(last_launch():match("args=%x+ (%x+)"), groups[2])
   T.raises(function() mod:kernel("unaligned_blob"):launch({ grid = 1, block = 1 }, 1, tm) end,
-    "bad argument #3 to 'k:launch' (kernel parameter 2: b8[128] (128 bytes, align 1) expected, got " ..
-    "cuda.tensormap (a tensor map parameter must be 64-byte aligned")
+    "bad argument #3 to 'k:launch' (unaligned_blob parameter 2 (b8[128]): b8[128] (128 bytes, align 1) expected, " ..
+    "got cuda.tensormap (a tensor map parameter must be 64-byte aligned")
   T.raises(function() mod:kernel("with_struct"):launch({ grid = 1, block = 1 }, 1, tm, 0) end,
-      "bad argument #3 to 'k:launch' (kernel parameter 2: b8[24] (24 bytes, align 8) expected, got cuda.tensormap " ..
-      "(a tensor map is 128 bytes))")
+      "bad argument #3 to 'k:launch' (with_struct parameter 2 (b8[24]): b8[24] (24 bytes, align 8) expected, got " ..
+      "cuda.tensormap (a tensor map is 128 bytes))")
   tm:free()
-  T.raises(function() prepared() end, "cuda.prepared: kernel parameter 2: the cuda.tensormap was freed")
+  T.raises(function() prepared() end, "cuda.prepared: with_tensormap parameter 2 (b8[128]): the cuda.tensormap was " ..
+      "freed")
   prepared:free()
 end)
 
@@ -723,7 +732,8 @@ T.test("cuda.load from a program table, a file and bad input", function()
   local m = cuda.load(prog)
   T.ok(tostring(m):find("program p.cu (ptx)", 1, true), tostring(m))
   local k = m:kernel("kern<int>")
-  T.eq(k.name, "with_half")
+  T.eq(k.name, "kern<int>", "the name as asked for")
+  T.eq(tostring(k):match("^[^:]*"), "cuda.kernel kern<int>(f16, b32)")
   T.eq(k.params[1].kind, "f16")
   local path = os.tmpname()
   local f = assert(io.open(path, "wb")); f:write(PTX); f:close()

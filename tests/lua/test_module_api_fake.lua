@@ -68,7 +68,7 @@ T.test("mod:global gives a device view of __constant__ and __device__ variables"
   T.eq(last_args()[3], "00")
   k:launch({ grid = 1, block = 1 }, t, c, 1)
   T.raises(function() k:launch({ grid = 1, block = 1 }, t, c, "yes") end,
-    "bad argument #4 to 'k:launch' (kernel parameter 3: u8 (1 byte) expected, got a string of 3 bytes)")
+    "bad argument #4 to 'k:launch' (use parameter 3 (bool flag): u8 (1 byte) expected, got a string of 3 bytes)")
   T.raises(function() k:launch({ grid = 1, block = 1 }, t, c, {}) end, "a bool parameter takes true or false")
   -- PTX declares a C++ bool as .u8, so 0..255 stay valid for it, as for any 8-bit parameter
   T.raises(function() k:launch({ grid = 1, block = 1 }, t, c, 256) end, "out of range")
@@ -189,9 +189,9 @@ T.test("a tensor map for a parameter the kernel copies is refused", function()
   local m = cuda.load(prog)
   local tm = cuda.tensormap { address = 0x10000, dtype = "f16", dims = { 64, 64 }, strides = { 128 }, box = { 64, 64 } }
   T.raises(function() m:kernel("by_copy"):launch({ grid = 1, block = 1 }, tm) end,
-      "bad argument #2 to 'k:launch' (kernel parameter 1: b8[128] (128 bytes, align 64) expected, got " ..
-      "cuda.tensormap (the kernel copies this parameter instead of reading it in place, so the TMA unit would get " ..
-      "the copy's address: declare it const __grid_constant__))")
+      "bad argument #2 to 'k:launch' (by_copy parameter 1 (const Map m): b8[128] (128 bytes, align 64) expected, " ..
+      "got cuda.tensormap (the kernel copies this parameter instead of reading it in place, so the TMA unit would " ..
+      "get the copy's address: declare it const __grid_constant__))")
   T.raises(function() m:kernel("by_copy"):prepare({ grid = 1, block = 1 }, tm) end,
     "declare it const __grid_constant__")
   m:kernel("in_place"):launch({ grid = 1, block = 1 }, tm)

@@ -101,7 +101,7 @@ test("a tensor map over a freed array is refused by launches, prepared launches 
   T.raises(function() ktm:launch({ grid = 1, block = 1 }, 1, tm, 0) end,
     "the cuda.array under the tensor map was freed")
   T.raises(function() prepared() end,
-    "cuda.prepared: kernel parameter 2: the cuda.array under the tensor map was freed")
+    "cuda.prepared: with_tensormap parameter 2 (b8[128]): the cuda.array under the tensor map was freed")
   T.raises(function() g:launch(s) end, "g:launch: the graph uses a cuda.tensormap: the cuda.array under")
   local b = cuda.array("f16", 64 * 64)
   tm:replace_address(b) -- points at a live array again: usable
