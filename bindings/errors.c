@@ -3,6 +3,7 @@
  */
 #include "errors.h"
 #include "identity.h"
+#include "results.h"
 
 #include <lauxlib.h>
 #include <stdarg.h>
@@ -224,21 +225,13 @@ bool gl_is_error(lua_State *L, int idx) {
     return same;
 }
 
-static void set_string(lua_State *L, const char *k, const char *v) {
-    if (v == NULL) return;
-    lua_pushstring(L, v);
-    lua_setfield(L, -2, k);
-}
-
 void gl_push_error(lua_State *L, int message, int code, const char *name, const char *fn, bool poisoned) {
     message = lua_absindex(L, message);
     lua_createtable(L, 0, 9);
-    lua_pushinteger(L, code);
-    lua_setfield(L, -2, "code");
-    set_string(L, "name", name);
-    set_string(L, "fn", fn);
-    lua_pushboolean(L, poisoned);
-    lua_setfield(L, -2, "poisoned");
+    gl_set_integer_field(L, "code", code);
+    gl_set_string_field(L, "name", name); /* NULL: no field */
+    gl_set_string_field(L, "fn", fn);
+    gl_set_boolean_field(L, "poisoned", poisoned);
     lua_pushvalue(L, message);
     lua_setfield(L, -2, "message");
     push_error_class(L);

@@ -343,7 +343,7 @@ static int host_copy_from(lua_State *L) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Host views (see d:view above)
+ * Host views (as d:view, array.c)
  * ------------------------------------------------------------------------------------------ */
 static int host_view(lua_State *L) {
     const char *fn = "h:view";
