@@ -5,5 +5,5 @@ gl_add_lua_test(capture_exit tests/lua/test_capture_exit.lua FAKE ENV GPULAB_CAC
 # sanitizer build hung in its exit check): Ctrl-C raises "interrupted!", SIGTERM ends gpulab.
 gl_deadline(deadline 300)
 add_test(NAME sigint_compile COMMAND ${deadline} sh ${CMAKE_SOURCE_DIR}/tests/cli/sigint_compile.sh
-  $<TARGET_FILE:gpulab> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  $<TARGET_FILE:gpulab> $<TARGET_FILE:pty_expect> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(sigint_compile PROPERTIES LABELS cpu TIMEOUT 300)

@@ -1,10 +1,12 @@
 #!/bin/sh
-# sigint_compile.sh GPULAB — SIGINT and SIGTERM while NVRTC's front end compiles. NVRTC installs
+# sigint_compile.sh GPULAB [PTY_EXPECT] — SIGINT and SIGTERM while NVRTC's front end compiles. NVRTC installs
 # handlers of its own for the compile that call exit(4) from signal context: gpulab ended with
 # status 4 (Release) or hung in LeakSanitizer's exit check (ASan+UBSan). Now Ctrl-C raises
-# "interrupted!" once the compile returns, and SIGTERM ends gpulab by that signal. Run under
+# "interrupted!" once the compile returns, and SIGTERM ends gpulab by that signal; with PTY_EXPECT
+# (tests/pty/pty_expect.c) a REPL session also goes on after a Ctrl-C mid-compile. Run under
 # tests/deadline.sh: a hang fails the test at its deadline instead of stalling CI.
 gpulab=$1
+pty_expect=${2:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "sigint_compile: $*" >&2; echo "--- stderr:" >&2; cat "$tmp/err" >&2; exit 1; }
@@ -21,20 +23,24 @@ cuda.compile(table.concat(src, "\n"), { name = "big.cu", arch = "sm_90" })
 print("compile returned")
 EOF
 
-# Starts the compile, waits for NVRTC's front end (it ignores SIGXFSZ while it compiles), sends
-# the signal; returns the exit status.
-signal_mid_compile() {
-  GPULAB_CACHE=0 GPULAB_LIBCUDA=/nonexistent/libcuda.so "$gpulab" "$tmp/big.lua" >"$tmp/out" 2>"$tmp/err" &
-  pid=$!
+# Waits until process $1 is in NVRTC's front end (it ignores SIGXFSZ while it compiles).
+wait_front_end() {
   tries=0
   while :; do
-    ign=$(awk '/^SigIgn:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+    ign=$(awk '/^SigIgn:/ { print $2 }' "/proc/$1/status" 2>/dev/null)
     [ -n "$ign" ] || fail "gpulab ended before NVRTC's front end was seen"
     [ $((0x$ign & 0x1000000)) -ne 0 ] && break
     tries=$((tries + 1))
     [ $tries -lt 6000 ] || fail "NVRTC's front end not seen within 300 s"
     sleep 0.05
   done
+}
+
+# Starts the compile, sends signal $1 in NVRTC's front end; returns the exit status.
+signal_mid_compile() {
+  GPULAB_CACHE=0 GPULAB_LIBCUDA=/nonexistent/libcuda.so "$gpulab" "$tmp/big.lua" >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  wait_front_end "$pid"
   kill "-$1" "$pid"
   wait "$pid"
 }
@@ -48,4 +54,29 @@ grep -q "compile returned" "$tmp/out" && fail "SIGINT mid-compile: the script we
 signal_mid_compile TERM
 rc=$?
 [ $rc = 143 ] || fail "SIGTERM mid-compile: exit status $rc, expected 143 (death by SIGTERM; 4: NVRTC's handler)"
-echo "sigint_compile: SIGINT -> interrupted!, SIGTERM -> 143"
+
+[ -n "$pty_expect" ] || { echo "sigint_compile: SIGINT -> interrupted!, SIGTERM -> 143"; exit 0; }
+
+# The REPL: the session goes on, the next input runs.
+cat >"$tmp/session.pty" <<PTY
+timeout 240
+input dofile("$tmp/big.lua")
+expect interrupted!
+input =6*7
+expect \\n42\\n
+key \\x04
+exit 0
+PTY
+TERM=xterm XDG_STATE_HOME="$tmp/state" GPULAB_CACHE=0 GPULAB_LIBCUDA=/nonexistent/libcuda.so \
+  "$pty_expect" "$tmp/session.pty" "$gpulab" >"$tmp/err" 2>&1 &
+driver=$!
+tries=0
+until pid=$(pgrep -P "$driver" | head -n 1) && [ -n "$pid" ]; do
+  tries=$((tries + 1))
+  [ $tries -lt 600 ] || fail "the REPL did not start"
+  sleep 0.05
+done
+wait_front_end "$pid"
+kill -INT "$pid"
+wait "$driver" || fail "REPL: the session did not go on after a Ctrl-C mid-compile"
+echo "sigint_compile: SIGINT -> interrupted!, SIGTERM -> 143, the REPL goes on"
