@@ -5,8 +5,8 @@
  * previous action was SIG_IGN, installs a handler of its own; it installs one for SIGTERM
  * unconditionally, and puts the previous actions back when the compile ends. Those handlers call
  * exit(4) from signal context: a Ctrl-C mid-compile ended gpulab (a REPL session too) with the
- * exit handlers run inside a signal handler, and in the sanitizer build LeakSanitizer's exit
- * check then waited for ever on a lock the interrupted compile held.
+ * exit handlers run inside a signal handler, in the middle of the compile; the sanitizer build,
+ * whose exit handlers include LeakSanitizer's whole-heap check, was seen to hang there.
  *
  * So the call runs with both signals blocked in the calling thread (threads it starts inherit
  * that) and SIGINT ignored. Blocked is not enough on its own, because a signal pending when
