@@ -36,7 +36,7 @@ gl_add_lua54_test(module_lua54 tests/lua/test_lua_module.lua FAKE
       GL_FAKECUPTI=$<TARGET_FILE:fakecupti> GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/module_lua54.log)
 
 # gpulab's own tests, unchanged, under lua5.4: tensor-map rules, launches with attributes, memory,
-# cuda.profile through the CUPTI stand-in, the lab harness's measurements, long API sequences.
+# cuda.profile through the CUPTI stand-in, long API sequences.
 gl_add_lua54_test(module_lua54_tensormap tests/lua/test_tensormap.lua FAKE)
 gl_add_lua54_test(module_lua54_launch_attrs tests/lua/test_launch_attrs_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/module_lua54_launch_attrs.log)
@@ -44,7 +44,6 @@ gl_add_lua54_test(module_lua54_memory tests/lua/test_memory_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/module_lua54_memory.log)
 gl_add_lua54_test(module_lua54_profile tests/lua/test_profile_fake.lua FAKE
   ENV GPULAB_CUPTI=$<TARGET_FILE:fakecupti> GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/module_lua54_profile.log)
-gl_add_lua54_test(module_lua54_lab_measure tests/lua/test_lab_measure_fake.lua FAKE)
 gl_add_lua54_test(module_lua54_api_sequences tests/lua/test_api_sequences.lua FAKE ENV GPULAB_CACHE=0)
 
 # cmake --install: cuda.so and the gpulab.* modules where Lua 5.4 looks under the prefix.

@@ -3,10 +3,13 @@
 -- line each. test_lua_module.lua runs it under gpulab and under lua5.4, where the harness starts
 -- its children itself, and compares the lines.
 local L = require("gpulab.lab").new { name = "children_lab", title = "how children end" }
+-- One line per child: how it ended, its output (not for one a deadline stopped: how far it got
+-- depends on the machine's load), the first line of its errors without the program's name.
 local function show(name, r)
-  local first_err = (r.stderr:match("^[^\n]*") or ""):gsub("^[^:]*: ", "", 1) -- without the program's name
-  print(table.concat({ name, r.status, tostring(r.code), tostring(r.signal), (r.stdout:gsub("%d+", "N")),
-    first_err, math.type(r.seconds) or type(r.seconds) }, " | "))
+  local first_err = (r.stderr:match("^[^\n]*") or ""):gsub("^[^:]*: ", "", 1)
+  local out = r.status == "timeout" and "-" or (r.stdout:gsub("%d+", "N"))
+  print(table.concat({ name, r.status, tostring(r.code), tostring(r.signal), out, first_err,
+    math.type(r.seconds) or type(r.seconds) }, " | "))
 end
 local FIX = "tests/lab_fixtures/"
 show("exit", L:child(FIX .. "child_exit.lua", { args = { "3", "a b", "it's" },

@@ -1,8 +1,9 @@
 -- What a script sees of the cuda module, one line per step, through the driver stand-in: NVRTC
 -- compiles, the kernel's parameters, checked launches and their packed bytes, tensor-map rules,
--- cuda.measure on scripted times, cuda.profile through the CUPTI stand-in, argument errors and
--- cuda.error objects (an injected out-of-memory, then a sticky fault). test_lua_module.lua runs it
--- under gpulab and under `lua5.4 -e 'require "cuda"'` and requires the two transcripts to be equal.
+-- cuda.measure and the harness's measure on scripted times, cuda.profile through the CUPTI
+-- stand-in, argument errors and cuda.error objects (an injected out-of-memory, then a sticky
+-- fault). test_lua_module.lua runs it under gpulab and under `lua5.4 -e 'require "cuda"'` and
+-- requires the two transcripts to be equal.
 -- Environment: GPULAB_LIBCUDA (the stand-in), GPULAB_FAKE_LOG, GPULAB_FAKE_ELAPSED_FILE,
 -- GPULAB_CUPTI, GPULAB_FAKE_FAIL=cuMemAlloc:2:4,cuMemcpyDtoH:700.
 local cuda = require("cuda")
@@ -105,8 +106,10 @@ f:close()
 local s = cuda.stream()
 local function work(st) k:launch({ grid = 1, block = 32, stream = st or s }, y, x, 1.0, 32) end
 local r = cuda.measure(work, { regime = "hot", batch = 1, stream = s, min_time = 0 })
-os.remove(ELAPSED)
 say("measure", r.regime, r.samples, r.mean, r.median, r.noise, r.rejected, r.stop)
+local hr = require("gpulab.lab").measure(work, { regime = "hot", batch = 1, stream = s, min_time = 0, label = "work" })
+os.remove(ELAPSED)
+say("harness.measure", hr.engine, hr.label, hr.samples, hr.mean, hr.stop)
 try("measure: bad regime", cuda.measure, function() end, { regime = "warm" })
 local rows = cuda.profile(function() k:launch({ grid = 1, block = 32 }, y, x, 1.0, 32) end,
   { metrics = { "dram__bytes.sum" } })

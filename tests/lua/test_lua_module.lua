@@ -248,4 +248,21 @@ T.test("cuda.so exports luaopen_cuda alone and carries no Lua: the interpreter's
   T.ok(undefined:find("lua_pushstring", 1, true) and undefined:find("luaL_checkinteger", 1, true), undefined)
 end)
 
+T.test("gpulab-scm-1.rockspec: a Lua 5.4 rock built with CMake into the tree's module folders", function()
+  local spec = {}
+  local chunk = assert(loadfile("gpulab-scm-1.rockspec", "t", spec))
+  chunk()
+  T.eq(spec.package, "gpulab"); T.eq(spec.version, "scm-1"); T.eq(spec.rockspec_format, "3.0")
+  T.eq(spec.dependencies[1], "lua >= 5.4, < 5.5")
+  T.eq(spec.build.type, "cmake")
+  local v = spec.build.variables
+  T.eq(v.CMAKE_INSTALL_PREFIX, "$(PREFIX)"); T.eq(v.LUA_INCLUDE_DIR, "$(LUA_INCDIR)")
+  T.eq(v.GPULAB_LUA_CMOD_DIR, "$(LIBDIR)"); T.eq(v.GPULAB_LUA_LMOD_DIR, "$(LUADIR)")
+  -- the variables it sets are the build's own
+  local cmake = assert(T.read("CMakeLists.txt"))
+  for _, name in ipairs({ "GPULAB_LUA_CMOD_DIR", "GPULAB_LUA_LMOD_DIR" }) do
+    T.ok(cmake:find("set(" .. name .. " ", 1, true), name .. " is a cache variable of CMakeLists.txt")
+  end
+end)
+
 T.done()
