@@ -726,7 +726,7 @@ static void submit_with_attrs(lua_State *L, const gl_kernel *k, const launch_cfg
     for (lua_Integer n = 0; n < count; n++) {
         long obs = gl_observers ? gl_observe_begin(h, true) : -1;
         GL_CHECK(L, gl_cu.cuLaunchKernelEx(&c, k->fn, params, NULL), fn, "cuLaunchKernelEx");
-        if (obs >= 0) gl_observe_launch(obs, k->name, cfg->grid, cfg->block, h);
+        if (obs >= 0) gl_observe_launch(obs, k->name, k->entry, cfg->grid, cfg->block, h);
     }
 }
 
@@ -752,7 +752,7 @@ static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_
                                          cfg->block[1], cfg->block[2], cfg->smem, h,
                                          k->nparams ? ptrs : NULL, NULL),
                  fn, "cuLaunchKernel");
-        if (obs >= 0) gl_observe_launch(obs, k->name, cfg->grid, cfg->block, h);
+        if (obs >= 0) gl_observe_launch(obs, k->name, k->entry, cfg->grid, cfg->block, h);
     }
 }
 

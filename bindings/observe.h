@@ -22,7 +22,9 @@ extern int gl_observers; /* number of active watchers (trace, profile, pcsample)
  * matching call below; never raises. A submission that fails leaves the token unused.
  * device_times: bracket the submission with events to time it on the GPU (not for syncs). */
 long gl_observe_begin(CUstream stream, bool device_times);
-void gl_observe_launch(long token, const char *kernel, const unsigned grid[3],
+/* kernel: the name as the script asked for it ("scale<2>"), shown in traces and rows; entry: its
+ * symbol in the module (mangled for C++), the name CUPTI reports. */
+void gl_observe_launch(long token, const char *kernel, const char *entry, const unsigned grid[3],
                        const unsigned block[3], CUstream stream);
 /* what: "HtoD", "DtoH", "DtoD", "memset" ... */
 void gl_observe_copy(long token, const char *what, size_t bytes, CUstream stream);
@@ -33,7 +35,7 @@ void gl_observe_graph(long token, CUstream stream);
 void gl_profile_note_launch(const char *kernel, const unsigned grid[3], const unsigned block[3]);
 bool gl_profile_running(void);
 /* pcsample.c: the same for cuda.pcsample; the two refuse to run inside each other. */
-void gl_pcsample_note_launch(const char *kernel, const unsigned grid[3], const unsigned block[3]);
+void gl_pcsample_note_launch(const char *kernel, const char *entry);
 bool gl_pcsample_running(void);
 
 #endif

@@ -108,7 +108,7 @@ typedef struct session {
     char *reason_text;
     pcs_buffer batch;  /* for cuptiPCSamplingGetData */
     pcs_buffer final;  /* the configured buffer: what Disable still had */
-    char (*launches)[128];
+    struct { char entry[128], shown[128]; } *launches; /* CUPTI's name, the script's */
     size_t nlaunches, caplaunches;
     bool launches_lost;
     char **names;      /* CUPTI's function name strings, freed once each (the caller owns them) */
@@ -119,9 +119,7 @@ static session *active; /* the session whose fn runs: nesting, and the launch no
 
 bool gl_pcsample_running(void) { return active != NULL; }
 
-void gl_pcsample_note_launch(const char *kernel, const unsigned grid[3], const unsigned block[3]) {
-    (void)grid;
-    (void)block;
+void gl_pcsample_note_launch(const char *kernel, const char *entry) {
     session *s = active;
     if (s == NULL) return;
     if (s->nlaunches == s->caplaunches) {
@@ -134,7 +132,9 @@ void gl_pcsample_note_launch(const char *kernel, const unsigned grid[3], const u
         s->launches = n;
         s->caplaunches = cap;
     }
-    snprintf(s->launches[s->nlaunches++], sizeof *s->launches, "%s", kernel);
+    snprintf(s->launches[s->nlaunches].entry, sizeof s->launches->entry, "%s", entry);
+    snprintf(s->launches[s->nlaunches].shown, sizeof s->launches->shown, "%s", kernel);
+    s->nlaunches++;
 }
 
 /* Remembers a function name string CUPTI handed over; it is freed with the session. */
@@ -269,7 +269,7 @@ static void read_kernels(lua_State *L, pcs_opts *o) {
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, -2, i);
         gl_kernel *k = gl_test_kernel(L, -1);
-        if (k) lua_pushstring(L, k->name);
+        if (k) lua_pushstring(L, k->entry);
         else if (lua_type(L, -1) == LUA_TSTRING && lua_rawlen(L, -1) > 0) lua_pushvalue(L, -1);
         else
             gl_fielderror(L, 2, FN, "kernels", "item %lld: kernel name or cuda.kernel expected, got %s",
@@ -708,12 +708,16 @@ static void fill_pcs_and_lines(lua_State *L, int row, int pcs_raw, int map) {
     lua_settop(L, pcs - 1);
 }
 
-/* One row for function `name` (its raw entry at index fr). */
-static void push_row(lua_State *L, const char *name, int fr, lua_Integer launches, const pcs_opts *o) {
-    lua_createtable(L, 0, 10);
+/* One row for function `name` (the symbol CUPTI reports; its raw entry at index fr), shown as
+ * `as_asked` when the script launched it under that name (NULL: the symbol). */
+static void push_row(lua_State *L, const char *name, const char *as_asked, int fr, lua_Integer launches,
+                     const pcs_opts *o) {
+    lua_createtable(L, 0, 11);
     int row = lua_gettop(L);
-    lua_pushstring(L, name);
+    lua_pushstring(L, as_asked ? as_asked : name);
     lua_setfield(L, row, "kernel");
+    lua_pushstring(L, name);
+    lua_setfield(L, row, "entry");
     lua_pushinteger(L, launches);
     lua_setfield(L, row, "launches");
     lua_getfield(L, fr, "crc");
@@ -743,42 +747,55 @@ static void push_row(lua_State *L, const char *name, int fr, lua_Integer launche
     lua_settop(L, row);
 }
 
-/* Launch counts per kernel, in order of first launch: pushes {name, ...} and {[name]=n}. */
+/* Launch counts per kernel symbol, in order of first launch: pushes {entry, ...}, {[entry]=n}
+ * and {[entry]=the name the script asked for}. */
 static void push_launches(lua_State *L, const session *s) {
+    lua_newtable(L);
     lua_newtable(L);
     lua_newtable(L);
     lua_Integer order = 0;
     for (size_t i = 0; i < s->nlaunches; i++) {
-        if (lua_getfield(L, -1, s->launches[i]) == LUA_TNIL) {
-            lua_pushstring(L, s->launches[i]);
-            lua_rawseti(L, -4, ++order);
+        const char *entry = s->launches[i].entry;
+        if (lua_getfield(L, -2, entry) == LUA_TNIL) {
+            lua_pushstring(L, entry);
+            lua_rawseti(L, -5, ++order);
+            lua_pushstring(L, s->launches[i].shown);
+            lua_setfield(L, -3, entry);
         }
         lua_Integer n = lua_tointeger(L, -1);
         lua_pop(L, 1);
         lua_pushinteger(L, n + 1);
-        lua_setfield(L, -2, s->launches[i]);
+        lua_setfield(L, -3, entry);
     }
 }
 
-static bool wanted(lua_State *L, const pcs_opts *o, const char *name) {
+/* opts.kernels names a kernel by its symbol or by the name the script asked for (shown). */
+static bool wanted(lua_State *L, const pcs_opts *o, const char *entry, const char *shown) {
     if (o->kernels == 0) return true;
-    bool yes = lua_getfield(L, o->kernels, name) != LUA_TNIL;
+    bool yes = lua_getfield(L, o->kernels, entry) != LUA_TNIL;
     lua_pop(L, 1);
+    if (!yes && shown) {
+        yes = lua_getfield(L, o->kernels, shown) != LUA_TNIL;
+        lua_pop(L, 1);
+    }
     return yes;
 }
 
 /* The rows: launched kernels first (in launch order), then other sampled functions by name. */
-static void push_rows(lua_State *L, int raw, int order, int counts, const pcs_opts *o, int out) {
+static void push_rows(lua_State *L, int raw, int order, int counts, int shown, const pcs_opts *o, int out) {
     lua_Integer nrow = 0, other = 0;
     lua_Integer n = (lua_Integer)lua_rawlen(L, order);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, order, i);
         const char *name = lua_tostring(L, -1);
-        if (lua_getfield(L, raw, name) == LUA_TTABLE && wanted(L, o, name)) {
+        lua_getfield(L, shown, name); /* anchored in `shown` */
+        const char *as_asked = lua_tostring(L, -1);
+        lua_pop(L, 1);
+        if (lua_getfield(L, raw, name) == LUA_TTABLE && wanted(L, o, name, as_asked)) {
             lua_getfield(L, counts, name);
             lua_Integer launches = lua_tointeger(L, -1);
             lua_pop(L, 1);
-            push_row(L, name, lua_gettop(L), launches, o);
+            push_row(L, name, as_asked, lua_gettop(L), launches, o);
             lua_rawseti(L, out, ++nrow);
         } else if (lua_istable(L, -1)) {
             lua_getfield(L, -1, "pcs");
@@ -805,8 +822,8 @@ static void push_rows(lua_State *L, int raw, int order, int counts, const pcs_op
         lua_rawgeti(L, names, i);
         const char *name = lua_tostring(L, -1);
         lua_getfield(L, raw, name);
-        if (wanted(L, o, name)) {
-            push_row(L, name, lua_gettop(L), 0, o);
+        if (wanted(L, o, name, NULL)) {
+            push_row(L, name, NULL, lua_gettop(L), 0, o);
             lua_rawseti(L, out, ++nrow);
         } else {
             lua_getfield(L, -1, "pcs");
@@ -900,7 +917,7 @@ static int pcsample_body(lua_State *L) {
     absorb(L, s, &s->final, raw, reasons, &t, o.max_records); /* what Disable still had */
 
     push_launches(L, s);
-    int counts = lua_gettop(L), order = counts - 1;
+    int shown = lua_gettop(L), counts = shown - 1, order = shown - 2;
     lua_newtable(L);
     int out = lua_gettop(L);
     set_totals(L, out, &t, s, elapsed);
@@ -911,7 +928,7 @@ static int pcsample_body(lua_State *L) {
     }
     lua_setfield(L, out, "reasons");
     session_release(s); /* CUPTI is done: the rest needs no session (nvdisasm runs next) */
-    push_rows(L, raw, order, counts, &o, out);
+    push_rows(L, raw, order, counts, shown, &o, out);
     if (o.baseline) {
         /* the same work without sampling: overhead = elapsed / baseline */
         double plain = run_fn(L, &o);
@@ -1017,7 +1034,7 @@ static void push_top_stalls(lua_State *L, int t, lua_Integer total) {
 static int find_row(lua_State *L, int which) {
     const char *want = NULL;
     gl_kernel *k = gl_test_kernel(L, which);
-    if (k) want = k->name;
+    if (k) want = k->entry;
     else if (lua_type(L, which) == LUA_TSTRING) want = lua_tostring(L, which);
     else if (lua_isinteger(L, which)) {
         if (lua_rawgeti(L, 1, lua_tointeger(L, which)) == LUA_TTABLE) return lua_gettop(L);
@@ -1027,11 +1044,18 @@ static int find_row(lua_State *L, int which) {
         gl_typeerror(L, which, "r:annotate", "kernel name, cuda.kernel or row number");
     }
     lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
-    for (lua_Integer i = 1; i <= n; i++) {
-        if (lua_rawgeti(L, 1, i) == LUA_TTABLE && lua_getfield(L, -1, "kernel") == LUA_TSTRING &&
-            strcmp(lua_tostring(L, -1), want) == 0) {
-            lua_pop(L, 1);
-            return lua_gettop(L);
+    for (lua_Integer i = 1; i <= n; i++) { /* a kernel object by its symbol, a name by either */
+        if (lua_rawgeti(L, 1, i) != LUA_TTABLE) {
+            lua_settop(L, which > 2 ? which : 2);
+            continue;
+        }
+        int row = lua_gettop(L);
+        bool same = lua_getfield(L, row, "entry") == LUA_TSTRING && strcmp(lua_tostring(L, -1), want) == 0;
+        if (!same && k == NULL)
+            same = lua_getfield(L, row, "kernel") == LUA_TSTRING && strcmp(lua_tostring(L, -1), want) == 0;
+        if (same) {
+            lua_settop(L, row);
+            return row;
         }
         lua_settop(L, which > 2 ? which : 2);
     }
@@ -1046,7 +1070,7 @@ static int find_row(lua_State *L, int which) {
         else lua_pop(L, 1);
     }
     luaL_pushresult(&b);
-    luaL_error(L, "r:annotate: no samples of kernel '%s' (sampled: %s)", want,
+    luaL_error(L, "r:annotate: no samples of kernel '%s' (sampled: %s)", k ? k->name : want,
                n ? lua_tostring(L, -1) : "none");
     return 0;
 }

@@ -142,10 +142,10 @@ static trace_event *finish(long token, ev_kind kind, const char *name, CUstream 
     return e;
 }
 
-void gl_observe_launch(long token, const char *kernel, const unsigned grid[3],
+void gl_observe_launch(long token, const char *kernel, const char *entry, const unsigned grid[3],
                        const unsigned block[3], CUstream stream) {
     gl_profile_note_launch(kernel, grid, block);
-    gl_pcsample_note_launch(kernel, grid, block);
+    gl_pcsample_note_launch(kernel, entry);
     trace_event *e = finish(token, EV_LAUNCH, kernel, stream);
     if (e == NULL) return;
     memcpy(e->grid, grid, sizeof e->grid);

@@ -325,4 +325,22 @@ T.test("bad arguments name the function, the argument and the rule", function()
   T.eq(#cuda.pcsample(setmetatable({}, {__call = run_fma})), 2)
 end)
 
+T.test("a templated kernel's row is named as the script asked for it; kernels= and r:annotate find it", function()
+  local tprog = cuda.compile([[
+template <int N> __global__ void scale(float *x, int n) { int i = threadIdx.x; if (i < n) x[i] *= N; }
+]], {name = "tpl.cu", names = {"scale<2>"}, lineinfo = true})
+  local k = cuda.load(tprog):kernel("scale<2>")
+  local x = cuda.array("f32", 32)
+  local function run() k:launch({grid = 1, block = 32}, x, 32) end
+  local r = cuda.pcsample(run, {programs = tprog})
+  T.eq(r[1].kernel, "scale<2>", "the launched kernel's row comes first")
+  T.eq(r[1].entry, tprog.lowered["scale<2>"])
+  T.eq(r[1].launches, 1)
+  T.ok(r:annotate(k):find("scale<2>", 1, true), "annotate by the kernel object")
+  T.ok(r:annotate("scale<2>"):find("scale<2>", 1, true), "annotate by the name as written")
+  T.eq(#cuda.pcsample(run, {kernels = {k}}), 1, "kernels={k}")
+  T.eq(#cuda.pcsample(run, {kernels = {"scale<2>"}}), 1, "kernels={'scale<2>'}")
+  T.raises(function() r:annotate("nothing") end, "no samples of kernel 'nothing' (sampled: scale<2>, lib_kernel)")
+end)
+
 T.done()
