@@ -1107,7 +1107,7 @@ seconds) before the counters are read.
       returns = { {"boolean", "CUPTI's PC sampling can be used"}, {"string", "libcupti's path, or why not"} },
       summary = "`true, path of libcupti` or `false, why` (opens CUPTI; needs no GPU)" },
     { "cuda.pcsample_result", kind = "class",
-      summary = "cuda.pcsample's rows `{kernel=, launches=, samples=, stalls=, lines=, pcs=, program=, lines_missing=, cubin_crc=, function_index=}` and totals",
+      summary = "cuda.pcsample's rows `{kernel=, entry=, launches=, samples=, stalls=, lines=, pcs=, program=, lines_missing=, cubin_crc=, function_index=}` and totals (`kernel` as the script asked for it, `entry` the symbol CUPTI reports)",
       fields = { {"reasons", "string[]", "every stall reason name the device reports"},
                  {"total_samples", "integer", "CUPTI's count, non-user kernels included"},
                  {"dropped_samples", "integer", "samples the hardware dropped"},
