@@ -1,6 +1,7 @@
 /*
- * cuda.c — the `cuda` module: gathers every binding into one table, plus the small argument
- * helpers they share.
+ * cuda.c — the `cuda` module: gathers every binding into one table, plus what the bindings
+ * share: the small argument helpers and the class convention (gl_new_class: every class keeps
+ * its methods in __methods and its computed fields in __fields; identity.h).
  */
 #include "context.h"
 #include "errors.h"

@@ -42,20 +42,25 @@ void gl_guard_debug_library(lua_State *L);
  *              the getter with the object (index 1), which returns one value
  *   __index    __methods itself when the class has no fields; else gl_class_index
  * and whatever metamethods `meta` names. A class whose meta has its own __index (one that answers
- * integer keys, h[i]) keeps it and answers string keys through gl_class_lookup. REPL completion,
- * help() and tools/api_check.lua read only __methods and __fields: a method or field named
- * anywhere else is invisible to them. `tname` must be a string literal (its address is kept). */
+ * integer keys, h[i]) keeps it and answers string keys through gl_class_lookup. A table object
+ * (cuda.device, cuda.program, cuda.error) holds its plain fields as its own keys. A kernel has a
+ * metatable of its own for launch speed (module.c), whose __name leads to the class's. Methods
+ * another file adds go in through gl_class_add_methods. REPL completion, help() and
+ * tools/api_check.lua read only __methods and __fields (and a table object's own keys): a method
+ * or field named anywhere else is invisible to them. `tname` must be a string literal (its
+ * address is kept). */
 void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const luaL_Reg *methods,
                   const luaL_Reg *fields);
-/* The __index gl_new_class installs for a class with fields: checks the object's type by its
- * tag, answers the method of that name, else the field getter's value, else nil. As installed it
- * reads the tables from its upvalues; as a plain C function (a meta may name it, C code may call
- * it for the object at 1 and the key at 2) it finds the class by the object's tag. */
+/* The __index gl_new_class installs for a class with fields: answers the method of that name
+ * (methods check their own self, so a freed object still has its free), else, once the object's
+ * tag proves its class, the field getter's value, else nil. As installed it reads the tables from
+ * its upvalues; as a plain C function (a meta may name it, C code may call it for the object at
+ * 1 and the key at 2) it finds the class by the object's tag and raises for any other value. */
 int gl_class_index(lua_State *L);
 /* For a class's own __index: pushes what the object at obj answers for the key at key by its
- * class's __methods and __fields (the class found by the object's tag, the tables read from the
- * private store); nil for a key that is no string, for an unknown name, and for an object that
- * is no gpulab class's. Returns the pushed value's type. */
+ * class's __methods and __fields (the class named by the object's metatable and proven by its
+ * tag, the tables read from the private store); nil for a key that is no string, for an unknown
+ * name, and for a value that is no gpulab class's object. Returns the pushed value's type. */
 int gl_class_lookup(lua_State *L, int obj, int key);
 /* Adds methods to class tname's __methods (a file that extends another's class: sass.c's
  * prog:sass, l2.c's s:set_l2_window). Every reader and every object of the class sees them. */

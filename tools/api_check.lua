@@ -42,31 +42,11 @@ local function names_in(mt, which, skip)
 end
 local BORROWED = {["cuda.error"] = string}
 
--- cuda.array and cuda.host answer their methods from a luaL_Reg table of their own until they
--- keep them in __methods: while their __methods is empty, read that table from the source.
-local C_METHOD_TABLES = {
-  ["cuda.array"] = {"bindings/array.c", "array_methods"},
-  ["cuda.host"] = {"bindings/hostarray.c", "host_methods"},
-}
-local function methods_from_source(file, tname)
-  local f = assert(io.open(root .. "/" .. file, "rb"))
-  local text = f:read("a")
-  f:close()
-  local body = text:match("static const luaL_Reg " .. tname .. "%[%]%s*=%s*(%b{})")
-  local names = {}
-  if not body then problem("%s: luaL_Reg %s not found", file, tname) return names end
-  for name in body:gmatch('{%s*"([%w_]+)"') do names[name] = true end
-  return names
-end
-
 for _, name in ipairs(sorted_keys(registry)) do
   local mt = registry[name]
   if name:match("^cuda%.") and type(mt) == "table" and rawget(mt, "__name") == name then
     if type(rawget(mt, "__methods")) ~= "table" then problem("class %s has no __methods table", name) end
     actual_methods[name] = names_in(mt, "__methods", BORROWED[name])
-    if not next(actual_methods[name]) and C_METHOD_TABLES[name] then
-      actual_methods[name] = methods_from_source(table.unpack(C_METHOD_TABLES[name]))
-    end
     local fields = names_in(mt, "__fields")
     if next(fields) then actual_fields[name] = fields end
   end

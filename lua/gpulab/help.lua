@@ -197,25 +197,6 @@ local function function_names()
       end
     end
   end
-  -- cuda.array and cuda.host, while they answer methods from a C table of their own (an empty
-  -- __methods): ask a small instance.
-  local function probe(class, make)
-    local mt = rawget(registry, class)
-    if type(mt) ~= "table" or type(rawget(mt, "__methods")) ~= "table" or next(rawget(mt, "__methods")) then
-      return
-    end
-    local ok, obj = pcall(make)
-    if not ok then return end
-    for _, m in ipairs(desc.methods[class] or {}) do
-      local okm, f = pcall(function() return obj[m.short] end)
-      if okm and type(f) == "function" then by_function[f] = m end
-    end
-    pcall(function() obj:free() end)
-  end
-  if type(cuda) == "table" then
-    probe("cuda.host", function() return cuda.host("u8", 1) end)
-    if cuda.available() then probe("cuda.array", function() return cuda.array("u8", 1) end) end
-  end
   return by_function
 end
 

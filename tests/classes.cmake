@@ -1,0 +1,7 @@
+# The class convention (bindings/identity.h): every class keeps its methods in __methods and its
+# computed fields in __fields, and what an object answers is what those tables name. One object
+# of every class is made through the stand-ins: the driver, NCCL, CUPTI and the disassembler.
+set(GL_CLASSES_ENV GPULAB_LIBNCCL=$<TARGET_FILE:fakenccl> GPULAB_CUPTI=$<TARGET_FILE:fakecupti>
+    GPULAB_NVDISASM=${CMAKE_SOURCE_DIR}/tests/sass/fake_nvdisasm.sh
+    FAKE_NVDISASM_TEXT=${CMAKE_SOURCE_DIR}/tests/pcsample/fake_sass.txt)
+gl_add_lua_test(classes_fake tests/lua/test_classes_fake.lua FAKE ENV ${GL_CLASSES_ENV})
