@@ -27,10 +27,11 @@
 #   pcsncu     tools/pcsample_ncu.lua: cuda.pcsample against ncu's source view on the same kernels
 #   l2probe    tools/l2_hit_probe.lua under cuda.profile, and under ncu with --cache-control none / all
 #   attrbench  tools/bench_launch.lua --rounds=2 50000 (plain and attribute sections)
+#   tma        labs/tma_double_buffer.lua three times quick, verdicts side by side
 # Usage: tools/device_run.sh OUTDIR [part...]   (after tools/device_build.sh made .device-build)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-all_parts="tests labs bench cache leaks stress sanitize lifetimes measure profile hostref loader verdicts hopper gpu memsys reports warp pcsncu l2probe attrbench"
+all_parts="tests labs bench cache leaks stress sanitize lifetimes measure profile hostref loader verdicts hopper gpu memsys reports warp pcsncu l2probe attrbench tma"
 usage() {
   echo "usage: tools/device_run.sh OUTDIR [part...]"
   echo "  runs the build in .device-build (made by tools/device_build.sh) and writes logs and"
@@ -119,6 +120,17 @@ for part in $parts; do
     if cmp -s "$out/memsys_verdicts-1.txt" "$out/memsys_verdicts-2.txt" &&
        cmp -s "$out/memsys_verdicts-1.txt" "$out/memsys_verdicts-3.txt"; then same=yes; else same=no; fi
     row "memory_system verdicts identical over 3 runs" "$same" ""
+    ;;
+  tma)
+    for run in 1 2 3; do
+      timeout 200 "$gl" labs/tma_double_buffer.lua --quick --json "$out/tma-$run.json" >"$out/tma-$run.log" 2>&1
+      row "tma_double_buffer --quick, run $run" "rc=$?" "$(verdict_counts "$out/tma-$run.log")"
+      sed -n '/^## Verdicts/,$p' "$out/tma-$run.log" | grep -E '^\s*\[' >"$out/tma_verdicts-$run.txt"
+    done
+    if cmp -s "$out/tma_verdicts-1.txt" "$out/tma_verdicts-2.txt" &&
+       cmp -s "$out/tma_verdicts-1.txt" "$out/tma_verdicts-3.txt"; then same=yes; else same=no; fi
+    row "tma_double_buffer verdicts identical over 3 runs" "$same" ""
+    sed 's/^/    /' "$out/tma_verdicts-1.txt" | tee -a "$summary"
     ;;
   warp)
     for run in 1 2 3; do
