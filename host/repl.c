@@ -357,7 +357,9 @@ static int collect_candidates(lua_State *L) {
         step_into(L, p, (size_t)(q - p));
         p = q + 1;
     }
-    collect_fields(L, rq->last > rq->start ? rq->last[-1] : 0, rq->partial, rq->out);
+    char sep = '\0'; /* a bare word has none */
+    if (rq->last > rq->start) sep = rq->last[-1];
+    collect_fields(L, sep, rq->partial, rq->out);
     return 0;
 }
 
