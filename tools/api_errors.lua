@@ -20,9 +20,11 @@
 --   - matches a format string of the code in full: a C string literal of bindings/*.c or host/*.c
 --     (adjacent literals joined, a PRId64-style macro read as %d) or a Lua string of lua/**/*.lua
 --     (joined over `..`, where an operand that is no literal reads as %s; lua/gpulab/meta/ is the
---     stub generated from the description, not code). %s %d %zu %g %.3f %I ... match any text.
---     A format with fewer than 6 letters of its own ("%s (%s)") or of a wrapper's shape
---     ("field '%s': %s", "bad argument #%d to '%s' (%s)") is not counted: it fits any text;
+--     stub generated from the description, not code). %d %zu %g %.3f %x %I ... match a number,
+--     %s %c %p any text, but what %s stands for must be short (2 words), a string of the code,
+--     text another format gives, or strings of the code with 2 more words at most. A format with
+--     fewer than 6 letters of its own ("%s (%s)") or of a wrapper's shape ("field '%s': %s",
+--     "bad argument #%d to '%s' (%s)") is not counted: it fits any text;
 --   - or occurs whole in an expectation of a Lua test that ctest runs without a GPU
 --     (gl_add_lua_test in tests/*.cmake without GPU; CI runs them, so what they expect is what
 --     gpulab raises): the text T.raises looks for, T.eq's expected value, a string given to find
@@ -33,10 +35,12 @@
 --   of the text's or of the format's own (so "%s: this CUDA driver lacks %s" does not give
 --   "cuda.sync: option 'timeout' must be …": everything would fall under the two wildcards).
 --   White space runs count as one space.
--- Loaded with require/dofile (no script arguments) it returns its functions, for tests.
+-- `-v` first lists every text with what accounts for it. Loaded with dofile or require it returns
+-- its functions, for tests.
 local M = {}
 
 local WILD = "\0" -- "any text" in a token string (no message holds a NUL byte)
+local NUMW = "\1" -- "a number" (a format's %d, %zu, %g, %x, ...)
 
 -- ---- text helpers ---------------------------------------------------------------------------
 
@@ -144,7 +148,8 @@ local function conversion_at(s, i)
   return j
 end
 
--- A format string's token string: conversions as WILD, %% as %.
+-- A format string's token string: conversions as wildcards (NUMW for a number's, WILD for
+-- %s %c %p %q %U), %% as %; runs of wildcards are one (a number only when all are numbers).
 function M.format_tokens(s)
   local out, i = {}, 1
   while i <= #s do
@@ -153,21 +158,27 @@ function M.format_tokens(s)
       out[#out + 1] = "%"
       i = i + 2
     elseif c == "%" and conversion_at(s, i) then
-      out[#out + 1] = WILD
-      i = conversion_at(s, i)
+      local j = conversion_at(s, i)
+      out[#out + 1] = s:sub(j - 1, j - 1):find("[scpqU]") and WILD or NUMW
+      i = j
     else
       out[#out + 1] = c
       i = i + 1
     end
   end
-  return (squeeze(table.concat(out)):gsub(WILD .. "+", WILD))
+  return (squeeze(table.concat(out)):gsub("[" .. WILD .. NUMW .. "][" .. WILD .. NUMW .. "]+",
+    function(run) return run:find(WILD, 1, true) and WILD or NUMW end))
 end
+
+-- A character a number's conversion prints: digits, hex digits, sign, point, exponent, inf, nan.
+local NUMBER_CHAR = {}
+for c in ("0123456789abcdefABCDEFxX+-.iInN"):gmatch(".") do NUMBER_CHAR[c:byte()] = true end
 
 local C_ESCAPES = { n = "\n", t = "\t", r = "\r", ["\\"] = "\\", ['"'] = '"', ["'"] = "'", a = "\a",
                     b = "\b", f = "\f", v = "\v", ["?"] = "?" }
 
--- A NUL byte a string spells is kept as the two characters \0: NUL is the wildcard here.
-local function visible(ch) return ch == "\0" and "\\0" or ch end
+-- A NUL or \1 byte a string spells is kept as two characters: those bytes are the wildcards here.
+local function visible(ch) return (ch == "\0" or ch == "\1") and ("\\" .. ch:byte()) or ch end
 
 local function c_unescape(body)
   return (body:gsub("\\(x%x%x?)", function(h) return visible(string.char(tonumber(h:sub(2), 16))) end)
@@ -404,12 +415,13 @@ end
 
 -- ---- matching -------------------------------------------------------------------------------
 
--- Whether some text matches both token strings (WILD matches any text, none included), and
+-- Whether some text matches both token strings (WILD matches any text, none included; NUMW, in
+-- b only, what a number's conversion prints; a WILD of a takes it too), and
 -- then the most letters such a text can have where both strings hold the letter itself rather
 -- than a wildcard: how much of each is really seen in the other. Returns nil when no text fits.
 function M.overlap(a, b)
   local na, nb = #a, #b
-  local W = WILD:byte()
+  local W, N = WILD:byte(), NUMW:byte()
   local NONE = -1
   -- later[j]: the best for the suffixes a[i+1..] and b[j..]; row[j] the same for a[i..]
   local later, row = {}, {}
@@ -423,9 +435,9 @@ function M.overlap(a, b)
       elseif ca == W then -- a's wildcard ends here, or takes b's next character
         v = later[j]
         if cb ~= nil and row[j + 1] > v then v = row[j + 1] end
-      elseif cb == W then
+      elseif cb == W or cb == N then -- b's wildcard ends here, or takes a's next character
         v = row[j + 1]
-        if ca ~= nil and later[j] > v then v = later[j] end
+        if ca ~= nil and (cb == W or NUMBER_CHAR[ca]) and later[j] > v then v = later[j] end
       elseif ca ~= nil and ca == cb and later[j + 1] ~= NONE then
         v = later[j + 1] + (((ca >= 65 and ca <= 90) or (ca >= 97 and ca <= 122)) and 1 or 0)
       else
@@ -443,15 +455,110 @@ end
 -- Letters of a token string outside its wildcards.
 local function letters(tokens) return select(2, tokens:gsub("%a", "")) end
 
+-- Along the best text for M.overlap(a, b): what each of b's wildcards stands for in a, in order
+-- (WILD where it meets a wildcard of a). nil when no text fits both.
+function M.absorbed(a, b)
+  local na, nb = #a, #b
+  local W, N = WILD:byte(), NUMW:byte()
+  local NONE = -1
+  local T = {}
+  for i = na + 1, 1, -1 do
+    local row, later = {}, T[i + 1]
+    T[i] = row
+    local ca = i <= na and a:byte(i) or nil
+    for j = nb + 1, 1, -1 do
+      local cb = j <= nb and b:byte(j) or nil
+      local v
+      if ca == nil and cb == nil then
+        v = 0
+      elseif ca == W then
+        v = later[j]
+        if cb ~= nil and row[j + 1] > v then v = row[j + 1] end
+      elseif cb == W or cb == N then
+        v = row[j + 1]
+        if ca ~= nil and (cb == W or NUMBER_CHAR[ca]) and later[j] > v then v = later[j] end
+      elseif ca ~= nil and ca == cb and later[j + 1] ~= NONE then
+        v = later[j + 1] + (((ca >= 65 and ca <= 90) or (ca >= 97 and ca <= 122)) and 1 or 0)
+      else
+        v = NONE
+      end
+      row[j] = v
+    end
+  end
+  if T[1][1] == NONE then return nil end
+  local out, taken = {}, {}
+  local i, j = 1, 1
+  while i <= na or j <= nb do
+    local ca, cb, v = a:byte(i), b:byte(j), T[i][j]
+    if ca == W and (cb == nil or T[i + 1][j] == v) then -- a's wildcard ends
+      if cb == W or cb == N then taken[#taken + 1] = WILD end -- inside one of b's
+      i = i + 1
+    elseif ca == W then -- a's wildcard takes b's next character
+      if cb == W or cb == N then
+        taken[#taken + 1] = WILD
+        out[#out + 1] = table.concat(taken)
+        taken = {}
+      end
+      j = j + 1
+    elseif (cb == W or cb == N) and (ca == nil or T[i][j + 1] == v) then -- b's wildcard ends
+      out[#out + 1] = table.concat(taken)
+      taken = {}
+      j = j + 1
+    elseif cb == W or cb == N then -- b's wildcard takes a's next character
+      taken[#taken + 1] = string.char(ca)
+      i = i + 1
+    else
+      i, j = i + 1, j + 1
+    end
+  end
+  return out
+end
+
+-- What a format's wildcard may stand for in an example: nothing, the example's own "…", a short
+-- value or name (2 words at most: "1.5", "f32 (4 bytes)"), a string of the code ("cuda.array or
+-- cuda.host") or a text another format gives ("scale<2> parameter 1 (float* x)"), or strings of
+-- the code of 2 words or more with 2 more words at most ("1.5 (not an integer)"). Other text is
+-- not the code's: "%s: %s expected, got %s" does not give "kernel parameter 1: u64 (8 bytes)
+-- expected, got 1.5" once no code writes "kernel parameter".
+local function words_in(text) return select(2, text:gsub("%S+", "")) end
+local may_stand_for
+function M.gives(format, form, code, depth)
+  local seen = M.overlap(form, format)
+  if not seen then return false end
+  if not (seen >= 16 or (seen >= 8 and (2 * seen >= letters(form) or 2 * seen >= letters(format)))) then
+    return false
+  end
+  for _, text in ipairs(M.absorbed(form, format)) do
+    if not may_stand_for(text, code, depth or 1) then return false end
+  end
+  return true
+end
+
+function may_stand_for(text, code, depth)
+  text = squeeze(text)
+  if text == "" or text:find(WILD, 1, true) or words_in(text) <= 2 then return true end
+  if not code then return false end
+  if code.strings[text] then return true end
+  local rest = text
+  for _, phrase in ipairs(code.phrases) do
+    if #phrase <= #rest then
+      local i, j = rest:find(phrase, 1, true)
+      if i then rest = rest:sub(1, i - 1) .. " " .. rest:sub(j + 1) end
+    end
+  end
+  if words_in(rest) <= 2 then return true end
+  if depth >= 2 then return false end
+  for _, f in ipairs(code.sharing(text)) do
+    if M.gives(f.tokens, text, code, depth + 1) then return true end
+  end
+  return false
+end
+
 -- A format gives a form when a text fits both and the letters seen in both are at least 8 and
 -- half of the form's own letters or half of the format's (so "%s expected, got %s" gives
 -- "cuda.array or cuda.host expected, got number", while a format whose text would all fall
 -- under the example's "…" gives nothing).
-function M.gives(format, form)
-  local seen = M.overlap(form, format)
-  if not seen then return false end
-  return seen >= 16 or (seen >= 8 and (2 * seen >= letters(form) or 2 * seen >= letters(format)))
-end
+
 
 -- A test expects a form when the form, letters and all, is inside what the test looks for.
 function M.expects(expectation, form, min_letters)
@@ -467,11 +574,10 @@ local function words_of(tokens)
 end
 
 -- A wrapper's shape, or too few letters of its own: such a format fits any text.
-local WRAPPER_SHAPES = {
-  ["bad argument #" .. WILD .. " to '" .. WILD .. "' (" .. WILD .. ")"] = true,
-  ["calling '" .. WILD .. "' on bad self (" .. WILD .. ")"] = true,
-  ["field '" .. WILD .. "': " .. WILD] = true,
-}
+local WRAPPER_SHAPES = {}
+for _, f in ipairs({ "bad argument #%d to '%s' (%s)", "calling '%s' on bad self (%s)", "field '%s': %s" }) do
+  WRAPPER_SHAPES[M.format_tokens(f)] = true
+end
 local function producer(tokens)
   return select(2, tokens:gsub("%a", "")) >= 6 and not WRAPPER_SHAPES[tokens]
 end
@@ -559,9 +665,14 @@ function M.scan(root)
   local q = shell_quote(root)
   local function add_format(text, file, line)
     code.strings[text] = true
-    local fn, body = split_prefix(M.format_tokens(text))
+    local tokens = M.format_tokens(text)
+    local fn, body = split_prefix(tokens)
     if fn then code.strings[fn] = true end
     if producer(body) then code.formats[#code.formats + 1] = { tokens = body, fn = fn, file = file, line = line } end
+    -- "%s: " may also be a name that is part of the message ("%s: %s expected, got %s")
+    if body ~= tokens and not fn and producer(tokens) then
+      code.formats[#code.formats + 1] = { tokens = tokens, file = file, line = line }
+    end
   end
   for _, file in ipairs(lines_of("cd " .. q .. " && ls bindings/*.c host/*.c 2>/dev/null")) do
     local runs, pieces = M.c_strings(assert(read(root .. "/" .. file)))
@@ -577,13 +688,21 @@ function M.scan(root)
     end
   end
   code.format_words, code.expectation_words = by_word(code.formats), by_word(code.expectations)
+  -- the code's strings of 2 words or more, longest first (what a wildcard's text may hold)
+  code.phrases = {}
+  for text in pairs(code.strings) do
+    local t = squeeze(text)
+    if words_in(t) >= 2 and not t:find("[" .. WILD .. NUMW .. "%%]") then code.phrases[#code.phrases + 1] = t end
+  end
+  table.sort(code.phrases, function(x, y) return #x > #y or (#x == #y and x < y) end)
+  function code.sharing(text) return M.sharing_a_word(code.formats, code.format_words, text) end
   return code
 end
 
 -- The entries of list (indexed by index) worth comparing with tokens, in list order: those that
 -- share at least half of the words of one of the two (a format or expectation that gives the
 -- text shares its words, but for those under the other's wildcards).
-local function sharing_a_word(list, index, tokens)
+function M.sharing_a_word(list, index, tokens)
   local count, own = {}, 0
   for w in pairs(words_of(tokens)) do
     own = own + 1
@@ -613,7 +732,7 @@ end
 -- Whether some format gives the piece or some test expects it, inside a longer text.
 local function piece_found(code, piece)
   for _, list in ipairs({ { code.formats, code.format_words }, { code.expectations, code.expectation_words } }) do
-    for _, f in ipairs(sharing_a_word(list[1], list[2], piece)) do
+    for _, f in ipairs(M.sharing_a_word(list[1], list[2], piece)) do
       if M.expects(f.tokens, piece, 4) then return f end
     end
   end
@@ -636,10 +755,10 @@ function M.account(code, tokens)
     end
     if form.known then
       local best, best_seen
-      for _, f in ipairs(sharing_a_word(code.formats, code.format_words, t)) do
+      for _, f in ipairs(M.sharing_a_word(code.formats, code.format_words, t)) do
         -- a format that starts with a wildcard would take a wrapper in: it meets the innermost form
         local fits = i == #forms or f.tokens:byte(1) ~= WILD:byte()
-        if fits and (f.fn == nil or form.fn == nil or f.fn == form.fn) and M.gives(f.tokens, t) then
+        if fits and (f.fn == nil or form.fn == nil or f.fn == form.fn) and M.gives(f.tokens, t, code) then
           local seen = M.overlap(t, f.tokens)
           if not best or seen > best_seen then best, best_seen = f, seen end
         end
@@ -647,7 +766,7 @@ function M.account(code, tokens)
       if best then return string.format("format %s:%d", best.file, best.line) end
     end
     if form.known then
-      for _, e in ipairs(sharing_a_word(code.expectations, code.expectation_words, t)) do
+      for _, e in ipairs(M.sharing_a_word(code.expectations, code.expectation_words, t)) do
         if M.expects(e.tokens, t) then return string.format("test %s:%d", e.file, e.line) end
       end
     end
@@ -676,7 +795,7 @@ function M.nearest(code, tokens)
   local inner = forms[#forms].tokens
   local words = words_of(inner)
   local best, best_n, best_all = nil, 0, 0
-  for _, f in ipairs(sharing_a_word(code.formats, code.format_words, inner)) do
+  for _, f in ipairs(M.sharing_a_word(code.formats, code.format_words, inner)) do
     if #f.tokens > 200 then goto next end -- a help text, not a message
     local n, all = 0, 0
     for w in pairs(words_of(f.tokens)) do
@@ -690,7 +809,7 @@ function M.nearest(code, tokens)
 end
 
 local function shown(tokens)
-  local s = squeeze(tokens:gsub(WILD, "…"))
+  local s = squeeze(tokens:gsub("[" .. WILD .. NUMW .. "]", "…"))
   return #s > 120 and s:sub(1, 117) .. "..." or s
 end
 

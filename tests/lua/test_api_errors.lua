@@ -9,7 +9,7 @@ local E = dofile("tools/api_errors.lua")
 local BIN = assert(os.getenv("GPULAB_BIN"), "run with GPULAB_BIN set")
 local TMP = os.tmpname()
 local good = T.read("docs/api.lua")
-local WILD = "\0"
+local WILD, NUMW = "\0", "\1"
 
 -- Runs the check on `text` as the description; returns whether it passed and what it wrote.
 local function check(text)
@@ -64,8 +64,9 @@ T.test("an argument error naming a function the code never names is reported", f
 end)
 
 T.test("format strings become token strings: conversions are wildcards, %% a percent sign", function()
-  T.eq(E.format_tokens("%s: got %zu bytes (%.3f%%), %-8lld left, %I of %d"),
-    WILD .. ": got " .. WILD .. " bytes (" .. WILD .. "%), " .. WILD .. " left, " .. WILD .. " of " .. WILD)
+  T.eq(E.format_tokens("%s: got %zu bytes (%.3f%%), %-8lld left, %I of %d, %s%d, %d%d"),
+    WILD .. ": got " .. NUMW .. " bytes (" .. NUMW .. "%), " .. NUMW .. " left, " .. NUMW .. " of " .. NUMW .. ", " ..
+    WILD .. ", " .. NUMW, "a number's conversions are numbers; a run is one wildcard")
   T.eq(E.format_tokens("line one\n   line two"), "line one line two", "white space runs are one space")
   T.eq(E.example_tokens("x.lua:3: bad argument #1 to 'f' (known: ..., <what>, …)"),
     "bad argument #1 to 'f' (known: " .. WILD .. ", " .. WILD .. ", " .. WILD .. ")")
@@ -109,9 +110,27 @@ T.test("two wildcards do not make any text fit: the letters must be seen in both
   local other = E.format_tokens("this CUDA driver (%d.%d) lacks %s, which needs a CUDA 12.0 driver")
   T.ok(E.overlap(stale, WILD .. " " .. other) ~= nil, "a text fits both")
   T.ok(not E.gives(WILD .. " " .. other, stale), "but the format does not give the example")
-  T.ok(E.gives(E.format_tokens("%s expected, got %s"), "cuda.array or cuda.host expected, got number"))
+  local code = { strings = { ["cuda.array or cuda.host"] = true }, phrases = {}, sharing = function() return {} end }
+  T.ok(E.gives(E.format_tokens("%s expected, got %s"), "cuda.array or cuda.host expected, got number", code),
+    "a wildcard takes a string of the code")
+  T.ok(not E.gives(E.format_tokens("%s expected, got %s"), "cuda.array or cuda.host expected, got number"),
+    "and not the same 3 words when the code has no such string")
   T.ok(E.gives(E.format_tokens("must be 0..1e9 seconds, got %.14g"), E.example_tokens("must be 0..1e9 seconds, got …")))
   T.ok(not E.gives(E.format_tokens("must be 0..1e9 seconds, got %.14g"), "must be 0..1e6 seconds, got 2"))
+  T.ok(not E.gives(E.format_tokens("%s parameter %d (%s)"), "kernel parameter 3: f32 (4 bytes)"),
+    "a number's conversion takes no words")
+  T.ok(not E.gives(E.format_tokens("%s expected, got %s"), "kernel parameter 3: f32 (4 bytes) expected, got 1.5"),
+    "nor does a string's take a phrase that the code does not write")
+end)
+
+T.test("a message built from several formats counts; one with a phrase the code lost does not", function()
+  local real = "bad argument #2 to 'k:launch' (scale<2> parameter 1 (float* x): u64 (8 bytes) expected, got 1.5 " ..
+    "(not an integer))"
+  local ok, out = check(replaced(good, real, real))
+  T.ok(ok, "the name of the parameter is given by a format of its own: " .. out)
+  local stale = real:gsub("scale<2> parameter 1 %(float%* x%)", "kernel parameter 1")
+  ok, out = check(replaced(good, real, stale))
+  T.ok(not ok and out:find(stale, 1, true), "the old wording is reported: " .. out)
 end)
 
 T.test("the forms of an example: lauxlib's wrappers, a field, a function-name prefix", function()
