@@ -5,8 +5,11 @@
 --   1 read the hot set; 2 read it again (nothing between: resident if the profiler keeps L2);
 --   3 read it with reps=4 inside one launch (the hit rate of in-kernel re-reads, whatever the
 --   profiler does between kernels); 4 a streaming scan; 5 the hot set again.
--- Usage: gpulab tools/l2_hit_probe.lua [plain]
-local plain = arg[1] == "plain"
+-- With `window`: a persisting access-policy window over the hot set (launch key l2_window, and on
+-- the stream), a 512 MiB and a 120 MiB streaming scan between, the hot read timed with events with
+-- and without the window, and the same sequence's DRAM read bytes under cuda.profile.
+-- Usage: gpulab tools/l2_hit_probe.lua [plain | window]
+local plain, window_mode = arg[1] == "plain", arg[1] == "window"
 local dev = cuda.device(0)
 local prog = cuda.compile_file(cuda.home .. "/kernels/memory_system.cu", { arch = dev.arch, std = "c++17" })
 local mod = cuda.load(prog)
@@ -28,6 +31,61 @@ local steps = {
   { "hot set after the scan", function() read16:launch(cfg, hot, HOT16, 1, counter) end, HOT16 },
 }
 local function sequence() for _, s in ipairs(steps) do s[2]() end end
+if window_mode then
+  local granted = cuda.l2_persisting(HOT16 * 16)
+  print(string.format("persisting set-aside granted: %.1f MiB", granted / 2 ^ 20))
+  local win = { array = hot, hit_ratio = math.min(1, granted / (HOT16 * 16)), hit = "persisting", miss = "streaming" }
+  local wcfg = { grid = cfg.grid, block = cfg.block, l2_window = win }
+  local e0, e1 = cuda.event { timing = true }, cuda.event { timing = true }
+  local function timed(fn)
+    e0:record(); fn(); e1:record(); e1:sync { timeout = 30 }
+    return e1:elapsed(e0)
+  end
+  local function median(t) table.sort(t) return t[(#t + 1) // 2] end
+  local scans = { { "512 MiB", SCAN16 }, { "120 MiB", 120 * 2 ^ 20 // 16 } }
+  for _, sc in ipairs(scans) do
+    local with, without = {}, {}
+    for _ = 1, 7 do
+      read16:launch(wcfg, hot, HOT16, 1, counter)          -- marks the hot lines persisting
+      read16:launch(cfg, scan, sc[2], 1, counter)
+      with[#with + 1] = timed(function() read16:launch(wcfg, hot, HOT16, 1, counter) end)
+      cuda.l2_reset()
+      read16:launch(cfg, hot, HOT16, 1, counter)
+      read16:launch(cfg, scan, sc[2], 1, counter)
+      without[#without + 1] = timed(function() read16:launch(cfg, hot, HOT16, 1, counter) end)
+      cuda.l2_reset()
+    end
+    print(string.format("hot read after a %s scan, median of 7 (events): %.4f ms with the window, %.4f ms without",
+      sc[1], median(with), median(without)))
+  end
+  local function profiled(tag, fn)
+    local ok, rows = pcall(cuda.profile, fn, { metrics = { "dram__bytes_read.sum" } })
+    if not ok then print(tag .. ": " .. tostring(rows)) return end
+    local parts = {}
+    for i, r in ipairs(rows) do parts[i] = string.format("%.1f", (r.metrics["dram__bytes_read.sum"] or -1) / 2 ^ 20) end
+    print(tag .. ": DRAM MiB read per launch: " .. table.concat(parts, ", "))
+  end
+  cuda.l2_reset()
+  profiled("cuda.profile, launch key l2_window (hot, scan 512, hot)", function()
+    read16:launch(wcfg, hot, HOT16, 1, counter)
+    read16:launch(cfg, scan, SCAN16, 1, counter)
+    read16:launch(wcfg, hot, HOT16, 1, counter)
+  end)
+  cuda.l2_reset()
+  local st = cuda.stream()
+  st:set_l2_window(win)
+  local scfg = { grid = cfg.grid, block = cfg.block, stream = st }
+  profiled("cuda.profile, window on the stream (hot, scan 512, hot)", function()
+    read16:launch(scfg, hot, HOT16, 1, counter)
+    read16:launch(scfg, scan, SCAN16, 1, counter)
+    read16:launch(scfg, hot, HOT16, 1, counter)
+  end)
+  st:set_l2_window(nil)
+  cuda.l2_reset()
+  cuda.l2_persisting(0)
+  cuda.sync()
+  return
+end
 if plain then
   sequence()
   cuda.sync()
