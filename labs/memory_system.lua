@@ -271,18 +271,24 @@ if l2_api then
   -- the DRAM bytes equal the set; tools/l2_hit_probe.lua, docs/RESULTS.md section 25), and the H200's
   -- two L2 partitions count a far hit as a near miss. dram__bytes_read.sum needs one pass. A control
   -- re-read right after a read (nothing in between) shows that the profiler keeps L2 between kernels.
+  -- The window is the stream's here (s:set_l2_window), not the launch key: under cuda.profile a
+  -- launch's own l2_window left the hot set to the scan (16 of 16 MiB from DRAM) while the same
+  -- window on the stream kept it (1.5 MiB from DRAM; tools/l2_hit_probe.lua window, RESULTS section 25).
   local scan_cfg = { grid = dev.sm_count * read_per_sm, block = BLOCK, stream = stream }
   local function sequence()
     hot_read(false)
     hot_read(false)                                     -- 2: control, warm re-read
     K.read16:launch(scan_cfg, src, N16, 1, counter)     -- streaming scan
     hot_read(false)                                     -- 4: without a window
-    hot_read(true)
+    stream:set_l2_window(window)
+    hot_read(false)
     K.read16:launch(scan_cfg, src, N16, 1, counter)     -- streaming scan
-    hot_read(true)                                      -- 7: with the window
+    hot_read(false)                                     -- 7: with the window
+    stream:set_l2_window(nil)
   end
   local METRIC = "dram__bytes_read.sum"
   local ok, rows = pcall(cuda.profile, sequence, { metrics = { METRIC } })
+  stream:set_l2_window(nil) -- also when cuda.profile raised inside the sequence
   local function served_pct(row)
     local b = row and row.metrics[METRIC]
     return b and 100 * math.max(0, 1 - b / hot_bytes) or nil
