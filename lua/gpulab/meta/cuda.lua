@@ -12,7 +12,7 @@ cuda = {}
 ---@return string? # why not
 function cuda.available() end
 
----`{gpulab=, commit=, lua=, nvrtc=, driver=}` (`commit`: the git commit the build was configured at, "unknown" outside git; `driver` is nil without a driver); `gpulab --version` prints the first two
+---`{gpulab=, commit=, lua=, nvrtc=, driver=}` (`commit`: the git commit the build was configured at, "unknown" outside git; `driver` is nil without a driver); `gpulab --version` prints the first two, `gpulab -v` all of them (or why there is no driver)
 ---@return table # {gpulab=, commit=, lua=, nvrtc=, driver=}
 function cuda.version() end
 
@@ -197,7 +197,7 @@ function cuda.tensormap_check(spec) end
 ---@field timeout? number seconds; at the deadline the process group is killed
 ---@field env? table<string, string|boolean> variables to set (`K=V`) or remove (`K=false`)
 
----runs `gpulab script args…` in its own process group (added by the host, not the bindings)
+---runs `gpulab script args…` in its own process group (gpulab's host adds it: lua5.4 has none)
 ---@param script string the Lua script to run
 ---@param opts? cuda.run_isolated.opts arguments and limits
 ---@return table # `{status=, code=, signal=, stdout=, stderr=, seconds=}`
@@ -364,14 +364,14 @@ function cuda_module:free() end
 ---@return cuda.array # a device view of the variable
 function cuda_module:global(name, dtype, shape) end
 
----kernel by extern "C" name or name expression; fields `name, regs, smem, local_bytes, const_bytes, max_threads, params`
+---kernel by extern "C" name or name expression; fields `name, regs, smem, local_bytes, const_bytes, max_threads, params`. `tostring(k)`, argument errors, traces and profiles name it as asked for (`scale<2>`) and each parameter by its declaration (`scale<2> parameter 1 (float* x)`): types from the demangled entry name, names (and an extern "C" kernel's types) from the program's source when the module holds the program's own image; where either is unsure (no source, two definitions, a size that contradicts the PTX) by its PTX type (`scale parameter 1 (u64)`)
 ---@param name string extern "C" name or name expression
 ---@return cuda.kernel # the kernel
 function cuda_module:kernel(name) end
 
 ---a kernel of a loaded module
 ---@class cuda.kernel
----@field name string the entry name (mangled for C++)
+---@field name string the name as asked for (`"scale<2>"`, an extern "C" name, a mangled name); `prog.lowered` maps a name expression to its entry name
 ---@field regs integer registers per thread
 ---@field smem integer static shared memory bytes
 ---@field local_bytes integer local memory per thread
@@ -745,7 +745,7 @@ function cuda_tensormap:free() end
 ---@param array cuda.array the new base
 function cuda_tensormap:replace_address(array) end
 
----cuda.pcsample's rows `{kernel=, launches=, samples=, stalls=, lines=, pcs=, program=, lines_missing=, cubin_crc=, function_index=}` and totals
+---cuda.pcsample's rows `{kernel=, entry=, launches=, samples=, stalls=, lines=, pcs=, program=, lines_missing=, cubin_crc=, function_index=}` and totals (`kernel` as the script asked for it, `entry` the symbol CUPTI reports)
 ---@class cuda.pcsample_result
 ---@field reasons string[] every stall reason name the device reports
 ---@field total_samples integer CUPTI's count, non-user kernels included
