@@ -63,6 +63,21 @@ verdict_counts() { # from the lab's closing verdict summary only (each verdict i
     "$(grep -c '^\s*\[REFUTED\]' <<<"$v")" "$(grep -c '^\s*\[UNCLEAR\]' <<<"$v")"
 }
 
+# A lab three times in quick mode: a row per run, then whether the verdicts were the same each time,
+# then the first run's verdicts. Files: OUT/NAME-RUN.json, .log, NAME-verdicts-RUN.txt.
+three_runs() {
+  local name=$1 limit=$2 run same
+  for run in 1 2 3; do
+    timeout "$limit" "$gl" "labs/$name.lua" --quick --json "$out/$name-$run.json" >"$out/$name-$run.log" 2>&1
+    row "$name --quick, run $run" "rc=$?" "$(verdict_counts "$out/$name-$run.log")"
+    sed -n '/^## Verdicts/,$p' "$out/$name-$run.log" | grep -E '^\s*\[' >"$out/$name-verdicts-$run.txt"
+  done
+  if cmp -s "$out/$name-verdicts-1.txt" "$out/$name-verdicts-2.txt" &&
+     cmp -s "$out/$name-verdicts-1.txt" "$out/$name-verdicts-3.txt"; then same=yes; else same=no; fi
+  row "$name verdicts identical over 3 runs" "$same" ""
+  sed 's/^ */    /' "$out/$name-verdicts-1.txt" | tee -a "$summary"
+}
+
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
   echo "commit $(cat .device-build/COMMIT 2>/dev/null)"
@@ -111,38 +126,14 @@ for part in $parts; do
     grep -E 'Test +#' "$out/ctest-gpu.log" | sed 's/^ */    /' | tee -a "$summary"
     ;;
   memsys)
-    for run in 1 2 3; do
-      timeout 150 "$gl" labs/memory_system.lua --quick --json "$out/memory_system-$run.json" \
-        >"$out/memory_system-$run.log" 2>&1
-      row "memory_system --quick, run $run" "rc=$?" "$(verdict_counts "$out/memory_system-$run.log")"
-      sed -n '/^## Verdicts/,$p' "$out/memory_system-$run.log" | grep -E '^\s*\[' >"$out/memsys_verdicts-$run.txt"
-    done
-    if cmp -s "$out/memsys_verdicts-1.txt" "$out/memsys_verdicts-2.txt" &&
-       cmp -s "$out/memsys_verdicts-1.txt" "$out/memsys_verdicts-3.txt"; then same=yes; else same=no; fi
-    row "memory_system verdicts identical over 3 runs" "$same" ""
+    three_runs memory_system 150
     ;;
   tma)
-    for run in 1 2 3; do
-      timeout 200 "$gl" labs/tma_double_buffer.lua --quick --json "$out/tma-$run.json" >"$out/tma-$run.log" 2>&1
-      row "tma_double_buffer --quick, run $run" "rc=$?" "$(verdict_counts "$out/tma-$run.log")"
-      sed -n '/^## Verdicts/,$p' "$out/tma-$run.log" | grep -E '^\s*\[' >"$out/tma_verdicts-$run.txt"
-    done
-    if cmp -s "$out/tma_verdicts-1.txt" "$out/tma_verdicts-2.txt" &&
-       cmp -s "$out/tma_verdicts-1.txt" "$out/tma_verdicts-3.txt"; then same=yes; else same=no; fi
-    row "tma_double_buffer verdicts identical over 3 runs" "$same" ""
-    sed 's/^/    /' "$out/tma_verdicts-1.txt" | tee -a "$summary"
+    three_runs tma_double_buffer 200
     ;;
   warp)
-    for run in 1 2 3; do
-      timeout 200 "$gl" labs/warp_states.lua --quick --json "$out/warp_states-$run.json" \
-        >"$out/warp_states-$run.log" 2>&1
-      row "warp_states --quick, run $run" "rc=$?" "$(verdict_counts "$out/warp_states-$run.log")"
-      sed -n '/^## Verdicts/,$p' "$out/warp_states-$run.log" | grep -E '^\s*\[' >"$out/warp_verdicts-$run.txt"
-    done
-    if cmp -s "$out/warp_verdicts-1.txt" "$out/warp_verdicts-2.txt" &&
-       cmp -s "$out/warp_verdicts-1.txt" "$out/warp_verdicts-3.txt"; then same=yes; else same=no; fi
-    row "warp_states verdicts identical over 3 runs" "$same" ""
-    grep -h -A1 'stall_lines)' "$out"/warp_states-*.log | grep measured | sed 's/^ */    /' | tee -a "$summary"
+    three_runs warp_states 200
+    grep -h -A1 'stall_lines)' "$out"/warp_states-?.log | grep measured | sed 's/^ */    /' | tee -a "$summary"
     ;;
   pcsncu)
     rep=$out/pcsncu
@@ -197,16 +188,7 @@ for part in $parts; do
     (cd .device-build && ctest -R 'hopper' --output-on-failure --timeout 240) >"$out/ctest-hopper.log" 2>&1
     row "ctest -R hopper" "$([ $? = 0 ] && echo PASS || echo FAIL)" \
       "$(grep -E 'tests passed|tests failed' "$out/ctest-hopper.log" | tail -1)"
-    for run in 1 2 3; do
-      timeout 120 "$gl" labs/hopper_clusters.lua --quick --json "$out/hopper_clusters-$run.json" \
-        >"$out/hopper_clusters-$run.log" 2>&1
-      row "hopper_clusters --quick, run $run" "rc=$?" "$(verdict_counts "$out/hopper_clusters-$run.log")"
-      sed -n '/^## Verdicts/,$p' "$out/hopper_clusters-$run.log" | grep -E '^\s*\[' | sed 's/^ */    /' \
-        >"$out/hopper_verdicts-$run.txt"
-    done
-    if cmp -s "$out/hopper_verdicts-1.txt" "$out/hopper_verdicts-2.txt" &&
-       cmp -s "$out/hopper_verdicts-1.txt" "$out/hopper_verdicts-3.txt"; then same=yes; else same=no; fi
-    row "hopper_clusters verdicts identical over 3 runs" "$same" "$(tr '\n' ' ' <"$out/hopper_verdicts-1.txt" | cut -c1-300)"
+    three_runs hopper_clusters 120
     timeout 200 "$gl" tools/bench_launch.lua --quick >"$out/bench_launch_quick.log" 2>&1
     row "bench_launch --quick" "rc=$?" "$(grep -c ': MET' "$out/bench_launch_quick.log") targets met, $(grep -c ': MISSED' "$out/bench_launch_quick.log") missed"
     grep '^target' "$out/bench_launch_quick.log" | sed 's/^/    /' | tee -a "$summary"
