@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,7 +506,13 @@ static bool watchdog_ready(void) {
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, (size_t)256 * 1024); /* it only waits in the driver */
     wd.stop = false;
+    /* born with every signal blocked: a Ctrl-C meant for the main thread (which blocks it at the
+     * prompt) must not be taken here, where no one waits for it */
+    sigset_t all, mask;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &mask);
     wd.started = pthread_create(&wd.thread, &attr, watchdog_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &mask, NULL);
     pthread_attr_destroy(&attr);
     static bool at_exit_registered; /* os.exit() skips the Lua state's close: end it there too */
     if (wd.started && !at_exit_registered) at_exit_registered = atexit(gl_watchdog_stop) == 0;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,13 +77,25 @@ static void session_free(void) {
  * except inside ppoll, so it can only arrive while we wait for a key: the line is dropped. */
 static volatile sig_atomic_t sigint_seen;
 static bool line_interrupted;
+static pid_t prompt_thread; /* the thread that reads lines: gl_repl's */
 
+/* A Ctrl-C is sent to the process. While this thread blocks it (everywhere but in ppoll) the kernel
+ * hands it to any other thread that does not: one the driver started, say. Noted there, it would
+ * not wake our ppoll, and the line would wait for the next key. So it is passed to this thread,
+ * where it stays pending until ppoll lets it in; only this thread sets the flag. */
 static void on_prompt_sigint(int sig) {
-    (void)sig;
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    if (prompt_thread != 0 && self != prompt_thread) {
+        int saved = errno;
+        syscall(SYS_tgkill, getpid(), prompt_thread, sig);
+        errno = saved;
+        return;
+    }
     sigint_seen = 1;
 }
 
 static void install_prompt_handler(void) {
+    prompt_thread = (pid_t)syscall(SYS_gettid);
     struct sigaction sa = {.sa_handler = on_prompt_sigint};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);

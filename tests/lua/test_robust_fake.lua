@@ -133,6 +133,33 @@ test("timed-out context syncs leave at most one watchdog thread, and each deadli
   a:free()
 end)
 
+-- The REPL blocks SIGINT except while it waits for a key; a Ctrl-C the kernel gave a helper
+-- thread instead would be noted where no one waits for it (the line would hang until a key).
+test("the watchdog thread is born with SIGINT and SIGTERM blocked", function()
+  if NO_WATCHDOG then return end
+  local a = cuda.array("f32", 16)
+  busy(true)
+  k:launch({ grid = 1, block = 1 }, a)
+  T.raises(function() cuda.sync { timeout = 0.01 } end, "cuda.sync: timed out after")
+  local pid = assert(io.open("/proc/self/stat")):read("n")
+  local helpers = 0
+  for tid in assert(io.popen("ls /proc/" .. pid .. "/task")):lines() do
+    if tonumber(tid) ~= pid then
+      helpers = helpers + 1
+      local blocked
+      for line in io.lines("/proc/" .. pid .. "/task/" .. tid .. "/status") do
+        blocked = blocked or line:match("^SigBlk:%s+(%x+)")
+      end
+      local mask = tonumber(assert(blocked, "no SigBlk line"), 16)
+      T.ok(mask & 0x2 ~= 0 and mask & 0x4000 ~= 0, "thread " .. tid .. " SigBlk " .. blocked)
+    end
+  end
+  T.ok(helpers >= 1, "the timed-out sync left the watchdog running")
+  busy(false)
+  cuda.sync { timeout = 5 }
+  a:free()
+end)
+
 test("no capture begins while a timed-out context sync still waits for the GPU", function()
   cuda.sync()
   local a = cuda.array("f32", 16)
