@@ -107,13 +107,16 @@ extern "C" __global__ void read16(const uint4 *__restrict__ a, unsigned long lon
     if (threadIdx.x == 0) atomicAdd(sum, total);
 }
 
-// A pointer chase over `nodes` nodes `stride_words` words apart: node j links to
-// (j + step) mod nodes, one cycle through all of them when gcd(step, nodes) = 1.
-extern "C" __global__ void make_chain(unsigned *next, unsigned nodes, unsigned stride_words, unsigned step) {
+// A pointer chase over `nodes` nodes `stride_words` 8-byte words apart: node j holds the address of
+// node (j + step) mod nodes, one cycle through all of them when gcd(step, nodes) = 1. Addresses,
+// not indices: a hop is the load and nothing else (an index would add its address arithmetic to
+// every hop), as in the chases the published Hopper latencies come from.
+extern "C" __global__ void make_chain(unsigned long long *next, unsigned nodes, unsigned stride_words,
+                                      unsigned step) {
     unsigned stride = gridDim.x * blockDim.x;
     for (unsigned j = blockIdx.x * blockDim.x + threadIdx.x; j < nodes; j += stride) {
         unsigned long long to = ((unsigned long long)j + step) % nodes;
-        next[(unsigned long long)j * stride_words] = (unsigned)(to * stride_words);
+        next[(unsigned long long)j * stride_words] = (unsigned long long)(next + to * stride_words);
     }
 }
 
@@ -121,24 +124,24 @@ extern "C" __global__ void make_chain(unsigned *next, unsigned nodes, unsigned s
 // in, then `hops` timed dependent loads. out[0] = SM cycles (clock64), out[1] = ns
 // (%globaltimer), out[2] = the word index reached (the host checks it against the chain's
 // arithmetic). cg=1 loads with ld.global.cg (cached in L2 only), cg=0 with ld.global.ca (L1 and L2).
-extern "C" __global__ void chase(const unsigned *next, unsigned start, unsigned warm, unsigned hops, int cg,
-                                 unsigned long long *out) {
-    unsigned p = start;
+extern "C" __global__ void chase(const unsigned long long *next, unsigned start, unsigned warm, unsigned hops,
+                                 int cg, unsigned long long *out) {
+    const unsigned long long *p = next + start;
     if (cg) {
-        for (unsigned h = 0; h < warm; h++) p = __ldcg(next + p);
+        for (unsigned h = 0; h < warm; h++) p = (const unsigned long long *)__ldcg(p);
     } else {
-        for (unsigned h = 0; h < warm; h++) p = __ldca(next + p);
+        for (unsigned h = 0; h < warm; h++) p = (const unsigned long long *)__ldca(p);
     }
     unsigned long long n0 = global_ns();
     long long c0 = clock64();
     if (cg) {
-        for (unsigned h = 0; h < hops; h++) p = __ldcg(next + p);
+        for (unsigned h = 0; h < hops; h++) p = (const unsigned long long *)__ldcg(p);
     } else {
-        for (unsigned h = 0; h < hops; h++) p = __ldca(next + p);
+        for (unsigned h = 0; h < hops; h++) p = (const unsigned long long *)__ldca(p);
     }
     long long c1 = clock64();
     unsigned long long n1 = global_ns();
     out[0] = (unsigned long long)(c1 - c0);
     out[1] = n1 - n0;
-    out[2] = p;
+    out[2] = (unsigned long long)(p - next);
 }
