@@ -245,25 +245,34 @@ int gl_lua_setmetatable(lua_State *L, int idx) {
 }
 
 /* The tags of the types checked so far, by the caller's literal (compared by address): a check
- * computes no hash. Searched in full, so two literals never evict each other on every launch (a
- * cache slot chosen by address did that when two type names' literals landed in one slot: the
- * hash then ran on every argument check, a fifth of k:launch's own instructions). Each binding
- * file has its own copy of a literal, so there are a few dozen at most; past the cache's size a
- * check computes the hash. */
-#define TAG_CACHE 64
+ * computes no hash. An open-addressed table found from the literal's address, so a check costs one
+ * probe however many types were checked before it (a list searched from the front cost k:launch
+ * 30 to 40 instructions per object checked), and two literals never evict each other (a cache slot
+ * chosen by address alone did that when two type names' literals landed in one slot: the hash then
+ * ran on every argument check). Each binding file has its own copy of a literal, so there are a
+ * few dozen at most; past three quarters of the table a check computes the hash. */
+#define TAG_CACHE 256 /* a power of two */
 static struct {
     const char *tname;
     uint64_t tag;
 } tag_cache[TAG_CACHE];
 static unsigned tag_cached;
 
+static unsigned tag_home(const char *tname) {
+    uint64_t a = (uint64_t)(uintptr_t)tname;
+    return (unsigned)((a * UINT64_C(0x9e3779b97f4a7c15)) >> 56) & (TAG_CACHE - 1);
+}
+
 static uint64_t cached_tag(const char *tname) {
-    for (unsigned i = 0; i < tag_cached; i++)
+    unsigned i = tag_home(tname);
+    while (tag_cache[i].tname != NULL) {
         if (tag_cache[i].tname == tname) return tag_cache[i].tag;
+        i = (i + 1) & (TAG_CACHE - 1);
+    }
     uint64_t tag = tag_of(tname);
-    if (tag_cached < TAG_CACHE) {
-        tag_cache[tag_cached].tname = tname;
-        tag_cache[tag_cached].tag = tag;
+    if (tag_cached < TAG_CACHE / 4 * 3) { /* slot i is free: keep the table's probes short */
+        tag_cache[i].tname = tname;
+        tag_cache[i].tag = tag;
         tag_cached++;
     }
     return tag;
