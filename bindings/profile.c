@@ -51,13 +51,17 @@ static struct {
     char reason[2048];
 } lib;
 
+/* out = dir/name; false when it does not fit (a cut path would name another file). */
+static bool join_path(char *out, size_t size, const char *dir, const char *name) {
+    int n = snprintf(out, size, "%s/%s", dir, name);
+    return n >= 0 && (size_t)n < size;
+}
+
 static void *open_in(const char *dir) {
     char p[1024], nvperf[1024];
-    snprintf(p, sizeof p, "%s/libcupti.so.13", dir);
-    if (access(p, R_OK) != 0) return NULL;
+    if (!join_path(p, sizeof p, dir, "libcupti.so.13") || access(p, R_OK) != 0) return NULL;
     /* CUPTI dlopens libnvperf_host by its bare name: have the one beside it loaded already. */
-    snprintf(nvperf, sizeof nvperf, "%s/libnvperf_host.so", dir);
-    dlopen(nvperf, RTLD_NOW | RTLD_GLOBAL);
+    if (join_path(nvperf, sizeof nvperf, dir, "libnvperf_host.so")) dlopen(nvperf, RTLD_NOW | RTLD_GLOBAL);
     void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
     if (h) snprintf(lib.path, sizeof lib.path, "%s", p);
     return h;
@@ -66,14 +70,12 @@ static void *open_in(const char *dir) {
 static void *find_cupti(void) {
     const char *env = getenv("GPULAB_CUPTI");
     if (env && *env) {
-        char dir[1024];
-        snprintf(dir, sizeof dir, "%s", env);
-        char *slash = strrchr(dir, '/');
+        char dir[1024], p[1100];
+        int n = snprintf(dir, sizeof dir, "%s", env);
+        char *slash = n >= 0 && (size_t)n < sizeof dir ? strrchr(dir, '/') : NULL;
         if (slash) {
             *slash = '\0';
-            char p[1100];
-            snprintf(p, sizeof p, "%s/libnvperf_host.so", dir);
-            dlopen(p, RTLD_NOW | RTLD_GLOBAL);
+            if (join_path(p, sizeof p, dir, "libnvperf_host.so")) dlopen(p, RTLD_NOW | RTLD_GLOBAL);
         }
         snprintf(lib.path, sizeof lib.path, "%s", env);
         return dlopen(env, RTLD_NOW | RTLD_LOCAL);
@@ -92,11 +94,9 @@ static void *find_cupti(void) {
         const char *home = getenv(homes[i]);
         if (!home || !*home || strlen(home) > 900) continue;
         char dir[1024];
-        snprintf(dir, sizeof dir, "%s/extras/CUPTI/lib64", home);
-        void *h = open_in(dir);
-        if (h) return h;
-        snprintf(dir, sizeof dir, "%s/lib64", home);
-        if ((h = open_in(dir))) return h;
+        void *h = NULL;
+        if (join_path(dir, sizeof dir, home, "extras/CUPTI/lib64") && (h = open_in(dir))) return h;
+        if (join_path(dir, sizeof dir, home, "lib64") && (h = open_in(dir))) return h;
     }
     for (int i = 0; dirs[i]; i++) {
         if (!dirs[i][0]) continue;
