@@ -285,7 +285,8 @@ void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const l
 
 /* Runs when the Lua state closes, after the objects (it is created first, finalized last):
  * wait (with a deadline: a kernel that never ends must not hang the exit) for outstanding work
- * so parked releases can run, then free them; what is still running is left to the driver. */
+ * so parked releases can run, then free them; what is still running is left to the driver. Then
+ * the private store is forgotten, so a Lua state opened after this one can require the module. */
 #define SHUTDOWN_WAIT_S 10.0
 static int l_shutdown(lua_State *L) {
     (void)L;
@@ -295,6 +296,7 @@ static int l_shutdown(lua_State *L) {
         gl_release_drain();
     }
     gl_watchdog_stop();
+    gl_private_reset();
     return 0;
 }
 
@@ -308,6 +310,7 @@ int luaopen_cuda(lua_State *L) {
     const char *module_file = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
     if (gl_private_get(L, MODULE_KEY) == LUA_TTABLE) return 1;
     lua_pop(L, 1);
+    gl_private_check_owner(L, "require \"cuda\"");
     gl_newuserdatauv(L, 0, 0);
     lua_newtable(L);
     lua_pushcfunction(L, l_shutdown);

@@ -54,6 +54,7 @@
 
 static const char private_key = 0; /* its address keys the private store in the registry */
 static const void *private_box;    /* the store: a gpulab object (one Lua state a process) */
+static const void *private_owner;  /* the registry table of the state the store belongs to */
 #define PRIVATE_T "gpulab.private"
 #define PRIVATE_SLOTS 48
 static struct {
@@ -93,6 +94,15 @@ static bool push_private_table(lua_State *L) {
     return false;
 }
 
+/* The state L belongs to, by its registry table: every thread of a state shares it, and no script
+ * can put another table in its place (debug.getregistry() only reaches its entries). */
+static const void *state_id(lua_State *L) {
+    lua_pushvalue(L, LUA_REGISTRYINDEX);
+    const void *id = lua_topointer(L, -1);
+    lua_pop(L, 1);
+    return id;
+}
+
 /* Makes the store and pushes its table. */
 static void new_private_table(lua_State *L) {
     gl_newuserdatauv(L, 0, 1);
@@ -107,12 +117,20 @@ static void new_private_table(lua_State *L) {
     lua_setiuservalue(L, -3, 1);
     lua_insert(L, -2);
     private_box = lua_topointer(L, -1);
+    private_owner = state_id(L);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &private_key);
 }
 
 void gl_private_reset(void) {
     private_box = NULL;
+    private_owner = NULL;
     for (int i = 0; i < private_count; i++) private_slot[i].value = NULL;
+}
+
+void gl_private_check_owner(lua_State *L, const char *fn) {
+    if (private_box != NULL && private_owner != state_id(L))
+        luaL_error(L, "%s: gpulab is already open in another Lua state of this process, which is still open "
+                      "(the bindings serve one state at a time: close that one first)", fn);
 }
 
 void gl_private_set(lua_State *L, const char *name) {

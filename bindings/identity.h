@@ -73,9 +73,14 @@ void gl_class_add_methods(lua_State *L, const char *tname, const luaL_Reg *reg);
  * reads as absent, never as something else. gl_private_set pops the value (nil removes it);
  * gl_private_get pushes it (nil when absent or replaced) and returns its type. */
 void gl_private_set(lua_State *L, const char *name);
-/* Forgets the store of a Lua state that was closed: the next gl_private_set makes a new one (a
- * host that runs several states one after the other, as the fuzzers do, calls it per state). */
+/* Forgets the store of a Lua state that was closed: the next gl_private_set makes a new one. The
+ * module's own finalizer calls it when its state closes; a host that runs several states one after
+ * the other (the fuzzers, gpulab's own setup) may call it before it opens the next. */
 void gl_private_reset(void);
+/* Raises "fn: gpulab is already open in another Lua state ..." when the store belongs to a state
+ * other than L's that has not closed: the driver context, the launch log and the store are the
+ * process's, so one state at a time uses the bindings. */
+void gl_private_check_owner(lua_State *L, const char *fn);
 int gl_private_get(lua_State *L, const char *name);
 /* Stores the table on top of the stack (popped) as class `tname`'s metatable; registry[tname]
  * gets it too, for help() and the API checks to read (C code never reads that entry). */
