@@ -70,27 +70,7 @@ local function setup()
   return prog, run
 end
 
-local function csv_fields(line)
-  local out, i, n = {}, 1, #line
-  while i <= n + 1 do
-    if line:sub(i, i) == '"' then
-      local j, buf = i + 1, {}
-      while j <= n do
-        local c = line:sub(j, j)
-        if c == '"' and line:sub(j + 1, j + 1) == '"' then buf[#buf + 1] = '"'; j = j + 2
-        elseif c == '"' then break
-        else buf[#buf + 1] = c; j = j + 1 end
-      end
-      out[#out + 1] = table.concat(buf)
-      i = j + 2
-    else
-      local j = line:find(",", i, true) or n + 1
-      out[#out + 1] = line:sub(i, j - 1)
-      i = j + 1
-    end
-  end
-  return out
-end
+local csv_fields = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/csv.lua").fields
 
 -- ncu's stall column names (stall_long_sb, ...) as CUPTI names them (long_scoreboard, ...)
 local NCU_REASON = { long_sb = "long_scoreboard", short_sb = "short_scoreboard", sleep = "sleeping",

@@ -122,22 +122,7 @@ local function exe()
   while arg[i - 1] do i = i - 1 end
   return arg[i]
 end
-local function split_csv(line)
-  local out, pos = {}, 1
-  while pos <= #line do
-    if line:sub(pos, pos) == '"' then
-      local close = line:find('"', pos + 1, true)
-      if not close then break end
-      out[#out + 1] = line:sub(pos + 1, close - 1)
-      pos = close + 2
-    else
-      local comma = line:find(",", pos, true) or (#line + 1)
-      out[#out + 1] = line:sub(pos, comma - 1)
-      pos = comma + 1
-    end
-  end
-  return out
-end
+local split_csv = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/csv.lua").fields
 local SCALE = { byte = 1, Kbyte = 1e3, Mbyte = 1e6, Gbyte = 1e9, nsecond = 1, usecond = 1e3, msecond = 1e6,
   second = 1e9, ns = 1, us = 1e3, ms = 1e6 }
 
