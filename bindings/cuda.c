@@ -286,7 +286,10 @@ void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const l
 /* Runs when the Lua state closes, after the objects (it is created first, finalized last):
  * wait (with a deadline: a kernel that never ends must not hang the exit) for outstanding work
  * so parked releases can run, then free them; what is still running is left to the driver. Then
- * the private store is forgotten, so a Lua state opened after this one can require the module. */
+ * the private store is forgotten, so a Lua state opened after this one can require the module.
+ * The store holds this object, so while the registry holds the store, only the state's closing
+ * runs this. A script that removes the store from the registry lets this run at a collection:
+ * the store is then kept as removed (later reads in that state say so), not forgotten. */
 #define SHUTDOWN_WAIT_S 10.0
 static int l_shutdown(lua_State *L) {
     (void)L;
@@ -296,7 +299,7 @@ static int l_shutdown(lua_State *L) {
         gl_release_drain();
     }
     gl_watchdog_stop();
-    gl_private_reset();
+    if (gl_private_present(L)) gl_private_reset();
     return 0;
 }
 

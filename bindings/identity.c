@@ -127,6 +127,12 @@ void gl_private_reset(void) {
     for (int i = 0; i < private_count; i++) private_slot[i].value = NULL;
 }
 
+bool gl_private_present(lua_State *L) {
+    if (!push_private_table(L)) return false;
+    lua_pop(L, 1);
+    return true;
+}
+
 void gl_private_check_owner(lua_State *L, const char *fn) {
     if (private_box != NULL && private_owner != state_id(L))
         luaL_error(L, "%s: gpulab is already open in another Lua state of this process, which is still open "

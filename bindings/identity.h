@@ -11,6 +11,7 @@
 #ifndef GPULAB_IDENTITY_H
 #define GPULAB_IDENTITY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <lauxlib.h>
@@ -77,6 +78,8 @@ void gl_private_set(lua_State *L, const char *name);
  * module's own finalizer calls it when its state closes; a host that runs several states one after
  * the other (the fuzzers, gpulab's own setup) may call it before it opens the next. */
 void gl_private_reset(void);
+/* Whether L's registry still holds the store made here (a script can remove it). */
+bool gl_private_present(lua_State *L);
 /* Raises "fn: gpulab is already open in another Lua state ..." when the store belongs to a state
  * other than L's that has not closed: the driver context, the launch log and the store are the
  * process's, so one state at a time uses the bindings. */
