@@ -419,32 +419,35 @@ end
 -- b only, what a number's conversion prints; a WILD of a takes it too), and
 -- then the most letters such a text can have where both strings hold the letter itself rather
 -- than a wildcard: how much of each is really seen in the other. Returns nil when no text fits.
+local W, N, NONE = WILD:byte(), NUMW:byte(), -1
+
+-- One cell of the overlap table: the best for the suffixes a[i..] and b[j..], from row (the same
+-- row, a[i..]) and later (a[i+1..]); ca, cb the characters at i and j (nil past the end).
+local function overlap_cell(ca, cb, row, later, j)
+  if ca == nil and cb == nil then return 0 end
+  if ca == W then -- a's wildcard ends here, or takes b's next character
+    local v = later[j]
+    if cb ~= nil and row[j + 1] > v then v = row[j + 1] end
+    return v
+  end
+  if cb == W or cb == N then -- b's wildcard ends here, or takes a's next character
+    local v = row[j + 1]
+    if ca ~= nil and (cb == W or NUMBER_CHAR[ca]) and later[j] > v then v = later[j] end
+    return v
+  end
+  if ca ~= nil and ca == cb and later[j + 1] ~= NONE then
+    return later[j + 1] + (((ca >= 65 and ca <= 90) or (ca >= 97 and ca <= 122)) and 1 or 0)
+  end
+  return NONE
+end
+
 function M.overlap(a, b)
   local na, nb = #a, #b
-  local W, N = WILD:byte(), NUMW:byte()
-  local NONE = -1
   -- later[j]: the best for the suffixes a[i+1..] and b[j..]; row[j] the same for a[i..]
   local later, row = {}, {}
   for i = na + 1, 1, -1 do
     local ca = i <= na and a:byte(i) or nil
-    for j = nb + 1, 1, -1 do
-      local cb = j <= nb and b:byte(j) or nil
-      local v
-      if ca == nil and cb == nil then
-        v = 0
-      elseif ca == W then -- a's wildcard ends here, or takes b's next character
-        v = later[j]
-        if cb ~= nil and row[j + 1] > v then v = row[j + 1] end
-      elseif cb == W or cb == N then -- b's wildcard ends here, or takes a's next character
-        v = row[j + 1]
-        if ca ~= nil and (cb == W or NUMBER_CHAR[ca]) and later[j] > v then v = later[j] end
-      elseif ca ~= nil and ca == cb and later[j + 1] ~= NONE then
-        v = later[j + 1] + (((ca >= 65 and ca <= 90) or (ca >= 97 and ca <= 122)) and 1 or 0)
-      else
-        v = NONE
-      end
-      row[j] = v
-    end
+    for j = nb + 1, 1, -1 do row[j] = overlap_cell(ca, j <= nb and b:byte(j) or nil, row, later, j) end
     later, row = row, later
   end
   local best = later[1]
@@ -459,31 +462,12 @@ local function letters(tokens) return select(2, tokens:gsub("%a", "")) end
 -- (WILD where it meets a wildcard of a). nil when no text fits both.
 function M.absorbed(a, b)
   local na, nb = #a, #b
-  local W, N = WILD:byte(), NUMW:byte()
-  local NONE = -1
-  local T = {}
+  local T = { [na + 2] = {} } -- the whole table, to walk it back; row na + 2 is never read
   for i = na + 1, 1, -1 do
     local row, later = {}, T[i + 1]
     T[i] = row
     local ca = i <= na and a:byte(i) or nil
-    for j = nb + 1, 1, -1 do
-      local cb = j <= nb and b:byte(j) or nil
-      local v
-      if ca == nil and cb == nil then
-        v = 0
-      elseif ca == W then
-        v = later[j]
-        if cb ~= nil and row[j + 1] > v then v = row[j + 1] end
-      elseif cb == W or cb == N then
-        v = row[j + 1]
-        if ca ~= nil and (cb == W or NUMBER_CHAR[ca]) and later[j] > v then v = later[j] end
-      elseif ca ~= nil and ca == cb and later[j + 1] ~= NONE then
-        v = later[j + 1] + (((ca >= 65 and ca <= 90) or (ca >= 97 and ca <= 122)) and 1 or 0)
-      else
-        v = NONE
-      end
-      row[j] = v
-    end
+    for j = nb + 1, 1, -1 do row[j] = overlap_cell(ca, j <= nb and b:byte(j) or nil, row, later, j) end
   end
   if T[1][1] == NONE then return nil end
   local out, taken = {}, {}
@@ -522,6 +506,10 @@ end
 -- expected, got 1.5" once no code writes "kernel parameter".
 local function words_in(text) return select(2, text:gsub("%S+", "")) end
 local may_stand_for
+-- A format gives a form when a text fits both and the letters seen in both are at least 8 and
+-- half of the form's own letters or half of the format's (so "%s expected, got %s" gives
+-- "cuda.array or cuda.host expected, got number", while a format whose text would all fall
+-- under the example's "…" gives nothing), and every wildcard stands for what it may.
 function M.gives(format, form, code, depth)
   local seen = M.overlap(form, format)
   if not seen then return false end
@@ -553,12 +541,6 @@ function may_stand_for(text, code, depth)
   end
   return false
 end
-
--- A format gives a form when a text fits both and the letters seen in both are at least 8 and
--- half of the form's own letters or half of the format's (so "%s expected, got %s" gives
--- "cuda.array or cuda.host expected, got number", while a format whose text would all fall
--- under the example's "…" gives nothing).
-
 
 -- A test expects a form when the form, letters and all, is inside what the test looks for.
 function M.expects(expectation, form, min_letters)
