@@ -103,7 +103,20 @@ static __attribute__((noreturn)) void arg_error(lua_State *L, const char *fn, in
 
 /* Integer parameters. NVCC declares C's signed types as .u8/.u16/.u32/.u64 in PTX, so
  * u-kinds take either signedness (-2^(n-1) .. 2^n - 1); only s-kinds (hand-written PTX) are
- * strictly signed. b-kinds are untyped bits and also accept a string of their size. */
+ * strictly signed. b-kinds are untyped bits and also accept a string of their size. The range of
+ * an n-byte parameter (n < 8; an 8-byte one takes every lua_Integer): */
+static void int_limits(unsigned n, bool strictly_signed, lua_Integer *lo, lua_Integer *hi) {
+    *lo = -((lua_Integer)1 << (8 * n - 1));
+    *hi = strictly_signed ? ((lua_Integer)1 << (8 * n - 1)) - 1 : ((lua_Integer)1 << (8 * n)) - 1;
+}
+
+static bool int_fits(lua_Integer v, unsigned n, bool strictly_signed) {
+    if (n >= 8) return true;
+    lua_Integer lo, hi;
+    int_limits(n, strictly_signed, &lo, &hi);
+    return v >= lo && v <= hi;
+}
+
 static void pack_integer(lua_State *L, int idx, const gl_param *p, unsigned char *dst,
                          const char *fn, int argno, bool strictly_signed, bool untyped) {
     int isint = 0;
@@ -112,19 +125,16 @@ static void pack_integer(lua_State *L, int idx, const gl_param *p, unsigned char
                           "take an integer or a string of the parameter's size)"
                           : p->size == 1 ? " (not an integer; a bool parameter takes true or false)"
                                          : " (not an integer)");
-    unsigned n = p->size;
-    if (n < 8) {
-        lua_Integer lo = -((lua_Integer)1 << (8 * n - 1));
-        lua_Integer hi = strictly_signed ? ((lua_Integer)1 << (8 * n - 1)) - 1
-                                         : ((lua_Integer)1 << (8 * n)) - 1;
-        if (v < lo || v > hi) {
-            const char *r = lua_pushfstring(L, " (out of range %I..%I)", lo, hi);
-            arg_error(L, fn, argno, p, idx, r);
-        }
+    if (!int_fits(v, p->size, strictly_signed)) {
+        lua_Integer lo, hi;
+        int_limits(p->size, strictly_signed, &lo, &hi);
+        arg_error(L, fn, argno, p, idx, lua_pushfstring(L, " (out of range %I..%I)", lo, hi));
     }
     uint64_t u = (uint64_t)v; /* little-endian: the low n bytes are the value */
-    memcpy(dst, &u, n);
+    memcpy(dst, &u, p->size);
 }
+
+#define F32_MAX_ROUNDED 3.4028235677973366e38 /* a double of larger magnitude rounds to an infinite f32 */
 
 static void pack_float(lua_State *L, int idx, const gl_param *p, bool bf16, unsigned char *dst,
                        const char *fn, int argno) {
@@ -132,7 +142,7 @@ static void pack_float(lua_State *L, int idx, const gl_param *p, bool bf16, unsi
     if (p->size == 8) {
         memcpy(dst, &x, 8);
     } else if (p->size == 4) {
-        if (isfinite(x) && fabs(x) > 3.4028235677973366e38)
+        if (isfinite(x) && fabs(x) > F32_MAX_ROUNDED)
             arg_error(L, fn, argno, p, idx, " (out of f32 range)");
         float f = (float)x;
         memcpy(dst, &f, 4);
@@ -267,7 +277,7 @@ static void pack_arg(lua_State *L, int idx, const gl_param *p, unsigned cls, uns
 }
 
 /* The commonest arguments, packed without pack_arg's general rules: an integer in range for an
- * integer parameter of 4 or 8 bytes, a number in range for an f32 or f64, a live device array of
+ * integer parameter, a number in range for an f32 or f64, a live device array of
  * the current device for an 8-byte integer parameter. Returns false for anything else (errors
  * included): pack_arg then packs it or names what is wrong. A launch with 4 arguments spends a
  * fifth of gpulab's own instructions here, so this reads each value with as few API calls as
@@ -279,15 +289,9 @@ static inline bool pack_common(lua_State *L, int idx, const gl_param *p, unsigne
     if (t == LUA_TNUMBER && cls <= ARG_BITS) { /* ARG_UINT, ARG_SINT, ARG_BITS */
         int isint = 0;
         lua_Integer v = lua_tointegerx(L, idx, &isint);
-        if (!isint) return false;
-        if (p->size == 8) {
-            memcpy(dst, &v, 8);
-            return true;
-        }
-        bool in_range = cls == ARG_SINT ? v >= INT32_MIN && v <= INT32_MAX : v >= INT32_MIN && v <= UINT32_MAX;
-        if (p->size != 4 || !in_range) return false;
-        uint32_t u = (uint32_t)v;
-        memcpy(dst, &u, 4);
+        if (!isint || !int_fits(v, p->size, cls == ARG_SINT)) return false;
+        uint64_t u = (uint64_t)v; /* little-endian: the low bytes are the value */
+        memcpy(dst, &u, p->size);
         return true;
     }
     if (t == LUA_TNUMBER && cls == ARG_FLOAT) {
@@ -296,7 +300,7 @@ static inline bool pack_common(lua_State *L, int idx, const gl_param *p, unsigne
             memcpy(dst, &x, 8);
             return true;
         }
-        if (p->size != 4 || !(fabs(x) <= 3.4028235677973366e38)) return false; /* inf, nan: pack_float */
+        if (p->size != 4 || !(fabs(x) <= F32_MAX_ROUNDED)) return false; /* inf, nan: pack_float */
         float f = (float)x;
         memcpy(dst, &f, 4);
         return true;
