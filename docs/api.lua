@@ -1080,6 +1080,12 @@ seconds) before the counters are read.
   `libnvperf_host.so` is loaded from the same folder first. Absent, the first call raises one error
   naming the library and what to install; gpulab itself never links it.
 - Values come from counters on clocks as they run (no clock locking, like `ncu --clock-control none`).
+- To profile an L2 persisting window, put it on the stream (`s:set_l2_window`), not in the launch's
+  `l2_window` key. On the H200 (driver 580.159, docs/RESULTS.md §25) a hot 16 MiB read under
+  `cuda.profile` took 16.0 MiB from DRAM after a 512 MiB scan when the window was the launch key, and
+  1.5 MiB when the same window was on the stream. Without the profiler the launch key's window does
+  work: in `labs/memory_system.lua` (persist_time, §26) it cuts the hot reads' time to 0.75 of the same
+  reads without it.
 - fn runs inside one pushed range (`gpulab.profile`), as CUPTI's own range profiling sample does in
   auto-range mode; the result's `outer_range` says whether CUPTI accepted it, and a range of that name
   is never a row. `outer_range = false` (default: `GPULAB_CUPTI_PUSH_RANGE=0` in the environment)
