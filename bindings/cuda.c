@@ -17,10 +17,20 @@
 #include <math.h>
 #include <string.h>
 
+int gl_rawgetfield(lua_State *L, int t, const char *name) {
+    t = lua_absindex(L, t);
+    if (lua_type(L, t) != LUA_TTABLE) { /* a raw read of anything else is nil */
+        lua_pushnil(L);
+        return LUA_TNIL;
+    }
+    lua_pushstring(L, name);
+    return lua_rawget(L, t);
+}
+
 /* The option readers take `t`, the options table's argument index, so that a bad field is
  * reported against that argument (errors.h). */
 lua_Integer gl_opt_int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *fn) {
-    lua_getfield(L, t, name);
+    gl_rawgetfield(L, t, name);
     lua_Integer v = def;
     if (!lua_isnil(L, -1)) {
         int isint = 0;
@@ -36,7 +46,7 @@ lua_Integer gl_opt_int_field(lua_State *L, int t, const char *name, lua_Integer 
 }
 
 double gl_opt_num_field(lua_State *L, int t, const char *name, double def, const char *fn) {
-    lua_getfield(L, t, name);
+    gl_rawgetfield(L, t, name);
     double v = def;
     if (!lua_isnil(L, -1)) {
         if (lua_type(L, -1) != LUA_TNUMBER) gl_fieldtypeerror(L, t, fn, name, -1, "number");
@@ -48,7 +58,7 @@ double gl_opt_num_field(lua_State *L, int t, const char *name, double def, const
 }
 
 bool gl_opt_bool_field(lua_State *L, int t, const char *name, bool def, const char *fn) {
-    lua_getfield(L, t, name);
+    gl_rawgetfield(L, t, name);
     bool v = def;
     if (!lua_isnil(L, -1)) {
         if (lua_type(L, -1) != LUA_TBOOLEAN) gl_fieldtypeerror(L, t, fn, name, -1, "boolean");
@@ -60,7 +70,7 @@ bool gl_opt_bool_field(lua_State *L, int t, const char *name, bool def, const ch
 
 /* The returned string stays valid while table t holds it. */
 const char *gl_opt_str_field(lua_State *L, int t, const char *name, const char *def, const char *fn) {
-    lua_getfield(L, t, name);
+    gl_rawgetfield(L, t, name);
     const char *v = def;
     if (!lua_isnil(L, -1)) {
         if (lua_type(L, -1) != LUA_TSTRING) gl_fieldtypeerror(L, t, fn, name, -1, "string");
@@ -137,7 +147,7 @@ static void push_class_records(lua_State *L) {
  * the class was never made. */
 static void push_class_tables(lua_State *L, const char *tname) {
     push_class_records(L);
-    if (lua_getfield(L, -1, tname) != LUA_TTABLE)
+    if (gl_rawgetfield(L, -1, tname) != LUA_TTABLE)
         luaL_error(L, "gpulab: no class %s (gl_new_class makes it first)", tname);
     lua_rawgeti(L, -1, 1);
     if (lua_rawgeti(L, -2, 2) != LUA_TTABLE) {
@@ -263,7 +273,7 @@ void gl_new_class(lua_State *L, const char *tname, const luaL_Reg *meta, const l
     lua_insert(L, -2);
     lua_setfield(L, -2, tname);
     lua_pop(L, 1);
-    if (lua_getfield(L, mt, "__index") == LUA_TNIL) { /* a class with its own __index keeps it */
+    if (gl_rawgetfield(L, mt, "__index") == LUA_TNIL) { /* a class with its own __index keeps it */
         lua_pop(L, 1);
         if (fields) {
             lua_pushvalue(L, mt + 1);

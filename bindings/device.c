@@ -10,6 +10,7 @@
 #include "identity.h"
 #include "module.h"
 #include "objects.h"
+#include "options.h"
 #include "register.h"
 #include "results.h"
 
@@ -390,7 +391,7 @@ static int check_device(lua_State *L, int idx, const char *fn) {
     bool same = lua_rawequal(L, -1, -2);
     lua_pop(L, 2);
     if (!same) gl_typeerror(L, idx, fn, "cuda.device");
-    lua_getfield(L, idx, "ordinal");
+    gl_rawgetfield(L, idx, "ordinal");
     int isint = 0;
     lua_Integer o = lua_tointegerx(L, -1, &isint);
     lua_pop(L, 1);
@@ -437,10 +438,10 @@ static int l_device_attributes(lua_State *L) {
 }
 
 static int l_device_tostring(lua_State *L) {
-    lua_getfield(L, 1, "ordinal");
-    lua_getfield(L, 1, "name");
-    lua_getfield(L, 1, "arch");
-    lua_getfield(L, 1, "sm_count");
+    gl_rawgetfield(L, 1, "ordinal");
+    gl_rawgetfield(L, 1, "name");
+    gl_rawgetfield(L, 1, "arch");
+    gl_rawgetfield(L, 1, "sm_count");
     lua_pushfstring(L, "cuda.device %d: %s (%s, %d SMs)", (int)lua_tointeger(L, -4),
                     lua_tostring(L, -3), lua_tostring(L, -2), (int)lua_tointeger(L, -1));
     return 1;

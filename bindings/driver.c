@@ -702,7 +702,7 @@ static int l_sync(lua_State *L) {
         if (!lua_istable(L, 1)) gl_typeerror(L, 1, "cuda.sync", "table");
         static const char *const known[] = {"timeout", NULL};
         gl_check_known_fields(L, 1, known, "cuda.sync");
-        lua_getfield(L, 1, "timeout");
+        gl_rawgetfield(L, 1, "timeout");
         bool given = !lua_isnil(L, -1);
         lua_pop(L, 1);
         if (given) {

@@ -653,7 +653,9 @@ static void capture_graph(lua_State *L, measure_run *r) {
     lua_pushvalue(L, -1);
     lua_rawseti(L, SLOT_HOLDER, 1); /* freed by the caller, whatever happens next */
     lua_replace(L, SLOT_GRAPH);
-    lua_getfield(L, SLOT_GRAPH, "nodes");
+    lua_pushcfunction(L, gl_graph_nodes);
+    lua_pushvalue(L, SLOT_GRAPH);
+    lua_call(L, 1, 1);
     lua_Integer nodes = lua_tointeger(L, -1);
     lua_pop(L, 1);
     if (nodes == 0)
@@ -949,7 +951,7 @@ static void measure_options(lua_State *L, int idx, gl_measure_opts *o) {
     o->timeout = num_opt(L, idx, "timeout", 15, 0, true, HUGE_VAL, fn);
     o->throttle = num_opt(L, idx, "throttle", 0.75, 0, false, 1, fn);
     o->blocking = gl_opt_bool_field(L, idx, "blocking", false, fn);
-    lua_getfield(L, idx, "batch");
+    gl_rawgetfield(L, idx, "batch");
     bool have_batch = !lua_isnil(L, -1);
     lua_pop(L, 1);
     o->batch = have_batch ? int_opt(L, idx, "batch", 1, 1, MEASURE_MAX_BATCH, fn) : 0;
@@ -960,7 +962,7 @@ static void measure_options(lua_State *L, int idx, gl_measure_opts *o) {
     if (have_batch && o->regime == GL_REGIME_COLD && o->batch != 1)
         gl_fielderror(L, idx, fn, "batch", "applies to the hot and graph regimes (cold flushes L2 "
                                            "before every call)");
-    lua_getfield(L, idx, "l2_reset");
+    gl_rawgetfield(L, idx, "l2_reset");
     bool have_reset = !lua_isnil(L, -1);
     lua_pop(L, 1);
     o->l2_reset = gl_opt_bool_field(L, idx, "l2_reset", true, fn);
@@ -970,7 +972,7 @@ static void measure_options(lua_State *L, int idx, gl_measure_opts *o) {
     if (o->min_time > o->timeout)
         gl_fielderror(L, idx, fn, "min_time", "%.14g s is longer than 'timeout' (%.14g s)", o->min_time,
                       o->timeout);
-    lua_getfield(L, idx, "stream");
+    gl_rawgetfield(L, idx, "stream");
     if (!lua_isnil(L, -1)) {
         gl_stream *s = gl_test_stream(L, -1);
         if (s == NULL) gl_fieldtypeerror(L, idx, fn, "stream", -1, "cuda.stream");

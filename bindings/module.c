@@ -17,6 +17,7 @@
 #include "kattr.h"
 #include "lifetime.h"
 #include "objects.h"
+#include "options.h"
 #include "program.h"
 #include "ptx.h"
 #include "register.h"
@@ -190,9 +191,9 @@ static gl_module *load_image(lua_State *L, const char *image, const char *fn) {
 static void keep_program_source(lua_State *L, int prog, int mod, int cubin) {
     int top = lua_gettop(L);
     if (gl_program_private(L, prog) == LUA_TTABLE) {
-        lua_getfield(L, top + 1, "cubin");
+        gl_rawgetfield(L, top + 1, "cubin");
         bool own_image = cubin == 0 || lua_rawequal(L, -1, cubin);
-        if (own_image && lua_getfield(L, top + 1, "source") == LUA_TSTRING) lua_setiuservalue(L, mod, UV_SOURCE);
+        if (own_image && gl_rawgetfield(L, top + 1, "source") == LUA_TSTRING) lua_setiuservalue(L, mod, UV_SOURCE);
     }
     lua_settop(L, top);
 }

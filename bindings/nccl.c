@@ -257,7 +257,7 @@ static int device_count(lua_State *L, const char *fn) {
 
 /* A required integer field of the options table t, within lo..hi. */
 static int int_field(lua_State *L, int t, const char *name, int lo, int hi, const char *fn) {
-    lua_getfield(L, t, name);
+    gl_rawgetfield(L, t, name);
     if (lua_isnil(L, -1)) gl_fielderror(L, t, fn, name, "integer expected, got no value");
     if (lua_type(L, -1) != LUA_TNUMBER) gl_fieldtypeerror(L, t, fn, name, -1, "integer"); /* not "2" */
     lua_Integer v = gl_opt_int_field(L, t, name, 0, fn);
@@ -287,7 +287,7 @@ static lua_Integer int_entry(lua_State *L, int t, int idx, lua_Integer i, const 
 }
 
 static void read_devices(lua_State *L, int t, nccl_comm *c, const char *fn) {
-    lua_getfield(L, t, "devices");
+    gl_rawgetfield(L, t, "devices");
     if (!lua_istable(L, -1)) gl_fieldtypeerror(L, t, fn, "devices", -1, "list of device ordinals");
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     if (n < 1 || n > MAX_LOCAL)
@@ -322,7 +322,7 @@ static void init_all(lua_State *L, nccl_comm *c, const char *fn) {
 
 static void parse_id(lua_State *L, int t, gl_ncclUniqueId *id, const char *fn) {
     const size_t want = 2 * (size_t)GL_NCCL_UNIQUE_ID_BYTES;
-    lua_getfield(L, t, "id");
+    gl_rawgetfield(L, t, "id");
     if (lua_type(L, -1) != LUA_TSTRING)
         gl_fielderror(L, t, fn, "id", "the %zu-character hex string of cuda.nccl.unique_id() expected, got %s",
                       want, gl_typename(L, -1));
@@ -413,7 +413,7 @@ static int l_init(lua_State *L) {
     gl_check_known_fields(L, 1, known, fn);
     require_nccl(L, fn);
     gl_require_gpu(L, fn);
-    lua_getfield(L, 1, "devices");
+    gl_rawgetfield(L, 1, "devices");
     bool single = !lua_isnil(L, -1);
     lua_pop(L, 1);
     double timeout = read_timeout(L, 1, fn);
@@ -422,7 +422,7 @@ static int l_init(lua_State *L) {
     if (single) {
         static const char *const alone[] = {"rank", "nranks", "id", "device"};
         for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++) {
-            lua_getfield(L, 1, alone[i]);
+            gl_rawgetfield(L, 1, alone[i]);
             if (!lua_isnil(L, -1))
                 gl_fielderror(L, 1, fn, alone[i], "belongs to the multi-process form; field 'devices' "
                                                   "makes one process drive every listed device");
@@ -537,22 +537,22 @@ static void read_coll_opts(lua_State *L, int t, nccl_comm *c, coll *k, int *stre
     static const char *const known[] = {"op", "root", "stream", "streams", "timeout", NULL};
     gl_check_known_fields(L, t, known, k->fn);
     bool reduces = k->kind == COLL_ALL_REDUCE || k->kind == COLL_REDUCE_SCATTER;
-    lua_getfield(L, t, "op");
+    gl_rawgetfield(L, t, "op");
     bool has_op = !lua_isnil(L, -1);
     lua_pop(L, 1);
     if (has_op && !reduces) gl_fielderror(L, t, k->fn, "op", "is for reductions (all_reduce, reduce_scatter)");
     if (has_op) k->op = read_op(L, t, k->fn);
-    lua_getfield(L, t, "root");
+    gl_rawgetfield(L, t, "root");
     bool has_root = !lua_isnil(L, -1);
     lua_pop(L, 1);
     if (has_root && k->kind != COLL_BROADCAST) gl_fielderror(L, t, k->fn, "root", "is for broadcast");
     if (has_root) k->root = int_field(L, t, "root", 0, c->nranks - 1, k->fn);
-    lua_getfield(L, t, "timeout");
+    gl_rawgetfield(L, t, "timeout");
     bool has_timeout = !lua_isnil(L, -1);
     lua_pop(L, 1);
     if (has_timeout) k->timeout = read_timeout(L, t, k->fn);
-    lua_getfield(L, t, "stream");
-    lua_getfield(L, t, "streams");
+    gl_rawgetfield(L, t, "stream");
+    gl_rawgetfield(L, t, "streams");
     if (!lua_isnil(L, -1) && !lua_isnil(L, -2))
         gl_argerror(L, t, k->fn, "give field 'stream' (one device) or 'streams' (one per device), not both");
     k->streams_field = lua_isnil(L, -1) ? "stream" : "streams";
@@ -833,7 +833,7 @@ static int l_sync(lua_State *L) {
             gl_argerror(L, 2, fn, "options table {timeout=seconds} expected, got %s", gl_typename(L, 2));
         static const char *const known[] = {"timeout", NULL};
         gl_check_known_fields(L, 2, known, fn);
-        lua_getfield(L, 2, "timeout");
+        gl_rawgetfield(L, 2, "timeout");
         bool given = !lua_isnil(L, -1);
         lua_pop(L, 1);
         if (given) timeout = read_timeout(L, 2, fn);

@@ -1101,18 +1101,18 @@ void gl_program_recompile(lua_State *L, int prog, const char *option, const char
         luaL_error(L, "%s: this program's inputs are gone (a script removed gpulab's private store)", fn);
     int priv = lua_gettop(L);
     request rq = {.fn = fn};
-    lua_getfield(L, priv, "source");
+    gl_rawgetfield(L, priv, "source");
     rq.src = lua_tolstring(L, -1, &rq.src_len);
-    lua_getfield(L, priv, "name");
+    gl_rawgetfield(L, priv, "name");
     rq.name = lua_tostring(L, -1);
-    lua_getfield(L, priv, "arch");
+    gl_rawgetfield(L, priv, "arch");
     rq.arch = lua_tostring(L, -1);
-    copy_array(L, (lua_getfield(L, priv, "options"), lua_gettop(L)));
+    copy_array(L, (gl_rawgetfield(L, priv, "options"), lua_gettop(L)));
     rq.options = lua_gettop(L);
     push_option(L, rq.options, option);
-    lua_getfield(L, priv, "names");
+    gl_rawgetfield(L, priv, "names");
     rq.names = lua_gettop(L);
-    lua_getfield(L, priv, "headers");
+    gl_rawgetfield(L, priv, "headers");
     rq.headers = lua_gettop(L);
     if (!rq.src || !rq.name || !rq.arch || !lua_istable(L, rq.names) || !lua_istable(L, rq.headers))
         luaL_error(L, "%s: this program's inputs are incomplete", fn);
@@ -1140,9 +1140,9 @@ static int count_entries(const char *ptx, size_t len) {
 }
 
 static int l_program_tostring(lua_State *L) {
-    lua_getfield(L, 1, "name");
-    lua_getfield(L, 1, "arch");
-    lua_getfield(L, 1, "ptx");
+    gl_rawgetfield(L, 1, "name");
+    gl_rawgetfield(L, 1, "arch");
+    gl_rawgetfield(L, 1, "ptx");
     size_t len = 0;
     const char *ptx = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : "";
     int n = count_entries(ptx, len);

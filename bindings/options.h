@@ -5,6 +5,10 @@
  * errors.h's format, e.g.
  *     bad argument #1 to 'cuda.stream' (field 'priority': integer expected, got string)
  * A missing or nil field gives the default.
+ *
+ * Every field is read raw, as the launch configuration is: a script's __index on an options table
+ * runs no code inside a binding, where it could free an object the binding holds (part:stream with
+ * an __index that called part:free() crashed the process before).
  */
 #ifndef GPULAB_OPTIONS_H
 #define GPULAB_OPTIONS_H
@@ -13,6 +17,8 @@
 
 #include <lua.h>
 
+/* Pushes t[name], read raw, and returns its type; nil when t is no table. */
+int gl_rawgetfield(lua_State *L, int t, const char *name);
 /* Optional field readers. A value of another type raises "field 'name': integer expected, got
  * string" (number, boolean, string likewise); a number that is no integer "field 'name': integer
  * expected, got 1.5"; NaN "field 'name': number expected, got NaN". Ranges are the caller's. */

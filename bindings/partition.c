@@ -123,7 +123,7 @@ static void split_rules(const CUdevSmResource *sm, int cc_major, int *minimum, i
 }
 
 static lua_Integer sms_field(lua_State *L, const char *fn) {
-    int type = lua_getfield(L, 1, "sms");
+    int type = gl_rawgetfield(L, 1, "sms");
     lua_pop(L, 1);
     if (type == LUA_TNIL) gl_fielderror(L, 1, fn, "sms", "required: the number of SMs, e.g. {sms=16}");
     if (type != LUA_TNUMBER) /* no string coercion */
@@ -169,8 +169,9 @@ static int l_partition(lua_State *L) {
     gl_require_gpu(L, fn);
     require_entry_points(L, fn);
     const gl_device_limits *lim = gl_device_limits_current(L, fn);
+    const int ordinal = gl_current_device();
     CUdevice dev;
-    GL_CHECK(L, gl_cu.cuDeviceGet(&dev, gl_current_device()), fn, "cuDeviceGet");
+    GL_CHECK(L, gl_cu.cuDeviceGet(&dev, ordinal), fn, "cuDeviceGet");
     CUdevResource all;
     memset(&all, 0, sizeof all);
     GL_CHECK(L, gl_cu.cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM), fn,
@@ -204,7 +205,7 @@ static int l_partition(lua_State *L) {
     p->rounded = p->sm_count != p->requested;
     p->minimum = minimum;
     p->granularity = granularity;
-    p->device = gl_current_device();
+    p->device = ordinal; /* dev's, whatever a finalizer run by the allocation made current */
     gl_live.partitions++;
     return 1;
 }
@@ -220,7 +221,7 @@ static int l_partition_stream(lua_State *L) {
         if (lua_type(L, 2) != LUA_TTABLE)
             gl_argerror(L, 2, fn, "options table {priority=} expected, got %s", gl_typename(L, 2));
         gl_check_known_fields(L, 2, known, fn);
-        int type = lua_getfield(L, 2, "priority");
+        int type = gl_rawgetfield(L, 2, "priority");
         lua_pop(L, 1);
         have_priority = type != LUA_TNIL;
         if (have_priority && type != LUA_TNUMBER)
@@ -236,6 +237,9 @@ static int l_partition_stream(lua_State *L) {
         gl_fielderror(L, 2, fn, "priority", "%lld is out of this device's range %d..%d (%d is the highest "
                       "priority, %d the default)", (long long)priority, greatest, least, greatest, least);
     gl_stream *s = gl_push_stream_shell(L, 1);
+    /* the allocation may have run a finalizer that freed the partition or changed the device */
+    if (p->g == NULL) luaL_error(L, "%s: the cuda.partition was freed during the call", fn);
+    if (p->device != gl_current_device()) gl_refuse_other_device(L, fn, 1, PARTITION_T, p->device);
     CUstream h = NULL;
     GL_CHECK(L, gl_cu.cuGreenCtxStreamCreate(&h, p->g->handle, CU_STREAM_NON_BLOCKING, (int)priority), fn,
              "cuGreenCtxStreamCreate");

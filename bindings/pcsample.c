@@ -233,7 +233,7 @@ static bool is_program(lua_State *L, int idx) {
 static void read_programs(lua_State *L, pcs_opts *o) {
     lua_createtable(L, 4, 0);
     int out = lua_gettop(L);
-    int t = lua_getfield(L, 2, "programs");
+    int t = gl_rawgetfield(L, 2, "programs");
     if (t == LUA_TNIL) {
         lua_pop(L, 1);
     } else if (is_program(L, -1)) {
@@ -257,7 +257,7 @@ static void read_programs(lua_State *L, pcs_opts *o) {
 /* opts.kernels: a list of kernel names or cuda.kernel objects; pushes the set of names. */
 static void read_kernels(lua_State *L, pcs_opts *o) {
     o->kernels = 0;
-    int t = lua_getfield(L, 2, "kernels");
+    int t = gl_rawgetfield(L, 2, "kernels");
     if (t == LUA_TNIL) {
         lua_pop(L, 1);
         return;
@@ -453,7 +453,7 @@ static void absorb(lua_State *L, session *s, const pcs_buffer *b, int raw, int r
         }
         t->records++;
         const char *fname = p->functionName ? p->functionName : "?";
-        if (lua_getfield(L, raw, fname) != LUA_TTABLE) {
+        if (gl_rawgetfield(L, raw, fname) != LUA_TTABLE) {
             lua_pop(L, 1);
             lua_createtable(L, 0, 3);
             lua_pushinteger(L, (lua_Integer)p->cubinCrc);
@@ -465,7 +465,7 @@ static void absorb(lua_State *L, session *s, const pcs_buffer *b, int raw, int r
             lua_pushvalue(L, -1);
             lua_setfield(L, raw, fname);
         }
-        lua_getfield(L, -1, "pcs");
+        gl_rawgetfield(L, -1, "pcs");
         if (lua_rawgeti(L, -1, (lua_Integer)p->pcOffset) != LUA_TTABLE) {
             lua_pop(L, 1);
             lua_newtable(L);
@@ -523,7 +523,7 @@ static double now_s(void) {
  * The result: one row per sampled kernel
  * ------------------------------------------------------------------------------------------ */
 static void add_count(lua_State *L, int t, const char *key, lua_Integer n) {
-    lua_Integer have = lua_getfield(L, t, key) == LUA_TNUMBER ? lua_tointeger(L, -1) : 0;
+    lua_Integer have = gl_rawgetfield(L, t, key) == LUA_TNUMBER ? lua_tointeger(L, -1) : 0;
     lua_pop(L, 1);
     lua_pushinteger(L, have + n);
     lua_setfield(L, t, key);
@@ -565,7 +565,7 @@ static void push_program_of(lua_State *L, int prog_list, const char *name) {
         int prog = lua_gettop(L);
         size_t len = 0;
         const char *cubin = NULL;
-        if (gl_program_private(L, prog) == LUA_TTABLE && lua_getfield(L, -1, "cubin") == LUA_TSTRING)
+        if (gl_program_private(L, prog) == LUA_TTABLE && gl_rawgetfield(L, -1, "cubin") == LUA_TSTRING)
             cubin = lua_tolstring(L, -1, &len);
         gl_cubin_kernel info;
         char err[256];
@@ -579,7 +579,7 @@ static void push_program_of(lua_State *L, int prog_list, const char *name) {
 
 /* prog:sass(name) as {[offset] = entry}, pushed; or nil and the reason, pushed. */
 static void push_sass_map(lua_State *L, int prog, const char *name) {
-    lua_getfield(L, prog, "sass");
+    lua_pushcfunction(L, gl_program_sass);
     lua_pushvalue(L, prog);
     lua_pushstring(L, name);
     if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
@@ -592,7 +592,7 @@ static void push_sass_map(lua_State *L, int prog, const char *name) {
     int map = lua_gettop(L);
     lua_Integer n = (lua_Integer)lua_rawlen(L, list);
     for (lua_Integer i = 1; i <= n; i++) {
-        if (lua_rawgeti(L, list, i) == LUA_TTABLE && lua_getfield(L, -1, "offset") == LUA_TNUMBER) {
+        if (lua_rawgeti(L, list, i) == LUA_TTABLE && gl_rawgetfield(L, -1, "offset") == LUA_TNUMBER) {
             lua_Integer off = lua_tointeger(L, -1);
             lua_pop(L, 1);
             lua_rawseti(L, map, off);
@@ -603,35 +603,69 @@ static void push_sass_map(lua_State *L, int prog, const char *name) {
     lua_pushnil(L);
 }
 
-/* Sorting a list at index t by `field` (descending samples, or ascending offset). */
-static int cmp_samples_desc(lua_State *L) {
-    lua_getfield(L, 1, "samples");
-    lua_getfield(L, 2, "samples");
-    lua_Integer a = lua_tointeger(L, -2), b = lua_tointeger(L, -1);
-    if (a != b) {
-        lua_pushboolean(L, a > b);
-        return 1;
+/* Sorting the report's lists in C: the global table.sort is the script's to replace, and a
+ * binding runs none of a script's code while it builds a result. */
+typedef enum { BY_OFFSET, BY_SAMPLES_DESC, BY_NAME } sort_order;
+typedef struct {
+    lua_Integer first, second; /* BY_OFFSET: offset; BY_SAMPLES_DESC: samples, then line */
+    const char *name;          /* BY_NAME: the string, anchored in the list's copy */
+    size_t len;
+    lua_Integer at;            /* the entry's place before sorting: ties keep their order */
+} sort_key;
+
+static int compare_keys(const sort_key *a, const sort_key *b, sort_order order) {
+    int c = 0;
+    if (order == BY_NAME) {
+        size_t n = a->len < b->len ? a->len : b->len;
+        c = memcmp(a->name, b->name, n);
+        if (c == 0) c = (a->len > b->len) - (a->len < b->len);
+    } else if (order == BY_SAMPLES_DESC) {
+        c = (a->first < b->first) - (a->first > b->first);
+        if (c == 0) c = (a->second > b->second) - (a->second < b->second);
+    } else {
+        c = (a->first > b->first) - (a->first < b->first);
     }
-    lua_getfield(L, 1, "line");
-    lua_getfield(L, 2, "line");
-    lua_pushboolean(L, lua_tointeger(L, -2) < lua_tointeger(L, -1));
-    return 1;
+    return c != 0 ? c : (a->at > b->at) - (a->at < b->at);
 }
-static int cmp_offset(lua_State *L) {
-    lua_getfield(L, 1, "offset");
-    lua_getfield(L, 2, "offset");
-    lua_pushboolean(L, lua_tointeger(L, -2) < lua_tointeger(L, -1));
-    return 1;
+static int by_offset(const void *a, const void *b) { return compare_keys(a, b, BY_OFFSET); }
+static int by_samples_desc(const void *a, const void *b) { return compare_keys(a, b, BY_SAMPLES_DESC); }
+static int by_name(const void *a, const void *b) { return compare_keys(a, b, BY_NAME); }
+
+static lua_Integer int_field(lua_State *L, int row, const char *name) {
+    lua_Integer v = gl_rawgetfield(L, row, name) == LUA_TNUMBER ? lua_tointeger(L, -1) : 0;
+    lua_pop(L, 1);
+    return v;
 }
-static void sort_list(lua_State *L, int t, lua_CFunction cmp) {
-    int top = lua_gettop(L);
-    /* the standard library's sort; without it (a script removed it) the lists stay unsorted */
-    if (lua_getglobal(L, "table") == LUA_TTABLE && lua_getfield(L, -1, "sort") == LUA_TFUNCTION) {
-        lua_pushvalue(L, t);
-        if (cmp) lua_pushcfunction(L, cmp);
-        lua_call(L, cmp ? 2 : 1, 0);
+
+/* Sorts the list at index t (entries 1..n, made by this file) in place. */
+static void sort_list(lua_State *L, int t, sort_order order) {
+    t = lua_absindex(L, t);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, t);
+    if (n < 2) return;
+    sort_key *keys = gl_newuserdatauv(L, (size_t)n * sizeof *keys, 0);
+    lua_createtable(L, (int)n, 0);
+    int copy = lua_gettop(L);
+    for (lua_Integer i = 1; i <= n; i++) {
+        sort_key *k = &keys[i - 1];
+        memset(k, 0, sizeof *k);
+        k->at = i;
+        int type = lua_rawgeti(L, t, i);
+        if (order == BY_NAME && type == LUA_TSTRING) k->name = lua_tolstring(L, -1, &k->len);
+        else if (order == BY_NAME) k->name = "";
+        else if (type == LUA_TTABLE) {
+            int row = lua_gettop(L);
+            k->first = int_field(L, row, order == BY_OFFSET ? "offset" : "samples");
+            if (order == BY_SAMPLES_DESC) k->second = int_field(L, row, "line");
+        }
+        lua_rawseti(L, copy, i); /* anchors the entry (and a name's string) */
     }
-    lua_settop(L, top);
+    qsort(keys, (size_t)n, sizeof *keys,
+          order == BY_OFFSET ? by_offset : order == BY_SAMPLES_DESC ? by_samples_desc : by_name);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, copy, keys[i - 1].at);
+        lua_rawseti(L, t, i);
+    }
+    lua_pop(L, 2);
 }
 
 /* pcs and lines of one kernel from its raw {[offset]={[reason]=n}}, at index pcs_raw; the row
@@ -665,10 +699,10 @@ static void fill_pcs_and_lines(lua_State *L, int row, int pcs_raw, int map) {
             int ins = lua_gettop(L);
             static const char *const keep[] = {"text", "opcode", "file", "line", NULL};
             for (int k = 0; keep[k]; k++) {
-                lua_getfield(L, ins, keep[k]);
+                gl_rawgetfield(L, ins, keep[k]);
                 lua_setfield(L, e, keep[k]);
             }
-            if (lua_getfield(L, ins, "file") == LUA_TSTRING && lua_getfield(L, ins, "line") == LUA_TNUMBER) {
+            if (gl_rawgetfield(L, ins, "file") == LUA_TSTRING && gl_rawgetfield(L, ins, "line") == LUA_TNUMBER) {
                 lua_pushfstring(L, "%s:%I", lua_tostring(L, -2), lua_tointeger(L, -1));
                 if (lua_rawget(L, by_line) != LUA_TTABLE) {
                     lua_pop(L, 1);
@@ -687,7 +721,7 @@ static void fill_pcs_and_lines(lua_State *L, int row, int pcs_raw, int map) {
                 }
                 int le = lua_gettop(L);
                 add_count(L, le, "samples", n);
-                lua_getfield(L, le, "stalls");
+                gl_rawgetfield(L, le, "stalls");
                 merge_stalls(L, lua_gettop(L), st);
             }
         }
@@ -695,8 +729,8 @@ static void fill_pcs_and_lines(lua_State *L, int row, int pcs_raw, int map) {
         lua_rawseti(L, pcs, ++npcs);
         lua_settop(L, st - 1);
     }
-    sort_list(L, pcs, cmp_offset);
-    sort_list(L, lines, cmp_samples_desc);
+    sort_list(L, pcs, BY_OFFSET);
+    sort_list(L, lines, BY_SAMPLES_DESC);
     lua_pushinteger(L, total);
     lua_setfield(L, row, "samples");
     lua_pushvalue(L, stalls);
@@ -720,9 +754,9 @@ static void push_row(lua_State *L, const char *name, const char *as_asked, int f
     lua_setfield(L, row, "entry");
     lua_pushinteger(L, launches);
     lua_setfield(L, row, "launches");
-    lua_getfield(L, fr, "crc");
+    gl_rawgetfield(L, fr, "crc");
     lua_setfield(L, row, "cubin_crc");
-    lua_getfield(L, fr, "index");
+    gl_rawgetfield(L, fr, "index");
     lua_setfield(L, row, "function_index");
     push_program_of(L, o->programs, name);
     int prog = lua_gettop(L);
@@ -742,7 +776,7 @@ static void push_row(lua_State *L, const char *name, const char *as_asked, int f
     }
     lua_pop(L, 1);
     int map = lua_gettop(L);
-    lua_getfield(L, fr, "pcs");
+    gl_rawgetfield(L, fr, "pcs");
     fill_pcs_and_lines(L, row, lua_gettop(L), map);
     lua_settop(L, row);
 }
@@ -756,7 +790,7 @@ static void push_launches(lua_State *L, const session *s) {
     lua_Integer order = 0;
     for (size_t i = 0; i < s->nlaunches; i++) {
         const char *entry = s->launches[i].entry;
-        if (lua_getfield(L, -2, entry) == LUA_TNIL) {
+        if (gl_rawgetfield(L, -2, entry) == LUA_TNIL) {
             lua_pushstring(L, entry);
             lua_rawseti(L, -5, ++order);
             lua_pushstring(L, s->launches[i].shown);
@@ -772,10 +806,10 @@ static void push_launches(lua_State *L, const session *s) {
 /* opts.kernels names a kernel by its symbol or by the name the script asked for (shown). */
 static bool wanted(lua_State *L, const pcs_opts *o, const char *entry, const char *shown) {
     if (o->kernels == 0) return true;
-    bool yes = lua_getfield(L, o->kernels, entry) != LUA_TNIL;
+    bool yes = gl_rawgetfield(L, o->kernels, entry) != LUA_TNIL;
     lua_pop(L, 1);
     if (!yes && shown) {
-        yes = lua_getfield(L, o->kernels, shown) != LUA_TNIL;
+        yes = gl_rawgetfield(L, o->kernels, shown) != LUA_TNIL;
         lua_pop(L, 1);
     }
     return yes;
@@ -788,17 +822,17 @@ static void push_rows(lua_State *L, int raw, int order, int counts, int shown, c
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, order, i);
         const char *name = lua_tostring(L, -1);
-        lua_getfield(L, shown, name); /* anchored in `shown` */
+        gl_rawgetfield(L, shown, name); /* anchored in `shown` */
         const char *as_asked = lua_tostring(L, -1);
         lua_pop(L, 1);
-        if (lua_getfield(L, raw, name) == LUA_TTABLE && wanted(L, o, name, as_asked)) {
-            lua_getfield(L, counts, name);
+        if (gl_rawgetfield(L, raw, name) == LUA_TTABLE && wanted(L, o, name, as_asked)) {
+            gl_rawgetfield(L, counts, name);
             lua_Integer launches = lua_tointeger(L, -1);
             lua_pop(L, 1);
             push_row(L, name, as_asked, lua_gettop(L), launches, o);
             lua_rawseti(L, out, ++nrow);
         } else if (lua_istable(L, -1)) {
-            lua_getfield(L, -1, "pcs");
+            gl_rawgetfield(L, -1, "pcs");
             other += sum_all(L, lua_gettop(L));
             lua_pop(L, 1);
         }
@@ -817,16 +851,16 @@ static void push_rows(lua_State *L, int raw, int order, int counts, int shown, c
         lua_pushvalue(L, -1);
         lua_rawseti(L, names, ++nn);
     }
-    sort_list(L, names, NULL);
+    sort_list(L, names, BY_NAME);
     for (lua_Integer i = 1; i <= nn; i++) {
         lua_rawgeti(L, names, i);
         const char *name = lua_tostring(L, -1);
-        lua_getfield(L, raw, name);
+        gl_rawgetfield(L, raw, name);
         if (wanted(L, o, name, NULL)) {
             push_row(L, name, NULL, lua_gettop(L), 0, o);
             lua_rawseti(L, out, ++nrow);
         } else {
-            lua_getfield(L, -1, "pcs");
+            gl_rawgetfield(L, -1, "pcs");
             other += sum_all(L, lua_gettop(L));
             lua_pop(L, 1);
         }
@@ -1050,9 +1084,9 @@ static int find_row(lua_State *L, int which) {
             continue;
         }
         int row = lua_gettop(L);
-        bool same = lua_getfield(L, row, "entry") == LUA_TSTRING && strcmp(lua_tostring(L, -1), want) == 0;
+        bool same = gl_rawgetfield(L, row, "entry") == LUA_TSTRING && strcmp(lua_tostring(L, -1), want) == 0;
         if (!same && k == NULL)
-            same = lua_getfield(L, row, "kernel") == LUA_TSTRING && strcmp(lua_tostring(L, -1), want) == 0;
+            same = gl_rawgetfield(L, row, "kernel") == LUA_TSTRING && strcmp(lua_tostring(L, -1), want) == 0;
         if (same) {
             lua_settop(L, row);
             return row;
@@ -1064,7 +1098,7 @@ static int find_row(lua_State *L, int which) {
     for (lua_Integer i = 1; i <= n; i++) {
         if (i > 1) luaL_addstring(&b, ", ");
         lua_rawgeti(L, 1, i);
-        lua_getfield(L, -1, "kernel");
+        gl_rawgetfield(L, -1, "kernel");
         lua_remove(L, -2);
         if (lua_isstring(L, -1)) luaL_addvalue(&b);
         else lua_pop(L, 1);
@@ -1084,7 +1118,7 @@ static void push_main_file(lua_State *L, int lines, const char *prog_name) {
     lua_Integer n = (lua_Integer)lua_rawlen(L, lines);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, lines, i);
-        lua_getfield(L, -1, "file");
+        gl_rawgetfield(L, -1, "file");
         const char *f = lua_tostring(L, -1);
         const char *fb = f ? strrchr(f, '/') : NULL;
         fb = fb ? fb + 1 : f;
@@ -1114,16 +1148,16 @@ static void push_joined(lua_State *L, int parts) {
 }
 
 static void add_pcs_listing(lua_State *L, int parts, int row, lua_Integer total) {
-    lua_getfield(L, row, "pcs");
+    gl_rawgetfield(L, row, "pcs");
     int pcs = lua_gettop(L);
     lua_Integer n = (lua_Integer)lua_rawlen(L, pcs);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, pcs, i);
         int e = lua_gettop(L);
-        lua_getfield(L, e, "offset");
-        lua_getfield(L, e, "samples");
-        lua_getfield(L, e, "text");
-        lua_getfield(L, e, "stalls");
+        gl_rawgetfield(L, e, "offset");
+        gl_rawgetfield(L, e, "samples");
+        gl_rawgetfield(L, e, "text");
+        gl_rawgetfield(L, e, "stalls");
         push_top_stalls(L, lua_gettop(L), lua_tointeger(L, e + 2));
         char head[200];
         lua_Integer s = lua_tointeger(L, e + 2);
@@ -1147,9 +1181,9 @@ static void add_source_line(lua_State *L, int parts, int by_line, lua_Integer li
     char head[160];
     if (lua_rawgeti(L, by_line, lineno) == LUA_TTABLE) {
         int e = lua_gettop(L);
-        lua_getfield(L, e, "samples");
+        gl_rawgetfield(L, e, "samples");
         lua_Integer s = lua_tointeger(L, -1);
-        lua_getfield(L, e, "stalls");
+        gl_rawgetfield(L, e, "stalls");
         push_top_stalls(L, lua_gettop(L), s);
         snprintf(head, sizeof head, "%5.1f%%  %-46.100s | %4lld  ",
                  total > 0 ? 100.0 * (double)s / (double)total : 0.0, lua_tostring(L, -1), (long long)lineno);
@@ -1170,10 +1204,10 @@ static int l_annotate(lua_State *L) {
     if (lua_isnoneornil(L, 2) && lua_rawlen(L, 1) == 1) lua_pushinteger(L, 1); /* the only kernel */
     lua_settop(L, 2);
     int row = find_row(L, 2);
-    lua_getfield(L, row, "samples");
+    gl_rawgetfield(L, row, "samples");
     lua_Integer total = lua_tointeger(L, -1);
-    lua_getfield(L, row, "kernel");
-    lua_getfield(L, row, "launches");
+    gl_rawgetfield(L, row, "kernel");
+    gl_rawgetfield(L, row, "launches");
     lua_newtable(L);
     int parts = lua_gettop(L);
     lua_pushfstring(L, "%s: %I samples, %I launches\n", lua_tostring(L, parts - 2), total,
@@ -1181,15 +1215,15 @@ static int l_annotate(lua_State *L) {
     emit(L, parts);
     const char *source = NULL, *prog_name = NULL;
     size_t srclen = 0;
-    if (lua_getfield(L, row, "program") == LUA_TTABLE && gl_program_private(L, -1) == LUA_TTABLE) {
-        if (lua_getfield(L, -1, "source") == LUA_TSTRING) source = lua_tolstring(L, -1, &srclen);
-        if (lua_getfield(L, -2, "name") == LUA_TSTRING) prog_name = lua_tostring(L, -1);
+    if (gl_rawgetfield(L, row, "program") == LUA_TTABLE && gl_program_private(L, -1) == LUA_TTABLE) {
+        if (gl_rawgetfield(L, -1, "source") == LUA_TSTRING) source = lua_tolstring(L, -1, &srclen);
+        if (gl_rawgetfield(L, -2, "name") == LUA_TSTRING) prog_name = lua_tostring(L, -1);
     }
-    lua_getfield(L, row, "lines");
+    gl_rawgetfield(L, row, "lines");
     int lines = lua_gettop(L);
     bool have_lines = lua_rawlen(L, lines) > 0;
     if (!have_lines || source == NULL) {
-        if (lua_getfield(L, row, "lines_missing") == LUA_TSTRING)
+        if (gl_rawgetfield(L, row, "lines_missing") == LUA_TSTRING)
             lua_pushfstring(L, "(no source lines: %s)\n", lua_tostring(L, -1));
         else
             lua_pushstring(L, have_lines ? "(the program's source text is gone; lines by number below)\n"
@@ -1207,8 +1241,8 @@ static int l_annotate(lua_State *L) {
     lua_Integer elsewhere = 0, nl = (lua_Integer)lua_rawlen(L, lines);
     for (lua_Integer i = 1; i <= nl; i++) {
         lua_rawgeti(L, lines, i);
-        lua_getfield(L, -1, "file");
-        lua_getfield(L, -2, "line");
+        gl_rawgetfield(L, -1, "file");
+        gl_rawgetfield(L, -2, "line");
         if (file && lua_isstring(L, -2) && strcmp(lua_tostring(L, -2), file) == 0) {
             lua_pushvalue(L, -3);
             lua_rawseti(L, by_line, lua_tointeger(L, -2));
@@ -1239,13 +1273,13 @@ static int l_annotate(lua_State *L) {
 static int l_result_tostring(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
-    lua_getfield(L, 1, "elapsed");
+    gl_rawgetfield(L, 1, "elapsed");
     lua_pushfstring(L, "cuda.pcsample: %I kernel(s), %f s", n, lua_tonumber(L, -1));
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, 1, i);
-        lua_getfield(L, -1, "kernel");
-        lua_getfield(L, -2, "samples");
-        lua_getfield(L, -3, "stalls");
+        gl_rawgetfield(L, -1, "kernel");
+        gl_rawgetfield(L, -2, "samples");
+        gl_rawgetfield(L, -3, "stalls");
         push_top_stalls(L, lua_gettop(L), lua_tointeger(L, -2));
         lua_pushfstring(L, "\n  %s: %I samples, %s", lua_tostring(L, -4), lua_tointeger(L, -3), lua_tostring(L, -1));
         lua_replace(L, -6);

@@ -414,7 +414,7 @@ static void read_opts(lua_State *L, profile_opts *o) {
     o->timeout = gl_opt_num_field(L, 2, "timeout", 60, FN);
     if (!(o->timeout > 0) || o->timeout > 1e6)
         gl_fielderror(L, 2, FN, "timeout", "must be 0..1e6 seconds, got %.14g", o->timeout);
-    if (lua_getfield(L, 2, "metrics") != LUA_TTABLE)
+    if (gl_rawgetfield(L, 2, "metrics") != LUA_TTABLE)
         gl_fieldtypeerror(L, 2, FN, "metrics", -1, "list of metric names");
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     if (n < 1) gl_fielderror(L, 2, FN, "metrics", "the list is empty");

@@ -16,5 +16,8 @@ int gl_program_private(lua_State *L, int prog);
 /* Compiles the program's inputs again with one more NVRTC option (not through the cache) and
  * pushes the new program; raises like cuda.compile, naming fn. */
 void gl_program_recompile(lua_State *L, int prog, const char *option, const char *fn);
+/* prog:sass (sass.c), for a binding to call directly: a script can set its own `sass` key on a
+ * program table, so the method is never looked up there. */
+int gl_program_sass(lua_State *L);
 
 #endif

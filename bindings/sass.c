@@ -58,7 +58,7 @@ static const char *kernel_entry(lua_State *L, int prog, int arg, const char *fn)
 /* Pushes the program's cubin (the one compiled, from the private record; else prog.cubin). */
 static const char *program_cubin(lua_State *L, int prog, size_t *len, const char *fn) {
     *len = 0;
-    if (gl_program_private(L, prog) == LUA_TTABLE && lua_getfield(L, -1, "cubin") == LUA_TSTRING) {
+    if (gl_program_private(L, prog) == LUA_TTABLE && gl_rawgetfield(L, -1, "cubin") == LUA_TSTRING) {
         lua_remove(L, -2);
         return lua_tolstring(L, -1, len);
     }
@@ -115,7 +115,7 @@ static int l_resources(lua_State *L) {
     if (!gl_cubin_kernel_info(cubin, len, entry, &k, err, sizeof err))
         luaL_error(L, "%s: kernel '%s': %s", fn, lua_tostring(L, 2), err);
     gl_ptxas_info r;
-    const char *report = gl_program_private(L, 1) == LUA_TTABLE && lua_getfield(L, -1, "report") == LUA_TSTRING
+    const char *report = gl_program_private(L, 1) == LUA_TTABLE && gl_rawgetfield(L, -1, "report") == LUA_TSTRING
                              ? lua_tostring(L, -1) : "";
     bool have_report = gl_ptxas_info_parse(report, entry, &r);
     lua_createtable(L, 0, 20);
@@ -507,10 +507,10 @@ static sass_opts read_sass_opts(lua_State *L, int idx, const char *fn) {
     if (!lua_istable(L, idx)) gl_typeerror(L, idx, fn, "table");
     static const char *const known[] = {"lineinfo", "timeout", NULL};
     gl_check_known_fields(L, idx, known, fn);
-    int t = lua_getfield(L, idx, "lineinfo");
+    int t = gl_rawgetfield(L, idx, "lineinfo");
     if (t != LUA_TNIL && t != LUA_TBOOLEAN) gl_fielderror(L, idx, fn, "lineinfo", "must be a boolean");
     if (t == LUA_TBOOLEAN) o.lineinfo = lua_toboolean(L, -1);
-    t = lua_getfield(L, idx, "timeout");
+    t = gl_rawgetfield(L, idx, "timeout");
     if (t != LUA_TNIL) {
         int isnum = 0;
         o.timeout = lua_tonumberx(L, -1, &isnum);
@@ -531,10 +531,10 @@ static const char *cubin_with_lines(lua_State *L, int prog, bool lineinfo, size_
         return cubin; /* the inputs are gone: the SASS without lines */
     }
     int priv = lua_gettop(L);
-    if (lua_getfield(L, priv, "lineinfo_cubin") == LUA_TSTRING) return lua_tolstring(L, -1, len);
+    if (gl_rawgetfield(L, priv, "lineinfo_cubin") == LUA_TSTRING) return lua_tolstring(L, -1, len);
     lua_pop(L, 1);
     gl_program_recompile(L, prog, "-lineinfo", fn);
-    lua_getfield(L, -1, "cubin");
+    gl_rawgetfield(L, -1, "cubin");
     if (!lua_isstring(L, -1)) return cubin;
     lua_pushvalue(L, -1);
     lua_setfield(L, priv, "lineinfo_cubin");
@@ -577,7 +577,7 @@ static void disassemble(lua_State *L, const char *cubin, size_t len, double time
 }
 
 /* prog:sass(name [, {lineinfo=true, timeout=60}]) --> list of {offset=, text=, opcode=, file=, line=} */
-static int l_sass(lua_State *L) {
+int gl_program_sass(lua_State *L) {
     const char *fn = "prog:sass";
     gl_check_program(L, 1, fn);
     sass_opts opts = read_sass_opts(L, 3, fn);
@@ -634,7 +634,7 @@ static int l_sass_count(lua_State *L) {
         const char *cls = lua_tolstring(L, -1, &clen);
         lua_Integer n = 0;
         for (lua_Integer i = 1; i <= (lua_Integer)lua_rawlen(L, 1); i++) {
-            if (lua_rawgeti(L, 1, i) == LUA_TTABLE && lua_getfield(L, -1, "opcode") == LUA_TSTRING) {
+            if (lua_rawgeti(L, 1, i) == LUA_TTABLE && gl_rawgetfield(L, -1, "opcode") == LUA_TSTRING) {
                 size_t oplen;
                 const char *op = lua_tolstring(L, -1, &oplen);
                 n += in_class(op, oplen, cls, clen);
@@ -661,10 +661,10 @@ static int l_sass_tostring(lua_State *L) {
             lua_pop(L, 1);
             continue;
         }
-        lua_getfield(L, -1, "offset");
-        lua_getfield(L, -2, "text");
-        lua_getfield(L, -3, "file");
-        lua_getfield(L, -4, "line");
+        gl_rawgetfield(L, -1, "offset");
+        gl_rawgetfield(L, -2, "text");
+        gl_rawgetfield(L, -3, "file");
+        gl_rawgetfield(L, -4, "line");
         char head[512]; /* instruction texts are far shorter; a longer one is cut */
         snprintf(head, sizeof head, "  /*%04llx*/  %-56.400s", (unsigned long long)lua_tointeger(L, -4),
                  luaL_optstring(L, -3, "?"));
@@ -688,7 +688,7 @@ void gl_open_sass(lua_State *L) {
     static const luaL_Reg meta[] = {{"__tostring", l_sass_tostring}, {NULL, NULL}};
     static const luaL_Reg methods[] = {{"count", l_sass_count}, {NULL, NULL}};
     gl_new_class(L, SASS_T, meta, methods, NULL);
-    static const luaL_Reg program_methods[] = {{"resources", l_resources}, {"sass", l_sass}, {NULL, NULL}};
+    static const luaL_Reg program_methods[] = {{"resources", l_resources}, {"sass", gl_program_sass}, {NULL, NULL}};
     gl_class_add_methods(L, "cuda.program", program_methods);
     lua_pushcfunction(L, l_sass_parse);
     lua_setfield(L, -2, "sass_parse");

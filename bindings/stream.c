@@ -89,7 +89,7 @@ static bool opt_table(lua_State *L, int idx, const char *const known[], const ch
 
 /* The 'timeout' field of table t in seconds; -1 when absent or infinite (wait for ever). */
 static double timeout_field(lua_State *L, int t, const char *fn) {
-    lua_getfield(L, t, "timeout");
+    gl_rawgetfield(L, t, "timeout");
     bool present = !lua_isnil(L, -1);
     lua_pop(L, 1);
     if (!present) return -1;
@@ -172,7 +172,7 @@ int gl_stream_new(lua_State *L) {
     lua_Integer priority = 0;
     if (opt_table(L, 1, known, fn, "{nonblocking=, priority=}")) {
         nonblocking = gl_opt_bool_field(L, 1, "nonblocking", false, fn);
-        int type = lua_getfield(L, 1, "priority");
+        int type = gl_rawgetfield(L, 1, "priority");
         lua_pop(L, 1);
         have_priority = type != LUA_TNIL;
         if (have_priority && type != LUA_TNUMBER) /* no string coercion */
@@ -679,7 +679,7 @@ int gl_graph_launch(lua_State *L) {
 }
 
 /* The fields (the class's __fields, read through gl_class_index). */
-static int f_graph_nodes(lua_State *L) {
+int gl_graph_nodes(lua_State *L) {
     const gl_graph *g = gl_checkudata(L, 1, GRAPH_T);
     lua_pushinteger(L, (lua_Integer)g->nodes);
     return 1;
@@ -730,7 +730,7 @@ static int l_bench(lua_State *L) {
         o.warmup = count_field(L, 2, "warmup", 3, 0, fn);
         o.min_samples = count_field(L, 2, "reps", 20, 1, fn);
         o.timeout = timeout_field(L, 2, fn);
-        lua_getfield(L, 2, "stream"); /* 3: kept on the stack while fn runs */
+        gl_rawgetfield(L, 2, "stream"); /* 3: kept on the stack while fn runs */
         if (!lua_isnil(L, 3) && gl_test_stream(L, 3) == NULL)
             gl_fieldtypeerror(L, 2, fn, "stream", 3, "cuda.stream");
         gl_opt_stream_field(L, 2, 3, "stream", fn);
@@ -739,7 +739,7 @@ static int l_bench(lua_State *L) {
     o.max_samples = o.min_samples;
     gl_measure_run(L, 1, 3, &o);
     int result = lua_gettop(L);
-    lua_getfield(L, result, "times");
+    gl_rawgetfield(L, result, "times");
     lua_setfield(L, result, "samples");
     lua_pushinteger(L, o.min_samples);
     lua_setfield(L, result, "reps");
@@ -766,7 +766,7 @@ void gl_open_stream(lua_State *L) {
                                           {"__tostring", graph_tostring}, {NULL, NULL}};
     static const luaL_Reg graph_methods[] = {{"launch", gl_graph_launch}, {"free", gl_graph_free},
                                              {NULL, NULL}};
-    static const luaL_Reg graph_fields[] = {{"nodes", f_graph_nodes}, {"objects", f_graph_objects},
+    static const luaL_Reg graph_fields[] = {{"nodes", gl_graph_nodes}, {"objects", f_graph_objects},
                                             {NULL, NULL}};
     gl_new_class(L, GRAPH_T, graph_meta, graph_methods, graph_fields);
 

@@ -8,6 +8,9 @@
 --              the headers they include.
 --   identity   no file but identity.c calls Lua's own userdata calls (lua_newuserdatauv,
 --              luaL_checkudata, ...): bindings and host use identity.h's tag-checking gl_ ones.
+--   raw        no binding but identity.c reads a table through metamethods (lua_getfield,
+--              lua_gettable, lua_geti): options.h's gl_rawgetfield reads raw, so a script's
+--              __index never runs inside a binding that holds an object it could free.
 --   unused     every "quoted" include declares something the file uses.
 --   missing    every gpulab name a file uses is declared in the file or a header it includes
 --              directly (no file relies on what another header happens to include).
@@ -172,6 +175,7 @@ end
 -- identity, unused, missing ------------------------------------------------------------------
 local guarded = {"lua_newuserdatauv", "luaL_checkudata", "luaL_testudata", "luaL_setmetatable",
                  "lua_setmetatable", "luaL_getmetatable", "lua_newuserdata"}
+local metamethod_reads = {"lua_getfield", "lua_gettable", "lua_geti"}
 for _, f in ipairs(files) do
   local direct = {}
   for _, q in ipairs(f.quoted) do
@@ -182,6 +186,13 @@ for _, f in ipairs(files) do
     for _, call in ipairs(guarded) do
       if f.ids[call] then
         problem("identity: %s calls %s; use identity.h's tag-checking gl_ call instead", f.path, call)
+      end
+    end
+    if f.path:match("^bindings/") then
+      for _, call in ipairs(metamethod_reads) do
+        if f.ids[call] then
+          problem("raw: %s calls %s; read tables raw (options.h's gl_rawgetfield, lua_rawget)", f.path, call)
+        end
       end
     end
   end

@@ -232,6 +232,44 @@ T.test("free, __close and __gc: idempotent, never raising", function()
   T.eq(cuda.stats().streams, 0)
 end)
 
+T.test("part:stream while a finalizer or an option's __index frees the partition", function()
+  -- an options table's metamethods run no code inside the binding (read raw)
+  local p = cuda.partition{sms = 8}
+  local s = p:stream(setmetatable({}, { __index = function() p:free(); return 0 end }))
+  T.ok(tostring(s):find("non-blocking", 1, true), tostring(s))
+  s:free(); p:free()
+  -- a finalizer run by the stream's allocation frees the partition: "freed during the call", or
+  -- "was freed" when it ran before the call, never a crash
+  collectgarbage("generational", 1, 100)
+  local outcomes = { ok = 0, during = 0, before = 0 }
+  for _ = 1, 200 do
+    local q = cuda.partition{sms = 8}
+    local fired = false
+    setmetatable({}, { __gc = function() fired = true; q:free() end })
+    for _ = 1, 5000 do
+      local ok, err = pcall(q.stream, q)
+      if ok then
+        err:free()
+        cuda.sync() -- the green context lets a freed stream go once its work is done
+        if not fired then outcomes.ok = outcomes.ok + 1 end
+      elseif tostring(err):find("freed during the call", 1, true) then outcomes.during = outcomes.during + 1
+      else
+        T.ok(tostring(err):find("was freed", 1, true), tostring(err))
+        outcomes.before = outcomes.before + 1
+      end
+      if fired then break end
+      local _ = string.rep("x", 600) -- the collector's debt runs out within a few dozen streams
+    end
+    q:free()
+  end
+  collectgarbage("incremental")
+  settle()
+  T.ok(outcomes.during > 0, string.format("freed during the call %d times, before it %d", outcomes.during,
+    outcomes.before))
+  T.eq(cuda.stats().partitions, 0)
+  T.eq(cuda.stats().streams, 0)
+end)
+
 T.test("another device current: its partitions' streams are refused", function()
   if cuda.count() < 2 then return end
   cuda.device(0)

@@ -172,6 +172,26 @@ T.test("records are parsed per kernel, PC and reason, mapped to SASS and lines, 
   balanced("after a sample")
 end)
 
+T.test("the report runs none of a script's code: a replaced table.sort, a program's own sass key", function()
+  local sort, own = table.sort, rawget(prog, "sass")
+  local ran = {}
+  table.sort = function() ran.sort = true; error("table.sort was replaced") end -- luacheck: ignore 122
+  prog.sass = function() ran.sass = true; error("prog.sass is the script's") end
+  local ok, r = pcall(cuda.pcsample, function() run_chase(); run_fma(); run_chase() end, {programs = {prog}})
+  table.sort = sort -- luacheck: ignore 122
+  prog.sass = own
+  T.ok(ok, tostring(r))
+  T.eq(ran.sort, nil)
+  T.eq(ran.sass, nil)
+  local c = r[1]
+  T.eq(c.kernel, "chase")
+  T.eq(c.pcs[1].offset, 0x10); T.eq(c.pcs[2].offset, 0x20) -- by offset
+  T.eq(c.pcs[2].text, "LDG.E R4, desc[UR4][R2.64]") -- from prog:sass itself
+  T.eq(c.lines[1].line, 5); T.eq(c.lines[2].line, 6); T.eq(c.lines[3].line, 3) -- most samples first
+  T.eq(r[3].kernel, "lib_kernel") -- the unlaunched ones by name, after the launched
+  balanced("after a sample with table.sort replaced")
+end)
+
 T.test("r:annotate shows the kernel's source with each line's share and top stalls", function()
   local r = cuda.pcsample(run_chase, {programs = prog})
   local text = r:annotate("chase")

@@ -1,0 +1,211 @@
+-- test_reentrant_fake.lua — every method of every class and every cuda.* function, called while a
+-- script's code frees every gpulab object: (1) the arguments are tables whose metamethods free them
+-- all (__index, __len, __tostring, __call, __eq, __lt, __le, __concat), (2) a finalizer that frees
+-- them all runs from an allocation inside the call, (3) a callback argument frees them all. Each call
+-- must return or raise a message (a string or a cuda.error); none may crash, and the sanitizer build
+-- runs the same. Objects come from tests/lua/class_objects.lua, through the stand-ins
+-- (tests/classes.cmake's environment). Usage: gpulab test_reentrant_fake.lua [meta|finalizer|callback]
+local T = dofile("tests/lua/t.lua")
+local make_objects = dofile("tests/lua/class_objects.lua")
+local registry = debug.getregistry()
+local only = arg[1]
+
+-- Functions left out: cuda.run_isolated forks, cuda.trace writes the file it is given.
+local SKIP = { ["cuda.run_isolated"] = true, ["cuda.trace"] = true }
+
+-- One object of every class; those a trial may free are made again for each trial from the same
+-- program (making them all costs a disassembly and a PC sampling run).
+local shared = make_objects()
+local function fresh_objects()
+  local o = setmetatable({}, { __index = shared })
+  local mod = cuda.load(shared["cuda.program"].ptx)
+  local k = mod:kernel("fmachain")
+  local d = cuda.array("f32", 64)
+  local s = cuda.stream()
+  o["cuda.module"], o["cuda.kernel"], o.clustered = mod, k, mod:kernel("clustered")
+  o["cuda.array"], o["cuda.host"], o["cuda.stream"], o["cuda.event"] = d, cuda.host("f32", 16), s, cuda.event()
+  o["cuda.graph"] = s:capture(function(st) k:launch({ grid = 1, block = 32, stream = st }, d, 1) end)
+  o["cuda.prepared"] = k:prepare({ grid = 1, block = 32 }, d, 1)
+  o["cuda.tensormap"] = cuda.tensormap { array = d, dtype = "f32", dims = { 64 }, box = { 16 } }
+  o["cuda.partition"] = cuda.partition { sms = 16 }
+  o["cuda.nccl.comm"] = cuda.nccl.init { rank = 0, nranks = 1, device = 0, id = cuda.nccl.unique_id() }
+  return o
+end
+
+local objs -- the objects of the current trial
+
+local function free_all()
+  for _, o in pairs(objs) do -- the trial's own (pairs sees no __index)
+    if type(o) == "userdata" or type(o) == "table" then pcall(function() o:free() end) end
+  end
+end
+
+-- own keys: what the call reads (raw) besides; the metamethods answer everything else
+local function freeing_table(value, own)
+  local function free_then(v) return function() free_all(); return v end end
+  local t = {}
+  for k, v in pairs(own or {}) do t[k] = v end
+  return setmetatable(t, {
+    __index = function() free_all(); return value end,
+    __len = free_then(1), __tostring = free_then("t"), __call = free_then(nil), __eq = free_then(false),
+    __lt = free_then(false), __le = free_then(false), __concat = free_then("c"),
+  })
+end
+
+-- What precedes the hazardous argument: shapes most functions take, so that the call gets past its
+-- first checks. Built from the trial's own objects.
+local function leading_args()
+  local k, d, s = objs["cuda.kernel"], objs["cuda.array"], objs["cuda.stream"]
+  local function launch(st) k:launch({ grid = 1, block = 32, stream = st }, d, 1) end
+  return { {}, { launch }, { launch, s }, { "f32" }, { "f32", 16 }, { d }, { s }, { 16 }, { d, d },
+    { { grid = 1, block = 32 } }, { { grid = 1, block = 32 }, d }, { objs["cuda.host"] }, { objs["cuda.event"] },
+    { "fmachain" }, { "non_portable_cluster_size_allowed" } }
+end
+local N_LEADING = 15
+
+-- Every callable to probe: "class:method" for each class's __methods, "cuda.name" for each function
+-- of cuda and of its sub-tables (cuda.nccl, ...). Each entry: name, function, class (or nil).
+local function targets()
+  local list = {}
+  for name, mt in pairs(registry) do
+    if type(name) == "string" and name:match("^cuda%.") and type(mt) == "table" and rawget(mt, "__name") == name then
+      for m, fn in pairs(rawget(mt, "__methods") or {}) do
+        if m ~= "free" then list[#list + 1] = { name .. ":" .. m, fn, name } end
+      end
+    end
+  end
+  local function functions(prefix, t)
+    for name, v in pairs(t) do
+      if type(v) == "function" and not SKIP[prefix .. name] then list[#list + 1] = { prefix .. name, v } end
+    end
+  end
+  functions("cuda.", cuda)
+  for name, v in pairs(cuda) do
+    if type(v) == "table" and getmetatable(v) == nil then functions("cuda." .. name .. ".", v) end
+  end
+  table.sort(list, function(a, b) return a[1] < b[1] end)
+  return list
+end
+
+local calls, messages = 0, 0
+local NONE = {} -- trial's `last` when the call gets only the leading arguments
+local function call(name, fn, args)
+  calls = calls + 1
+  local ok, err = pcall(fn, table.unpack(args, 1, args.n))
+  if ok then return end
+  if cuda.is_error(err) then err = tostring(err) end
+  if type(err) ~= "string" or err == "" then error(name .. " raised a " .. type(err) .. " instead of a message", 0) end
+  messages = messages + 1
+end
+
+-- One trial: fresh objects, the arguments, the call, then everything released.
+local function trial(target, leading, last, run)
+  objs = fresh_objects()
+  local args = { n = 0 }
+  local function push(v) args.n = args.n + 1; args[args.n] = v end
+  if target[3] then push(objs[target[3]]) end
+  for _, v in ipairs(leading_args()[leading]) do push(v) end
+  if last ~= NONE then push(last) end
+  run(target, args)
+  free_all()
+  objs = {}
+  collectgarbage(); collectgarbage()
+end
+
+local VALUES = { false, 16, "x" }
+-- cuda.measure reads its options raw and would otherwise measure for its default half second
+local OWN = { ["cuda.measure"] = { min_samples = 2, max_samples = 2, min_time = 0, warmup = 0 } }
+
+local function each(fn)
+  local one = os.getenv("REENTRANT_TARGET") -- to run one target alone
+  for _, target in ipairs(targets()) do
+    if not one or target[1] == one then
+      for leading = 1, N_LEADING do fn(target, leading) end
+    end
+  end
+end
+
+if not only or only == "meta" then
+  T.test("metamethods of the arguments free every object", function()
+    each(function(target, leading)
+      for _, v in ipairs(VALUES) do
+        trial(target, leading, freeing_table(v, OWN[target[1]]), function(t, args) call(t[1], t[2], args) end)
+      end
+    end)
+  end)
+end
+
+if not only or only == "finalizer" then
+  T.test("a finalizer run by an allocation inside the call frees every object", function()
+    local inside, trials = 0, 0
+    -- Generational: a minor collection runs once the allocations since the last one reach 1% of
+    -- the heap, and calls every pending finalizer. collectgarbage("step", 0) runs one now; the
+    -- next is then brought to within about a kilobyte, so that the first calls reach it, and `pad`
+    -- small tables move where in the call that happens.
+    local function until_finalized(t, args, pad)
+      collectgarbage("generational", 1, 100)
+      collectgarbage("step", 0)
+      local gap_kb = collectgarbage("count") / 100
+      local in_call, fired = false, false
+      setmetatable({}, { __gc = function()
+        fired = true
+        if in_call then inside = inside + 1 end
+        free_all()
+      end })
+      local ahead_kb = math.floor(gap_kb) - 1
+      if ahead_kb >= 1 then collectgarbage("step", ahead_kb) end -- ("step", 0) would collect now
+      for _ = 1, pad do local _ = {} end
+      for _ = 1, 300 do -- a call that allocates nothing never reaches it
+        in_call = true
+        call(t[1], t[2], args)
+        in_call = false
+        if fired then break end
+      end
+      collectgarbage("incremental")
+    end
+    each(function(target, leading)
+      for _, last in ipairs({ NONE, {} }) do -- no options, empty options
+        for _, pad in ipairs({ 0, 6, 12 }) do
+          trials = trials + 1
+          trial(target, leading, last, function(t, args) until_finalized(t, args, pad) end)
+        end
+      end
+    end)
+    -- most calls allocate (an error message at least): the finalizer must land in most of them
+    T.ok(inside > trials // 2, string.format("the finalizer ran inside %d of %d calls", inside, trials))
+    print(string.format("the finalizer ran inside the call in %d of %d trials", inside, trials))
+  end)
+end
+
+if not only or only == "callback" then
+  T.test("a callback argument frees every object", function()
+    each(function(target, leading)
+      local freeing = function(...) free_all(); collectgarbage(); return ... end
+      trial(target, leading, freeing, function(t, args) call(t[1], t[2], args) end)
+      -- the callback first, the leading arguments after it
+      trial(target, leading, nil, function(t, args)
+        local first = t[3] and 2 or 1
+        table.insert(args, first, freeing)
+        args.n = args.n + 1
+        call(t[1], t[2], args)
+      end)
+    end)
+  end)
+end
+
+T.test("every object is released", function()
+  objs = shared
+  free_all()
+  objs, shared = {}, nil
+  collectgarbage(); collectgarbage()
+  cuda.sync()
+  collectgarbage()
+  local s = cuda.stats()
+  for _, key in ipairs({ "arrays", "hosts", "modules", "streams", "events", "graphs", "tensormaps", "prepared" }) do
+    T.eq(s[key], 0, key)
+  end
+  T.ok(calls > 1000, "probed " .. calls .. " calls")
+  print(string.format("%s: %d calls, %d raised a message", only or "all", calls, messages))
+end)
+
+T.done()
