@@ -1512,6 +1512,10 @@ e.log                --> "..."           -- NVRTC only: the compiler's log (file
 - Reporting: `gpulab script.lua`, `gpulab -e`, the REPL and a `cuda.run_isolated` child print a
   `cuda.error` as they print a string error, traceback included (other error objects with
   `__tostring` as lua(1) does). The REPL's `:restart` hint appears for a poisoned context as before.
+- Option and configuration tables are read raw, as `lua_rawget` reads them: a field an `__index`
+  metamethod would supply is not seen, and no metamethod of an argument runs inside a gpulab call
+  (one could free an object the call holds). An object a finalizer or a callback frees during a call
+  gives "fn: ... was freed during the call".
 - Which is which: argument checks (type, range, option fields, freed objects, another device's
   objects) raise strings; anything a CUresult or nvrtcResult reports, a missing kernel or variable
   (`CUDA_ERROR_NOT_FOUND`), a wait past its deadline and the poisoned context raise `cuda.error`s.
