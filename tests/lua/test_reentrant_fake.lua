@@ -1,10 +1,11 @@
 -- test_reentrant_fake.lua — every method of every class and every cuda.* function, called while a
 -- script's code frees every gpulab object: (1) the arguments are tables whose metamethods free them
 -- all (__index, __len, __tostring, __call, __eq, __lt, __le, __concat), (2) a finalizer that frees
--- them all runs from an allocation inside the call, (3) a callback argument frees them all. Each call
+-- them all runs from an allocation inside the call, (3) a callback argument frees them all, (4) a call
+-- hook frees them all when the call starts or when it calls a function (a callback, a C step). Each call
 -- must return or raise a message (a string or a cuda.error); none may crash, and the sanitizer build
 -- runs the same. Objects come from tests/lua/class_objects.lua, through the stand-ins
--- (tests/classes.cmake's environment). Usage: gpulab test_reentrant_fake.lua [meta|finalizer|callback]
+-- (tests/classes.cmake's environment). Usage: gpulab test_reentrant_fake.lua [meta|finalizer|callback|hook]
 local T = dofile("tests/lua/t.lua")
 local make_objects = dofile("tests/lua/class_objects.lua")
 local registry = debug.getregistry()
@@ -190,6 +191,30 @@ if not only or only == "callback" then
         call(t[1], t[2], args)
       end)
     end)
+  end)
+end
+
+if not only or only == "hook" then
+  T.test("a call hook frees every object at the entry of the call and of the calls it makes", function()
+    local fired, trials = 0, 0
+    each(function(target, leading)
+      for n = 1, 4 do -- 1: entering the call itself; then the functions it calls (callbacks, its own C steps)
+        trials = trials + 1
+        trial(target, leading, NONE, function(t, args)
+          local count
+          debug.sethook(function()
+            if count == nil and debug.getinfo(2, "f").func == t[2] then count = 0 end
+            if count == nil then return end
+            count = count + 1
+            if count == n then free_all(); fired = fired + 1 end
+          end, "c")
+          call(t[1], t[2], args)
+          debug.sethook()
+        end)
+      end
+    end)
+    T.ok(fired > trials // 4, string.format("the hook freed every object in %d of %d calls", fired, trials))
+    print(string.format("the hook freed every object in %d of %d calls", fired, trials))
   end)
 end
 
