@@ -70,6 +70,19 @@ function T.test(name, fn)
 end
 
 -- Without a usable device a GPU test file calls this: ctest maps exit code 77 to "skipped".
+-- After full collections and a sync, every kind of gpulab object counts zero in cuda.stats();
+-- returns the stats.
+function T.all_released()
+  collectgarbage(); collectgarbage()
+  cuda.sync()
+  collectgarbage()
+  local s = cuda.stats()
+  for _, key in ipairs({ "arrays", "hosts", "modules", "streams", "events", "graphs", "tensormaps", "prepared" }) do
+    T.eq(s[key], 0, key)
+  end
+  return s
+end
+
 function T.require_gpu()
   local ok, why = cuda.available()
   if not ok then

@@ -14,29 +14,13 @@ local only = arg[1]
 -- Functions left out: cuda.run_isolated forks, cuda.trace writes the file it is given.
 local SKIP = { ["cuda.run_isolated"] = true, ["cuda.trace"] = true }
 
--- One object of every class; those a trial may free are made again for each trial from the same
--- program (making them all costs a disassembly and a PC sampling run).
+-- One object of every class, made once; a trial makes again those a script can free.
 local shared = make_objects()
-local function fresh_objects()
-  local o = setmetatable({}, { __index = shared })
-  local mod = cuda.load(shared["cuda.program"].ptx)
-  local k = mod:kernel("fmachain")
-  local d = cuda.array("f32", 64)
-  local s = cuda.stream()
-  o["cuda.module"], o["cuda.kernel"], o.clustered = mod, k, mod:kernel("clustered")
-  o["cuda.array"], o["cuda.host"], o["cuda.stream"], o["cuda.event"] = d, cuda.host("f32", 16), s, cuda.event()
-  o["cuda.graph"] = s:capture(function(st) k:launch({ grid = 1, block = 32, stream = st }, d, 1) end)
-  o["cuda.prepared"] = k:prepare({ grid = 1, block = 32 }, d, 1)
-  o["cuda.tensormap"] = cuda.tensormap { array = d, dtype = "f32", dims = { 64 }, box = { 16 } }
-  o["cuda.partition"] = cuda.partition { sms = 16 }
-  o["cuda.nccl.comm"] = cuda.nccl.init { rank = 0, nranks = 1, device = 0, id = cuda.nccl.unique_id() }
-  return o
-end
 
 local objs -- the objects of the current trial
 
 local function free_all()
-  for _, o in pairs(objs) do -- the trial's own (pairs sees no __index)
+  for _, o in pairs(objs) do -- those without a free (a program, a sass listing) raise, caught here
     if type(o) == "userdata" or type(o) == "table" then pcall(function() o:free() end) end
   end
 end
@@ -62,7 +46,8 @@ local function leading_args()
     { { grid = 1, block = 32 } }, { { grid = 1, block = 32 }, d }, { objs["cuda.host"] }, { objs["cuda.event"] },
     { "fmachain" }, { "non_portable_cluster_size_allowed" } }
 end
-local N_LEADING = 15
+objs = shared
+local N_LEADING = #leading_args()
 
 -- Every callable to probe: "class:method" for each class's __methods, "cuda.name" for each function
 -- of cuda and of its sub-tables (cuda.nccl, ...). Each entry: name, function, class (or nil).
@@ -101,7 +86,7 @@ end
 
 -- One trial: fresh objects, the arguments, the call, then everything released.
 local function trial(target, leading, last, run)
-  objs = fresh_objects()
+  objs = make_objects(shared)
   local args = { n = 0 }
   local function push(v) args.n = args.n + 1; args[args.n] = v end
   if target[3] then push(objs[target[3]]) end
@@ -117,6 +102,11 @@ local VALUES = { false, 16, "x" }
 -- cuda.measure reads its options raw and would otherwise measure for its default half second
 local OWN = { ["cuda.measure"] = { min_samples = 2, max_samples = 2, min_time = 0, warmup = 0 } }
 
+-- A test of one mode, run unless the command line names another.
+local function mode(name, title, fn)
+  if not only or only == name then T.test(title, fn) end
+end
+
 local function each(fn)
   local one = os.getenv("REENTRANT_TARGET") -- to run one target alone
   for _, target in ipairs(targets()) do
@@ -126,109 +116,97 @@ local function each(fn)
   end
 end
 
-if not only or only == "meta" then
-  T.test("metamethods of the arguments free every object", function()
-    each(function(target, leading)
-      for _, v in ipairs(VALUES) do
-        trial(target, leading, freeing_table(v, OWN[target[1]]), function(t, args) call(t[1], t[2], args) end)
-      end
-    end)
-  end)
-end
-
-if not only or only == "finalizer" then
-  T.test("a finalizer run by an allocation inside the call frees every object", function()
-    local inside, trials = 0, 0
-    -- Generational: a minor collection runs once the allocations since the last one reach 1% of
-    -- the heap, and calls every pending finalizer. collectgarbage("step", 0) runs one now; the
-    -- next is then brought to within about a kilobyte, so that the first calls reach it, and `pad`
-    -- small tables move where in the call that happens.
-    local function until_finalized(t, args, pad)
-      collectgarbage("generational", 1, 100)
-      collectgarbage("step", 0)
-      local gap_kb = collectgarbage("count") / 100
-      local in_call, fired = false, false
-      setmetatable({}, { __gc = function()
-        fired = true
-        if in_call then inside = inside + 1 end
-        free_all()
-      end })
-      local ahead_kb = math.floor(gap_kb) - 1
-      if ahead_kb >= 1 then collectgarbage("step", ahead_kb) end -- ("step", 0) would collect now
-      for _ = 1, pad do local _ = {} end
-      for _ = 1, 300 do -- a call that allocates nothing never reaches it
-        in_call = true
-        call(t[1], t[2], args)
-        in_call = false
-        if fired then break end
-      end
-      collectgarbage("incremental")
+mode("meta", "metamethods of the arguments free every object", function()
+  each(function(target, leading)
+    for _, v in ipairs(VALUES) do
+      trial(target, leading, freeing_table(v, OWN[target[1]]), function(t, args) call(t[1], t[2], args) end)
     end
-    each(function(target, leading)
-      for _, last in ipairs({ NONE, {} }) do -- no options, empty options
-        for _, pad in ipairs({ 0, 6, 12 }) do
-          trials = trials + 1
-          trial(target, leading, last, function(t, args) until_finalized(t, args, pad) end)
-        end
-      end
-    end)
-    -- most calls allocate (an error message at least): the finalizer must land in most of them
-    T.ok(inside > trials // 2, string.format("the finalizer ran inside %d of %d calls", inside, trials))
-    print(string.format("the finalizer ran inside the call in %d of %d trials", inside, trials))
   end)
-end
+end)
 
-if not only or only == "callback" then
-  T.test("a callback argument frees every object", function()
-    each(function(target, leading)
-      local freeing = function(...) free_all(); collectgarbage(); return ... end
-      trial(target, leading, freeing, function(t, args) call(t[1], t[2], args) end)
-      -- the callback first, the leading arguments after it
-      trial(target, leading, nil, function(t, args)
-        local first = t[3] and 2 or 1
-        table.insert(args, first, freeing)
-        args.n = args.n + 1
-        call(t[1], t[2], args)
-      end)
-    end)
-  end)
-end
-
-if not only or only == "hook" then
-  T.test("a call hook frees every object at the entry of the call and of the calls it makes", function()
-    local fired, trials = 0, 0
-    each(function(target, leading)
-      for n = 1, 4 do -- 1: entering the call itself; then the functions it calls (callbacks, its own C steps)
+mode("finalizer", "a finalizer run by an allocation inside the call frees every object", function()
+  local inside, trials = 0, 0
+  -- Generational: a minor collection runs once the allocations since the last one reach 1% of
+  -- the heap, and calls every pending finalizer. collectgarbage("step", 0) runs one now; the
+  -- next is then brought to within about a kilobyte, so that the first calls reach it, and `pad`
+  -- small tables move where in the call that happens.
+  local function until_finalized(t, args, pad)
+    collectgarbage("generational", 1, 100)
+    collectgarbage("step", 0)
+    local gap_kb = collectgarbage("count") / 100
+    local in_call, fired = false, false
+    setmetatable({}, { __gc = function()
+      fired = true
+      if in_call then inside = inside + 1 end
+      free_all()
+    end })
+    local ahead_kb = math.floor(gap_kb) - 1
+    if ahead_kb >= 1 then collectgarbage("step", ahead_kb) end -- ("step", 0) would collect now
+    for _ = 1, pad do local _ = {} end
+    for _ = 1, 300 do -- a call that allocates nothing never reaches it
+      in_call = true
+      call(t[1], t[2], args)
+      in_call = false
+      if fired then break end
+    end
+    collectgarbage("incremental")
+  end
+  each(function(target, leading)
+    for _, last in ipairs({ NONE, {} }) do -- no options, empty options
+      for _, pad in ipairs({ 0, 6, 12 }) do
         trials = trials + 1
-        trial(target, leading, NONE, function(t, args)
-          local count
-          debug.sethook(function()
-            if count == nil and debug.getinfo(2, "f").func == t[2] then count = 0 end
-            if count == nil then return end
-            count = count + 1
-            if count == n then free_all(); fired = fired + 1 end
-          end, "c")
-          call(t[1], t[2], args)
-          debug.sethook()
-        end)
+        trial(target, leading, last, function(t, args) until_finalized(t, args, pad) end)
       end
-    end)
-    T.ok(fired > trials // 4, string.format("the hook freed every object in %d of %d calls", fired, trials))
-    print(string.format("the hook freed every object in %d of %d calls", fired, trials))
+    end
   end)
-end
+  -- most calls allocate (an error message at least): the finalizer must land in most of them
+  local said = string.format("the finalizer ran inside the call in %d of %d trials", inside, trials)
+  T.ok(inside > trials // 2, said)
+  print(said)
+end)
+
+mode("callback", "a callback argument frees every object", function()
+  each(function(target, leading)
+    local freeing = function(...) free_all(); collectgarbage(); return ... end
+    trial(target, leading, freeing, function(t, args) call(t[1], t[2], args) end)
+    -- the callback first, the leading arguments after it
+    trial(target, leading, nil, function(t, args)
+      local first = t[3] and 2 or 1
+      table.insert(args, first, freeing)
+      args.n = args.n + 1
+      call(t[1], t[2], args)
+    end)
+  end)
+end)
+
+mode("hook", "a call hook frees every object at the entry of the call and of the calls it makes", function()
+  local fired, trials = 0, 0
+  each(function(target, leading)
+    for n = 1, 4 do -- 1: entering the call itself; then the functions it calls (callbacks, its own C steps)
+      trials = trials + 1
+      trial(target, leading, NONE, function(t, args)
+        local count
+        debug.sethook(function()
+          if count == nil and debug.getinfo(2, "f").func == t[2] then count = 0 end
+          if count == nil then return end
+          count = count + 1
+          if count == n then free_all(); fired = fired + 1 end
+        end, "c")
+        call(t[1], t[2], args)
+        debug.sethook()
+      end)
+    end
+  end)
+  local said = string.format("the hook freed every object in %d of %d calls", fired, trials)
+  T.ok(fired > trials // 4, said)
+  print(said)
+end)
 
 T.test("every object is released", function()
   objs = shared
   free_all()
   objs, shared = {}, nil
-  collectgarbage(); collectgarbage()
-  cuda.sync()
-  collectgarbage()
-  local s = cuda.stats()
-  for _, key in ipairs({ "arrays", "hosts", "modules", "streams", "events", "graphs", "tensormaps", "prepared" }) do
-    T.eq(s[key], 0, key)
-  end
+  T.all_released()
   T.ok(calls > 1000, "probed " .. calls .. " calls")
   print(string.format("%s: %d calls, %d raised a message", only or "all", calls, messages))
 end)
