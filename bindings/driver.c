@@ -322,7 +322,7 @@ void gl_select_device(lua_State *L, int ordinal, const char *fn) {
  * ------------------------------------------------------------------------------------------ */
 #define LOG_SLOTS 8
 typedef struct {
-    char kernel[64];
+    char kernel[GL_LOG_NAME];
     unsigned grid[3], block[3];
     CUstream stream;
 } log_entry;
@@ -331,17 +331,26 @@ static struct {
     unsigned long long count; /* launches since the last sync covering everything */
 } lg;
 
-void gl_log_launch(const char *kernel, const unsigned grid[3], const unsigned block[3],
-                   CUstream stream) {
+void gl_log_name(char out[GL_LOG_NAME], const char *name) {
+    memset(out, 0, GL_LOG_NAME); /* the padding too: entries are copied whole */
+    snprintf(out, GL_LOG_NAME, "%s", name);
+}
+
+void gl_log_launch_padded(const char name[GL_LOG_NAME], const unsigned grid[3], const unsigned block[3],
+                          CUstream stream) {
     log_entry *e = &lg.ring[lg.count % LOG_SLOTS];
-    size_t n = strlen(kernel);
-    if (n >= sizeof e->kernel) n = sizeof e->kernel - 1;
-    memcpy(e->kernel, kernel, n);
-    e->kernel[n] = '\0';
+    memcpy(e->kernel, name, GL_LOG_NAME);
     memcpy(e->grid, grid, sizeof e->grid);
     memcpy(e->block, block, sizeof e->block);
     e->stream = stream;
     lg.count++;
+}
+
+void gl_log_launch(const char *kernel, const unsigned grid[3], const unsigned block[3],
+                   CUstream stream) {
+    char name[GL_LOG_NAME];
+    gl_log_name(name, kernel);
+    gl_log_launch_padded(name, grid, block, stream);
 }
 
 void gl_log_sync_ok(CUstream stream) {

@@ -1,7 +1,7 @@
 /*
  * launch.c — k:launch(cfg, ...) and k:prepare(cfg, ...): arguments checked against the kernel's
- * parameter list and packed into one buffer at the PTX offsets, passed to cuLaunchKernel with
- * CU_LAUNCH_PARAM_BUFFER_POINTER. A prepared launch ("cuda.prepared") packs once; calling it
+ * parameter list and packed into one buffer at the PTX offsets, passed to cuLaunchKernel (or
+ * cuLaunchKernelEx) as one pointer per parameter. A prepared launch ("cuda.prepared") packs once; calling it
  * only re-checks that its objects are alive, marks them, logs and launches.
  *
  * Kernel arguments are numbered from 1 in messages ("argument 3" is the kernel's third
@@ -291,7 +291,9 @@ static inline bool pack_common(lua_State *L, int idx, const gl_param *p, unsigne
         lua_Integer v = lua_tointegerx(L, idx, &isint);
         if (!isint || !int_fits(v, p->size, cls == ARG_SINT)) return false;
         uint64_t u = (uint64_t)v; /* little-endian: the low bytes are the value */
-        memcpy(dst, &u, p->size);
+        if (p->size == 8) memcpy(dst, &u, 8); /* fixed sizes: a store, not a call */
+        else if (p->size == 4) memcpy(dst, &u, 4);
+        else memcpy(dst, &u, p->size);
         return true;
     }
     if (t == LUA_TNUMBER && cls == ARG_FLOAT) {
@@ -793,18 +795,14 @@ static void submit_with_attrs(lua_State *L, const gl_kernel *k, const launch_cfg
     }
 }
 
-/* `count` launches of the packed arguments, one log entry for them: a plain loop over
- * cuLaunchKernel, as a C program would write it (prepared:launch(n); every other launch is one).
- * Under cuda.trace or cuda.profile each launch is observed. */
+/* `count` launches of the packed arguments (ptrs: one pointer per parameter into them), one log
+ * entry for them: a plain loop over cuLaunchKernel, as a C program would write it
+ * (prepared:launch(n); every other launch is one). Under cuda.trace or cuda.profile each launch is
+ * observed. */
 static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_track *track,
-                   void *buf, lua_Integer count, const char *fn) {
-    /* kernelParams (one pointer per parameter into the packed buffer), not the
-     * CU_LAUNCH_PARAM_BUFFER_POINTER form: on the H200 with driver 580.159 that form misplaced
-     * the parameters after a 64-byte aligned 128-byte tensor map (the next pointer read as 0). */
-    void *ptrs[GL_MAX_PARAMS]; /* bounded: mod:kernel refuses kernels with more */
-    for (int i = 0; i < k->nparams; i++) ptrs[i] = (unsigned char *)buf + k->params[i].offset;
+                   void **ptrs, lua_Integer count, const char *fn) {
     CUstream h = gl_track_handle(track);
-    gl_log_launch(k->name, cfg->grid, cfg->block, h);
+    gl_log_launch_padded(k->log_name, cfg->grid, cfg->block, h);
     if (cfg->nattrs) {
         submit_with_attrs(L, k, cfg, h, ptrs, count, fn);
         return;
@@ -817,6 +815,13 @@ static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_
                  fn, "cuLaunchKernel");
         if (obs >= 0) gl_observe_launch(obs, k->name, k->entry, cfg->grid, cfg->block, h);
     }
+}
+
+/* kernelParams (one pointer per parameter into the packed buffer), not the
+ * CU_LAUNCH_PARAM_BUFFER_POINTER form: on the H200 with driver 580.159 that form misplaced the
+ * parameters after a 64-byte aligned 128-byte tensor map (the next pointer read as 0). */
+static void point_params(const gl_kernel *k, unsigned char *buf, void **ptrs) {
+    for (int i = 0; i < k->nparams; i++) ptrs[i] = buf + k->params[i].offset;
 }
 
 #define INLINE_REFS 32
@@ -850,16 +855,21 @@ static void recheck_refs(lua_State *L, const gl_kernel *k, const arg_ref *refs, 
     }
 }
 
-/* The packed arguments of a launch live on the C stack up to this size (the driver's limit before
- * CUDA 12.1, and most kernels' by far): a 32 KB buffer there put the driver's own frames that far
- * below the interpreter's on every launch, which cost k:launch with 4 arguments about 0.01 of the
- * C loop's time (H200 host, driver 580.159). Larger parameter lists get a buffer from Lua. */
+/* The packed arguments of a launch and the pointers to them live on the C stack up to these sizes
+ * (4096 bytes: the driver's limit before CUDA 12.1, and most kernels' by far): a 32 KB buffer
+ * there put the driver's own frames that far below the interpreter's on every launch, which cost
+ * k:launch with 4 arguments about 0.01 of the C loop's time (H200 host, driver 580.159). Larger
+ * parameter lists get a scratch block from Lua. */
 #define INLINE_ARG_BYTES 4096
+#define INLINE_PTRS 64
 
-/* Pushes a scratch userdata for n bytes of packed arguments; returns them, 64-byte aligned. */
-static unsigned char *push_arg_buffer(lua_State *L, unsigned n) {
-    unsigned char *p = gl_newuserdatauv(L, (size_t)n + 64, 0);
-    return (unsigned char *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+/* Pushes a scratch userdata for k's packed arguments and their pointers; sets *buf (64-byte
+ * aligned) and *ptrs inside it. */
+static void push_arg_scratch(lua_State *L, const gl_kernel *k, unsigned char **buf, void ***ptrs) {
+    size_t ptr_bytes = (size_t)k->nparams * sizeof(void *);
+    unsigned char *p = gl_newuserdatauv(L, ptr_bytes + 64 + k->argbytes, 0);
+    *ptrs = (void **)p;
+    *buf = (unsigned char *)(((uintptr_t)p + ptr_bytes + 63) & ~(uintptr_t)63);
 }
 
 static int l_launch(lua_State *L) {
@@ -874,15 +884,18 @@ static int l_launch(lua_State *L) {
         luaL_error(L, "%s: kernel '%s' takes %d bytes of parameters; the driver allows %d", fn,
                    k->name, (int)k->argbytes, MAX_ARG_BYTES);
     _Alignas(64) unsigned char inline_buf[INLINE_ARG_BYTES];
+    void *inline_ptrs[INLINE_PTRS];
     unsigned char *buf = inline_buf;
-    if (k->argbytes > INLINE_ARG_BYTES) {
-        buf = push_arg_buffer(L, k->argbytes);
+    void **ptrs = inline_ptrs;
+    if (k->argbytes > INLINE_ARG_BYTES || k->nparams > INLINE_PTRS) {
+        push_arg_scratch(L, k, &buf, &ptrs);
         /* the allocation may have run a finalizer that freed the module or the stream */
         check_module_usable(L, k, fn);
         read_cfg(L, 2, k, &cfg, fn);
     }
     arg_ref refs[INLINE_REFS];
     pack_all(L, k, 3, buf, refs, INLINE_REFS, fn);
+    point_params(k, buf, ptrs);
 
     uint64_t seq = gl_next_seq();
     gl_use_mark(&k->module->use, cfg.track, seq);
@@ -904,7 +917,7 @@ static int l_launch(lua_State *L) {
         recheck_refs(L, k, refs, inline_refs, fn);
         recheck_window(L, &cfg, fn);
     }
-    submit(L, k, &cfg, cfg.track, buf, 1, fn);
+    submit(L, k, &cfg, cfg.track, ptrs, 1, fn);
     return 0;
 }
 
@@ -918,6 +931,7 @@ typedef struct prepared {
     int nargs;
     size_t bufsize;
     unsigned char *buf;    /* inside this userdata, 64-byte aligned */
+    void **ptrs;           /* inside this userdata: nargs pointers into buf, for the driver */
     arg_ref refs[];        /* nargs entries; objects kept alive by uservalues UV_FIRST_ARG.. */
 } prepared;
 
@@ -942,7 +956,7 @@ static int l_prepare(lua_State *L) {
     if (k->argbytes > MAX_ARG_BYTES)
         luaL_error(L, "%s: kernel '%s' takes %d bytes of parameters; the driver allows %d", fn,
                    k->name, (int)k->argbytes, MAX_ARG_BYTES);
-    size_t head = sizeof(prepared) + (size_t)nargs * sizeof(arg_ref);
+    size_t head = sizeof(prepared) + (size_t)nargs * (sizeof(arg_ref) + sizeof(void *));
     size_t size = head + 64 + k->argbytes;
     prepared *P = gl_newuserdatauv(L, size, UV_FIRST_ARG - 1 + nargs);
     memset(P, 0, head);
@@ -950,9 +964,11 @@ static int l_prepare(lua_State *L) {
     P->cfg = cfg;
     P->nargs = nargs;
     P->bufsize = k->argbytes;
+    P->ptrs = (void **)(P->refs + nargs);
     P->buf = (unsigned char *)(((uintptr_t)P + head + 63) & ~(uintptr_t)63);
     int self = lua_gettop(L);
     pack_all(L, k, 3, P->buf, P->refs, nargs, fn);
+    point_params(k, P->buf, P->ptrs);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, self, UV_KERNEL);
     if (cfg.stream) {
@@ -1018,7 +1034,7 @@ static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
     gl_require_gpu(L, fn);
     check_module_usable(L, k, fn);
     gl_stream_track *track = P->cfg.track;
-    gl_stream *given = with_count ? NULL : gl_test_stream(L, 2);
+    gl_stream *given = with_count || lua_type(L, 2) != LUA_TUSERDATA ? NULL : gl_test_stream(L, 2);
     if (given) { /* prepared(s): cuda.measure's fn(s), so a capture of s records the launch */
         if (given->track == NULL) gl_argerror(L, 2, fn, "the cuda.stream was freed");
         if (given->device != k->module->ordinal)
@@ -1055,7 +1071,7 @@ static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
         recheck_refs(L, k, P->refs, P->nargs, fn);
         recheck_window(L, &P->cfg, fn);
     }
-    submit(L, k, &P->cfg, track, P->buf, count, fn);
+    submit(L, k, &P->cfg, track, P->ptrs, count, fn);
     return 0;
 }
 

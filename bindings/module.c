@@ -15,6 +15,7 @@
 #include "driver.h"
 #include "identity.h"
 #include "kattr.h"
+#include "launchlog.h"
 #include "lifetime.h"
 #include "objects.h"
 #include "options.h"
@@ -892,6 +893,7 @@ static gl_kernel *new_kernel(lua_State *L, gl_module *m, const kernel_facts *kf,
     memset(k->arg_class, 0, (size_t)n);
     char *strings = (char *)(k->arg_class + n);
     k->name = store_bytes(&strings, kf->asked, asked_len);
+    gl_log_name(k->log_name, k->name);
     k->entry = store_bytes(&strings, kf->entry, entry_len);
     k->decls = store_bytes(&strings, decls, decls_len);
     unsigned end = 0;

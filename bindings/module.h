@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <lua.h>
 
+#include "launchlog.h"
 #include "lifetime.h"
 #include "ptx.h"
 
@@ -57,6 +58,7 @@ typedef struct gl_kernel {
     gl_module *module;      /* kept alive by uservalue 1 */
     const gl_device_limits *limits;
     const char *name;       /* as the script asked for it ("scale<2>", "scale"), for messages */
+    char log_name[GL_LOG_NAME]; /* name as the launch log keeps it (launchlog.h), made once */
     const char *entry;      /* the symbol in the module (mangled for C++) */
     const char *decls;      /* nparams declarations ("float* x"), each NUL-terminated, "" where
                                unknown (declared.h); the three strings are stored after params */
