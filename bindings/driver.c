@@ -332,8 +332,10 @@ static struct {
 } lg;
 
 void gl_log_name(char out[GL_LOG_NAME], const char *name) {
+    size_t n = strnlen(name, GL_LOG_NAME - 1);
     memset(out, 0, GL_LOG_NAME); /* the padding too: entries are copied whole */
-    snprintf(out, GL_LOG_NAME, "%s", name);
+    memcpy(out, name, n);
+    out[n] = '\0';
 }
 
 void gl_log_launch_padded(const char name[GL_LOG_NAME], const unsigned grid[3], const unsigned block[3],
@@ -348,9 +350,14 @@ void gl_log_launch_padded(const char name[GL_LOG_NAME], const unsigned grid[3], 
 
 void gl_log_launch(const char *kernel, const unsigned grid[3], const unsigned block[3],
                    CUstream stream) {
-    char name[GL_LOG_NAME];
-    gl_log_name(name, kernel);
-    gl_log_launch_padded(name, grid, block, stream);
+    log_entry *e = &lg.ring[lg.count % LOG_SLOTS];
+    size_t n = strnlen(kernel, GL_LOG_NAME - 1); /* no padding: this entry is the only copy */
+    memcpy(e->kernel, kernel, n);
+    e->kernel[n] = '\0';
+    memcpy(e->grid, grid, sizeof e->grid);
+    memcpy(e->block, block, sizeof e->block);
+    e->stream = stream;
+    lg.count++;
 }
 
 void gl_log_sync_ok(CUstream stream) {
