@@ -1,8 +1,8 @@
 /*
  * launch.c — k:launch(cfg, ...) and k:prepare(cfg, ...): arguments checked against the kernel's
  * parameter list and packed into one buffer at the PTX offsets, passed to cuLaunchKernel (or
- * cuLaunchKernelEx) as one pointer per parameter. A prepared launch ("cuda.prepared") packs once; calling it
- * only re-checks that its objects are alive, marks them, logs and launches.
+ * cuLaunchKernelEx) as one pointer per parameter. A prepared launch ("cuda.prepared") packs once;
+ * calling it only re-checks that its objects are alive, marks them, logs and launches.
  *
  * Kernel arguments are numbered from 1 in messages ("argument 3" is the kernel's third
  * parameter, whatever its position on the Lua call).
