@@ -27,6 +27,12 @@ int gl_rawgetfield(lua_State *L, int t, const char *name) {
     return lua_rawget(L, t);
 }
 
+int gl_rawfieldtype(lua_State *L, int t, const char *name) {
+    int type = gl_rawgetfield(L, t, name);
+    lua_pop(L, 1);
+    return type;
+}
+
 /* The option readers take `t`, the options table's argument index, so that a bad field is
  * reported against that argument (errors.h). */
 lua_Integer gl_opt_int_field(lua_State *L, int t, const char *name, lua_Integer def, const char *fn) {

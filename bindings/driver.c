@@ -718,9 +718,7 @@ static int l_sync(lua_State *L) {
         if (!lua_istable(L, 1)) gl_typeerror(L, 1, "cuda.sync", "table");
         static const char *const known[] = {"timeout", NULL};
         gl_check_known_fields(L, 1, known, "cuda.sync");
-        gl_rawgetfield(L, 1, "timeout");
-        bool given = !lua_isnil(L, -1);
-        lua_pop(L, 1);
+        bool given = gl_rawfieldtype(L, 1, "timeout") != LUA_TNIL;
         if (given) {
             timeout = gl_opt_num_field(L, 1, "timeout", -1, "cuda.sync");
             if (!(timeout >= 0) || timeout > 1e9)

@@ -653,11 +653,7 @@ static void capture_graph(lua_State *L, measure_run *r) {
     lua_pushvalue(L, -1);
     lua_rawseti(L, SLOT_HOLDER, 1); /* freed by the caller, whatever happens next */
     lua_replace(L, SLOT_GRAPH);
-    lua_pushcfunction(L, gl_graph_nodes);
-    lua_pushvalue(L, SLOT_GRAPH);
-    lua_call(L, 1, 1);
-    lua_Integer nodes = lua_tointeger(L, -1);
-    lua_pop(L, 1);
+    lua_Integer nodes = gl_graph_node_count(L, SLOT_GRAPH);
     if (nodes == 0)
         luaL_error(L, "%s: fn enqueued no GPU work on the stream it was given (the captured "
                       "graph is empty)", r->o->fn);
@@ -951,9 +947,7 @@ static void measure_options(lua_State *L, int idx, gl_measure_opts *o) {
     o->timeout = num_opt(L, idx, "timeout", 15, 0, true, HUGE_VAL, fn);
     o->throttle = num_opt(L, idx, "throttle", 0.75, 0, false, 1, fn);
     o->blocking = gl_opt_bool_field(L, idx, "blocking", false, fn);
-    gl_rawgetfield(L, idx, "batch");
-    bool have_batch = !lua_isnil(L, -1);
-    lua_pop(L, 1);
+    bool have_batch = gl_rawfieldtype(L, idx, "batch") != LUA_TNIL;
     o->batch = have_batch ? int_opt(L, idx, "batch", 1, 1, MEASURE_MAX_BATCH, fn) : 0;
     if (o->blocking && o->batch > MEASURE_MAX_BATCH_BLOCKING) /* the spin holds the queue: it must not fill */
         gl_fielderror(L, idx, fn, "batch", "%lld calls with blocking=true exceed the %d that fit behind the "
@@ -962,9 +956,7 @@ static void measure_options(lua_State *L, int idx, gl_measure_opts *o) {
     if (have_batch && o->regime == GL_REGIME_COLD && o->batch != 1)
         gl_fielderror(L, idx, fn, "batch", "applies to the hot and graph regimes (cold flushes L2 "
                                            "before every call)");
-    gl_rawgetfield(L, idx, "l2_reset");
-    bool have_reset = !lua_isnil(L, -1);
-    lua_pop(L, 1);
+    bool have_reset = gl_rawfieldtype(L, idx, "l2_reset") != LUA_TNIL;
     o->l2_reset = gl_opt_bool_field(L, idx, "l2_reset", true, fn);
     if (have_reset && o->regime != GL_REGIME_COLD)
         gl_fielderror(L, idx, fn, "l2_reset", "applies to the cold regime (hot and graph samples keep what "

@@ -413,20 +413,16 @@ static int l_init(lua_State *L) {
     gl_check_known_fields(L, 1, known, fn);
     require_nccl(L, fn);
     gl_require_gpu(L, fn);
-    gl_rawgetfield(L, 1, "devices");
-    bool single = !lua_isnil(L, -1);
-    lua_pop(L, 1);
+    bool single = gl_rawfieldtype(L, 1, "devices") != LUA_TNIL;
     double timeout = read_timeout(L, 1, fn);
     nccl_comm *c = new_comm(L);
     c->timeout = timeout;
     if (single) {
         static const char *const alone[] = {"rank", "nranks", "id", "device"};
         for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++) {
-            gl_rawgetfield(L, 1, alone[i]);
-            if (!lua_isnil(L, -1))
+            if (gl_rawfieldtype(L, 1, alone[i]) != LUA_TNIL)
                 gl_fielderror(L, 1, fn, alone[i], "belongs to the multi-process form; field 'devices' "
                                                   "makes one process drive every listed device");
-            lua_pop(L, 1);
         }
         read_devices(L, 1, c, fn);
         make_events(L, c, fn);
@@ -537,19 +533,13 @@ static void read_coll_opts(lua_State *L, int t, nccl_comm *c, coll *k, int *stre
     static const char *const known[] = {"op", "root", "stream", "streams", "timeout", NULL};
     gl_check_known_fields(L, t, known, k->fn);
     bool reduces = k->kind == COLL_ALL_REDUCE || k->kind == COLL_REDUCE_SCATTER;
-    gl_rawgetfield(L, t, "op");
-    bool has_op = !lua_isnil(L, -1);
-    lua_pop(L, 1);
+    bool has_op = gl_rawfieldtype(L, t, "op") != LUA_TNIL;
     if (has_op && !reduces) gl_fielderror(L, t, k->fn, "op", "is for reductions (all_reduce, reduce_scatter)");
     if (has_op) k->op = read_op(L, t, k->fn);
-    gl_rawgetfield(L, t, "root");
-    bool has_root = !lua_isnil(L, -1);
-    lua_pop(L, 1);
+    bool has_root = gl_rawfieldtype(L, t, "root") != LUA_TNIL;
     if (has_root && k->kind != COLL_BROADCAST) gl_fielderror(L, t, k->fn, "root", "is for broadcast");
     if (has_root) k->root = int_field(L, t, "root", 0, c->nranks - 1, k->fn);
-    gl_rawgetfield(L, t, "timeout");
-    bool has_timeout = !lua_isnil(L, -1);
-    lua_pop(L, 1);
+    bool has_timeout = gl_rawfieldtype(L, t, "timeout") != LUA_TNIL;
     if (has_timeout) k->timeout = read_timeout(L, t, k->fn);
     gl_rawgetfield(L, t, "stream");
     gl_rawgetfield(L, t, "streams");
@@ -833,9 +823,7 @@ static int l_sync(lua_State *L) {
             gl_argerror(L, 2, fn, "options table {timeout=seconds} expected, got %s", gl_typename(L, 2));
         static const char *const known[] = {"timeout", NULL};
         gl_check_known_fields(L, 2, known, fn);
-        gl_rawgetfield(L, 2, "timeout");
-        bool given = !lua_isnil(L, -1);
-        lua_pop(L, 1);
+        bool given = gl_rawfieldtype(L, 2, "timeout") != LUA_TNIL;
         if (given) timeout = read_timeout(L, 2, fn);
         c = check_comm(L, 1, fn);
     }

@@ -19,6 +19,8 @@
 
 /* Pushes t[name], read raw, and returns its type; nil when t is no table. */
 int gl_rawgetfield(lua_State *L, int t, const char *name);
+/* The type of t[name], read raw, pushing nothing: LUA_TNIL for a field not given. */
+int gl_rawfieldtype(lua_State *L, int t, const char *name);
 /* Optional field readers. A value of another type raises "field 'name': integer expected, got
  * string" (number, boolean, string likewise); a number that is no integer "field 'name': integer
  * expected, got 1.5"; NaN "field 'name': number expected, got NaN". Ranges are the caller's. */

@@ -123,8 +123,7 @@ static void split_rules(const CUdevSmResource *sm, int cc_major, int *minimum, i
 }
 
 static lua_Integer sms_field(lua_State *L, const char *fn) {
-    int type = gl_rawgetfield(L, 1, "sms");
-    lua_pop(L, 1);
+    int type = gl_rawfieldtype(L, 1, "sms");
     if (type == LUA_TNIL) gl_fielderror(L, 1, fn, "sms", "required: the number of SMs, e.g. {sms=16}");
     if (type != LUA_TNUMBER) /* no string coercion */
         gl_fielderror(L, 1, fn, "sms", "integer expected, got %s", lua_typename(L, type));
@@ -221,8 +220,7 @@ static int l_partition_stream(lua_State *L) {
         if (lua_type(L, 2) != LUA_TTABLE)
             gl_argerror(L, 2, fn, "options table {priority=} expected, got %s", gl_typename(L, 2));
         gl_check_known_fields(L, 2, known, fn);
-        int type = gl_rawgetfield(L, 2, "priority");
-        lua_pop(L, 1);
+        int type = gl_rawfieldtype(L, 2, "priority");
         have_priority = type != LUA_TNIL;
         if (have_priority && type != LUA_TNUMBER)
             gl_fielderror(L, 2, fn, "priority", "integer expected, got %s", lua_typename(L, type));

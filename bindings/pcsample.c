@@ -806,13 +806,8 @@ static void push_launches(lua_State *L, const session *s) {
 /* opts.kernels names a kernel by its symbol or by the name the script asked for (shown). */
 static bool wanted(lua_State *L, const pcs_opts *o, const char *entry, const char *shown) {
     if (o->kernels == 0) return true;
-    bool yes = gl_rawgetfield(L, o->kernels, entry) != LUA_TNIL;
-    lua_pop(L, 1);
-    if (!yes && shown) {
-        yes = gl_rawgetfield(L, o->kernels, shown) != LUA_TNIL;
-        lua_pop(L, 1);
-    }
-    return yes;
+    return gl_rawfieldtype(L, o->kernels, entry) != LUA_TNIL ||
+           (shown && gl_rawfieldtype(L, o->kernels, shown) != LUA_TNIL);
 }
 
 /* The rows: launched kernels first (in launch order), then other sampled functions by name. */

@@ -89,9 +89,7 @@ static bool opt_table(lua_State *L, int idx, const char *const known[], const ch
 
 /* The 'timeout' field of table t in seconds; -1 when absent or infinite (wait for ever). */
 static double timeout_field(lua_State *L, int t, const char *fn) {
-    gl_rawgetfield(L, t, "timeout");
-    bool present = !lua_isnil(L, -1);
-    lua_pop(L, 1);
+    bool present = gl_rawfieldtype(L, t, "timeout") != LUA_TNIL;
     if (!present) return -1;
     double v = gl_opt_num_field(L, t, "timeout", -1, fn);
     if (!(v >= 0)) gl_fielderror(L, t, fn, "timeout", "must be >= 0 seconds, got %.14g", v);
@@ -172,8 +170,7 @@ int gl_stream_new(lua_State *L) {
     lua_Integer priority = 0;
     if (opt_table(L, 1, known, fn, "{nonblocking=, priority=}")) {
         nonblocking = gl_opt_bool_field(L, 1, "nonblocking", false, fn);
-        int type = gl_rawgetfield(L, 1, "priority");
-        lua_pop(L, 1);
+        int type = gl_rawfieldtype(L, 1, "priority");
         have_priority = type != LUA_TNIL;
         if (have_priority && type != LUA_TNUMBER) /* no string coercion */
             gl_fielderror(L, 1, fn, "priority", "integer expected, got %s", lua_typename(L, type));
@@ -678,10 +675,13 @@ int gl_graph_launch(lua_State *L) {
     return 0;
 }
 
+lua_Integer gl_graph_node_count(lua_State *L, int idx) {
+    return (lua_Integer)((const gl_graph *)gl_checkudata(L, idx, GRAPH_T))->nodes;
+}
+
 /* The fields (the class's __fields, read through gl_class_index). */
-int gl_graph_nodes(lua_State *L) {
-    const gl_graph *g = gl_checkudata(L, 1, GRAPH_T);
-    lua_pushinteger(L, (lua_Integer)g->nodes);
+static int f_graph_nodes(lua_State *L) {
+    lua_pushinteger(L, gl_graph_node_count(L, 1));
     return 1;
 }
 
@@ -766,7 +766,7 @@ void gl_open_stream(lua_State *L) {
                                           {"__tostring", graph_tostring}, {NULL, NULL}};
     static const luaL_Reg graph_methods[] = {{"launch", gl_graph_launch}, {"free", gl_graph_free},
                                              {NULL, NULL}};
-    static const luaL_Reg graph_fields[] = {{"nodes", gl_graph_nodes}, {"objects", f_graph_objects},
+    static const luaL_Reg graph_fields[] = {{"nodes", f_graph_nodes}, {"objects", f_graph_objects},
                                             {NULL, NULL}};
     gl_new_class(L, GRAPH_T, graph_meta, graph_methods, graph_fields);
 

@@ -32,6 +32,6 @@ int gl_stream_free(lua_State *L);    /* s:free() (also __gc and __close) */
 int gl_stream_capture(lua_State *L); /* s:capture(fn) */
 int gl_graph_launch(lua_State *L);   /* g:launch([stream]) */
 int gl_graph_free(lua_State *L);     /* g:free() (also __gc and __close) */
-int gl_graph_nodes(lua_State *L);    /* g.nodes */
+lua_Integer gl_graph_node_count(lua_State *L, int idx); /* g.nodes of the graph at idx */
 
 #endif
