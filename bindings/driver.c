@@ -338,26 +338,23 @@ void gl_log_name(char out[GL_LOG_NAME], const char *name) {
     out[n] = '\0';
 }
 
-void gl_log_launch_padded(const char name[GL_LOG_NAME], const unsigned grid[3], const unsigned block[3],
-                          CUstream stream) {
-    log_entry *e = &lg.ring[lg.count % LOG_SLOTS];
-    memcpy(e->kernel, name, GL_LOG_NAME);
+/* The next entry of the ring with everything but the kernel's name written. */
+static log_entry *next_log_entry(const unsigned grid[3], const unsigned block[3], CUstream stream) {
+    log_entry *e = &lg.ring[lg.count++ % LOG_SLOTS];
     memcpy(e->grid, grid, sizeof e->grid);
     memcpy(e->block, block, sizeof e->block);
     e->stream = stream;
-    lg.count++;
+    return e;
+}
+
+void gl_log_launch_padded(const char name[GL_LOG_NAME], const unsigned grid[3], const unsigned block[3],
+                          CUstream stream) {
+    memcpy(next_log_entry(grid, block, stream)->kernel, name, GL_LOG_NAME);
 }
 
 void gl_log_launch(const char *kernel, const unsigned grid[3], const unsigned block[3],
                    CUstream stream) {
-    log_entry *e = &lg.ring[lg.count % LOG_SLOTS];
-    size_t n = strnlen(kernel, GL_LOG_NAME - 1); /* no padding: this entry is the only copy */
-    memcpy(e->kernel, kernel, n);
-    e->kernel[n] = '\0';
-    memcpy(e->grid, grid, sizeof e->grid);
-    memcpy(e->block, block, sizeof e->block);
-    e->stream = stream;
-    lg.count++;
+    gl_log_name(next_log_entry(grid, block, stream)->kernel, kernel);
 }
 
 void gl_log_sync_ok(CUstream stream) {
