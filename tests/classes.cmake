@@ -7,7 +7,8 @@ set(GL_CLASSES_ENV GPULAB_LIBNCCL=$<TARGET_FILE:fakenccl> GPULAB_CUPTI=$<TARGET_
 gl_add_lua_test(classes_fake tests/lua/test_classes_fake.lua FAKE ENV ${GL_CLASSES_ENV})
 
 # Every method and function called while a script's code frees every object: metamethods of the
-# arguments, a finalizer run by an allocation inside the call, a callback (docs/THREAT_MODEL.md).
+# arguments, a finalizer run by an allocation inside the call, a callback, a call hook
+# (docs/THREAT_MODEL.md).
 foreach(mode meta finalizer callback hook)
   gl_add_lua_test(reentrant_${mode} "tests/lua/test_reentrant_fake.lua;${mode}" FAKE ENV ${GL_CLASSES_ENV})
 endforeach()

@@ -69,7 +69,6 @@ function T.test(name, fn)
   end
 end
 
--- Without a usable device a GPU test file calls this: ctest maps exit code 77 to "skipped".
 -- After full collections and a sync, every kind of gpulab object counts zero in cuda.stats();
 -- returns the stats.
 function T.all_released()
@@ -83,6 +82,7 @@ function T.all_released()
   return s
 end
 
+-- Without a usable device a GPU test file calls this: ctest maps exit code 77 to "skipped".
 function T.require_gpu()
   local ok, why = cuda.available()
   if not ok then

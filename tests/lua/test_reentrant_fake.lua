@@ -107,6 +107,14 @@ local function mode(name, title, fn)
   if not only or only == name then T.test(title, fn) end
 end
 
+-- How often a mode's freeing landed where it aims (said with format `what`, of `trials`): more
+-- than `least` times, printed either way.
+local function landed(what, n, trials, least)
+  local said = string.format(what, n, trials)
+  T.ok(n > least, said)
+  print(said)
+end
+
 local function each(fn)
   local one = os.getenv("REENTRANT_TARGET") -- to run one target alone
   for _, target in ipairs(targets()) do
@@ -160,9 +168,7 @@ mode("finalizer", "a finalizer run by an allocation inside the call frees every 
     end
   end)
   -- most calls allocate (an error message at least): the finalizer must land in most of them
-  local said = string.format("the finalizer ran inside the call in %d of %d trials", inside, trials)
-  T.ok(inside > trials // 2, said)
-  print(said)
+  landed("the finalizer ran inside the call in %d of %d trials", inside, trials, trials // 2)
 end)
 
 mode("callback", "a callback argument frees every object", function()
@@ -197,9 +203,7 @@ mode("hook", "a call hook frees every object at the entry of the call and of the
       end)
     end
   end)
-  local said = string.format("the hook freed every object in %d of %d calls", fired, trials)
-  T.ok(fired > trials // 4, said)
-  print(said)
+  landed("the hook freed every object in %d of %d calls", fired, trials, trials // 4)
 end)
 
 T.test("every object is released", function()
