@@ -18,6 +18,55 @@ end
 -- Objects made so far, so later calls can use (and misuse) them.
 local pool = {}
 
+-- A module the stand-in can load, so that kernels, prepared launches and graphs join the pool:
+-- a plain kernel (a pointer and a count), one with a compiled-in cluster of 2 and one without
+-- parameters.
+local PTX = [[
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry plain(
+	.param .u64 p,
+	.param .u32 n
+)
+{
+	ret;
+}
+
+.visible .entry clustered(
+	.param .u64 p
+)
+.explicitcluster
+.reqnctapercluster 2, 1, 1
+{
+	ret;
+}
+
+.visible .entry none()
+{
+	ret;
+}
+]]
+
+local function some(list) -- one of the pool's objects, or nil
+  if #list == 0 then return nil end
+  return list[(byte() or 0) % #list + 1]
+end
+
+-- Launch configurations, the Hopper keys among them, right and wrong.
+local CONFIGS = {
+  function() return { grid = (byte() or 0) % 8 + 1, block = 32 } end,
+  function() return { grid = 2 * ((byte() or 0) % 4 + 1), block = 32, cluster = (byte() or 0) % 18 } end,
+  function() return { grid = { 4, 2 }, block = { 32, 1 }, cluster = { 2, (byte() or 0) % 3, 1 }, pdl = true } end,
+  function() return { grid = (byte() or 0) + 1, block = 32, cooperative = true, priority = (byte() or 0) % 8 - 4 } end,
+  function() return { grid = 2, block = 32, pdl = (byte() or 0) % 2 == 0, stream = some(pool) } end,
+  function() return { grid = 2, block = 32, l2_window = { array = some(pool), hit_ratio = (byte() or 0) % 5 / 4 } } end,
+  function() return { grid = 2, block = 32, l2_window = { array = some(pool), bytes = (byte() or 0) * 16 } } end,
+  function() return { grid = 2, block = 32, cluster = 2, clutser = 4 } end,
+  function() return { block = 64, smem = 0, cluster = 1 } end,
+}
+
 local scalars = {
   function() return nil end,
   function() return 0 end,
@@ -43,6 +92,12 @@ local scalars = {
   function() return { timeout = 0.01 } end,
   function() return { dtype = "f16", dims = { 64, 64 }, box = { 64, 64 } } end,
   function() return print end,
+  function() return PTX end,
+  function() return pick({ "plain", "clustered", "none" }) end,
+  function() return pick({ "non_portable_cluster_size_allowed", "required_cluster_width", "num_regs",
+    "max_dynamic_shared_size_bytes", "preferred_shared_memory_carveout", "cluster_scheduling_policy_preference" })
+  end,
+  function() return pick(CONFIGS)() end,
   function() return pool[#pool > 0 and ((byte() or 0) % #pool + 1) or 1] end,
   function() return pool[#pool > 0 and ((byte() or 0) % #pool + 1) or 1] end,
 }
@@ -93,10 +148,55 @@ local function remember(...)
   end
 end
 
+-- Kernels in the pool from the start (the random calls rarely build them): the first byte says
+-- whether, so that sequences without them stay.
+-- The pool's objects of one class ("cuda.kernel", ...), by their tostring.
+local function of_class(class)
+  local out = {}
+  for _, v in ipairs(pool) do
+    if type(v) == "userdata" and tostring(v):sub(1, #class + 1) == class .. " " then out[#out + 1] = v end
+  end
+  return out
+end
+if (bytes:byte(1) or 0) % 4 ~= 0 then
+  local ok, mod = pcall(cuda.load, PTX)
+  if ok then
+    if (bytes:byte(1) or 0) % 3 == 0 then remember(mod) end -- then it is freed early, mostly
+    for _, name in ipairs({ "plain", "clustered", "none" }) do remember(select(2, pcall(mod.kernel, mod, name))) end
+  end
+  remember(select(2, pcall(cuda.array, "f32", 64)))
+  remember(select(2, pcall(cuda.stream)))
+end
+
+-- A launch of a pooled kernel with arguments drawn from the pool and from integers, mostly of
+-- the right count: the checks past the argument count get their turn.
+local function launch_one()
+  local k = some(of_class("cuda.kernel"))
+  if k == nil then return end
+  local n = (byte() or 0) % 4 == 0 and (byte() or 0) % 4 or #k.params
+  local a = {}
+  local arrays = of_class("cuda.array")
+  for i = 1, n do
+    local how = (byte() or 0) % 4
+    a[i] = how <= 1 and (byte() or 0) or how == 2 and some(arrays) or some(pool)
+  end
+  local cfg = (byte() or 0) % 8 == 0 and arg() or pick(CONFIGS)()
+  local how = (byte() or 0) % 3
+  if how == 0 then
+    pcall(k.launch, k, cfg, table.unpack(a, 1, n))
+  else
+    local ok, p = pcall(k.prepare, k, cfg, table.unpack(a, 1, n))
+    if ok then
+      remember(p)
+      if how == 2 then pcall(p) end
+    end
+  end
+end
+
 local steps = 0
 while pos < #bytes and steps < 200 do
   steps = steps + 1
-  local op = byte() % 8
+  local op = byte() % 10
   if op <= 2 and #entry_points > 0 then
     local fn = pick(entry_points)
     local a = args((byte() or 0) % 4)
@@ -110,6 +210,20 @@ while pos < #bytes and steps < 200 do
       -- self is usually the object, sometimes another one or garbage (wrong self)
       local self = ((byte() or 0) % 5 == 0) and arg() or obj
       remember(select(2, pcall(m[2], self, a[1], a[2], a[3])))
+    end
+  elseif op == 8 then
+    launch_one()
+  elseif op == 9 then
+    -- a capture whose body launches, frees or collects
+    local s = some(of_class("cuda.stream"))
+    if s ~= nil then
+      local body = byte() or 0
+      remember(select(2, pcall(s.capture, s, function()
+        launch_one()
+        if body % 3 == 0 then collectgarbage() end
+        if body % 5 == 0 then local v = some(pool); if v ~= nil then pcall(function() v:free() end) end end
+        launch_one()
+      end)))
     end
   elseif op == 6 then
     if (byte() or 0) % 2 == 0 then collectgarbage() else collectgarbage("step", 10) end

@@ -1,5 +1,7 @@
 -- Random API call sequences against the driver stand-in (the same driver the fuzzer uses):
--- wrong types, use after free, finalizers called by hand, frees in the middle of work. Each
+-- wrong types, use after free, finalizers called by hand, frees in the middle of work, kernels
+-- launched and prepared with the launch attributes (clusters, pdl, cooperative, priority, L2
+-- windows), right and wrong, also inside stream captures. Each
 -- sequence must end with Lua still running (no crash, no sanitizer report in the ASan build),
 -- and with every gpulab object gone after a full collection.
 -- Run in three collector modes: incremental, generational, and a full collection before every call.
