@@ -96,6 +96,14 @@ local function launch_cfg()
   local cfg = { grid = 1, block = 32 }
   local s = capturing or of_type("cuda.stream")
   if s and byte() % 2 == 0 then cfg.stream = s end
+  local attrs = byte() % 8 -- launch attributes: cuLaunchKernelEx, and an L2 window's array kept alive
+  if attrs == 1 then cfg.pdl = true
+  elseif attrs == 2 then cfg.cluster, cfg.priority = 1, 0
+  elseif attrs == 3 then cfg.cooperative = true
+  elseif attrs >= 4 and attrs <= 5 then
+    local a = of_type("cuda.array")
+    if a then cfg.l2_window = { array = a, hit_ratio = 0.5 } end
+  end
   if byte() % 4 == 0 then -- the options table runs code while k:launch reads it
     return setmetatable(cfg, { __index = function() free_some(); collectgarbage("step", 1) end })
   end
