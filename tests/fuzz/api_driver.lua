@@ -59,7 +59,9 @@ local CONFIGS = {
   function() return { grid = (byte() or 0) % 8 + 1, block = 32 } end,
   function() return { grid = 2 * ((byte() or 0) % 4 + 1), block = 32, cluster = (byte() or 0) % 18 } end,
   function() return { grid = { 4, 2 }, block = { 32, 1 }, cluster = { 2, (byte() or 0) % 3, 1 }, pdl = true } end,
-  function() return { grid = (byte() or 0) + 1, block = 32, cooperative = true, priority = (byte() or 0) % 8 - 4 } end,
+  function() -- past 264 blocks of 1024 threads, more than the stand-in's H200 holds at once
+    return { grid = (byte() or 0) * 2 + 1, block = 1024, cooperative = true, priority = (byte() or 0) % 8 - 4 }
+  end,
   function() return { grid = 2, block = 32, pdl = (byte() or 0) % 2 == 0, stream = some(pool) } end,
   function() return { grid = 2, block = 32, l2_window = { array = some(pool), hit_ratio = (byte() or 0) % 5 / 4 } } end,
   function() return { grid = 2, block = 32, l2_window = { array = some(pool), bytes = (byte() or 0) * 16 } } end,
