@@ -121,6 +121,7 @@ static void read_range(lua_State *L, int arg, const int at[W_KEYS], const char *
         *base = (uint64_t)a->ptr;
         *bytes = *limit = a->nbytes;
         out->array = a;
+        out->array_at = at[W_ARRAY];
     } else if (at[W_PTR]) {
         *base = read_window_int(L, arg, at[W_PTR], "ptr", field, fn);
         if (!at[W_BYTES]) window_error(L, arg, fn, field, "bytes: required with ptr=");
@@ -296,10 +297,9 @@ static int l_set_l2_window(lua_State *L) {
     if (win.array && win.array->ptr == 0) gl_argerror(L, 2, fn, "array: the cuda.array was freed during the call");
     set_stream_window(L, s, &win.w, fn); /* removing: a window of 0 bytes */
     drop_window_array(L, windows, s);
-    if (win.array) {
+    if (win.array) { /* the array checked, from this call's stack: the table may hold another by now */
         lua_pushvalue(L, 1);
-        lua_pushliteral(L, "array");
-        lua_rawget(L, 2);
+        lua_pushvalue(L, win.array_at);
         lua_rawset(L, windows);
     }
     return 0;

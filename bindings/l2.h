@@ -14,7 +14,10 @@
 /* A window read from {array=d | ptr=, bytes=, hit_ratio=1, hit="persisting", miss="streaming"}. */
 typedef struct gl_l2_window {
     CUaccessPolicyWindow w;
-    gl_array *array; /* array=: the array checked, alive while the table at `value` holds it; NULL for ptr= */
+    gl_array *array; /* array=: the array checked; NULL for ptr= */
+    int array_at;    /* the stack slot holding that array (0 for ptr=), left there by the reader: the
+                        caller's stack keeps it alive until the caller cuts its stack below it (the
+                        table is the script's, and a finalizer may take the array out of it) */
 } gl_l2_window;
 
 /* Reads and checks the window table at stack index `value` for the device `d`: the keys, array=
@@ -22,7 +25,8 @@ typedef struct gl_l2_window {
  * and the device's largest window, hit_ratio in [0, 1], hit and miss names (a miss cannot
  * persist). Errors name argument `arg` of `fn`, and field `field` when it is not NULL (the launch
  * key "l2_window"); with NULL the table is the argument itself. The table is walked raw: nothing
- * here runs Lua code, so the array found stays what was checked. */
+ * here runs Lua code, so the array found stays what was checked. The values read stay on the
+ * stack (out->array_at names the array's slot). */
 void gl_read_l2_window(lua_State *L, int arg, int value, const gl_device_limits *d, const char *field,
                        const char *fn, gl_l2_window *out);
 

@@ -53,8 +53,11 @@ typedef struct launch_cfg {
     gl_stream_track *track;
     unsigned nattrs;         /* 0: a plain cuLaunchKernel; else cuLaunchKernelEx with attrs */
     CUlaunchAttribute attrs[MAX_LAUNCH_ATTRS];
-    gl_array *window_array;  /* l2_window={array=}: kept alive by the configuration table (a
-                                launch) or a uservalue (a prepared launch) */
+    gl_array *window_array;  /* l2_window={array=}; a prepared launch keeps it in a uservalue */
+    /* The stack slots of the call that read the configuration holding the stream and the window's
+     * array (0: none), as read_cfg left them: the configuration table is the script's, and a
+     * finalizer run by an allocation later in the call may take either out of it. */
+    int stream_at, window_at;
 } launch_cfg;
 
 /* ------------------------------------------------------------------------------------------
@@ -464,6 +467,25 @@ static void read_attrs(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, con
 static void check_compiled_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
                                         const char *fn);
 
+/* Cuts the stack back to `top`, but first moves the stream value (at stream, 0 for none) and the
+ * window's array (at cfg->window_at) to the slots just above it: the call holds them from there
+ * on, whatever the script's table holds by then. Lower slots to higher-or-equal ones only, so
+ * nothing is overwritten before it is copied. */
+static void keep_objects(lua_State *L, int top, int stream, launch_cfg *cfg) {
+    cfg->stream_at = 0;
+    if (stream) {
+        lua_copy(L, stream, ++top);
+        cfg->stream_at = top;
+    }
+    if (cfg->window_at) {
+        lua_copy(L, cfg->window_at, ++top);
+        cfg->window_at = top;
+    }
+    lua_settop(L, top);
+}
+
+/* Reads and checks the configuration table at idx. The stream and the window's array stay on the
+ * stack above its old top (cfg->stream_at, cfg->window_at): a caller counts its arguments first. */
 static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const char *fn) {
     if (lua_type(L, idx) != LUA_TTABLE)
         gl_argerror(L, idx, fn, "launch configuration {grid=, block=, ...} expected, got %s", gl_typename(L, idx));
@@ -507,11 +529,12 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     if (unknown) gl_check_known_fields(L, idx, cfg_key_names, fn); /* names the key */
     cfg->nattrs = 0;
     cfg->window_array = NULL;
+    cfg->window_at = 0;
     if (at[CFG_CLUSTER] | at[CFG_COOPERATIVE] | at[CFG_PDL] | at[CFG_PRIORITY] | at[CFG_L2_WINDOW])
         read_attrs(L, idx, k, cfg, at, fn);
     else if (k->cluster_dims[0]) /* the driver launches it in clusters of the compiled-in shape */
         check_compiled_cluster_grid(L, idx, k, cfg->grid, fn);
-    lua_settop(L, top);
+    keep_objects(L, top, stream, cfg);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -733,7 +756,10 @@ static void read_l2_window(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg,
     gl_l2_window w;
     gl_read_l2_window(L, idx, value, k->limits, "l2_window", fn, &w);
     require_entry(L, idx, fn, "l2_window", (const void *)gl_cu.cuLaunchKernelEx, "cuLaunchKernelEx");
-    if (w.array) cfg->window_array = w.array;
+    if (w.array) {
+        cfg->window_array = w.array;
+        cfg->window_at = w.array_at;
+    }
     add_attr(cfg, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW)->value.accessPolicyWindow = w.w;
 }
 
@@ -826,22 +852,15 @@ static void point_params(const gl_kernel *k, unsigned char *buf, void **ptrs) {
 
 #define INLINE_REFS 32
 
-/* During a capture: the graph keeps the l2_window's array alive (read raw from the configuration
- * table at cfg_idx, as read_cfg read it). */
-static void note_window_array(lua_State *L, int cfg_idx) {
-    lua_pushliteral(L, "l2_window");
-    if (lua_rawget(L, cfg_idx) == LUA_TTABLE) {
-        lua_pushliteral(L, "array");
-        lua_rawget(L, -2);
-        gl_capture_note(L, -1);
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-}
-
 static void recheck_window(lua_State *L, const launch_cfg *cfg, const char *fn) {
     if (cfg->window_array && cfg->window_array->ptr == 0)
         luaL_error(L, "%s: l2_window: the cuda.array was freed during the call", fn);
+}
+
+/* A finalizer may have freed the configuration's stream (the object itself is on the stack). */
+static void recheck_stream(lua_State *L, launch_cfg *cfg, const char *fn) {
+    if (cfg->stream && cfg->stream->track != cfg->track)
+        luaL_error(L, "%s: stream: the cuda.stream was freed during the call", fn);
 }
 
 /* After code that may have run Lua: the module and the packed objects must still be alive. */
@@ -877,9 +896,10 @@ static int l_launch(lua_State *L) {
     gl_kernel *k = gl_check_kernel(L, 1, fn);
     gl_require_gpu(L, fn);
     check_module_usable(L, k, fn);
+    int given = lua_gettop(L) - 2; /* read_cfg leaves objects above the arguments */
     launch_cfg cfg;
     read_cfg(L, 2, k, &cfg, fn);
-    check_arg_count(L, k, lua_gettop(L) - 2, fn);
+    check_arg_count(L, k, given, fn);
     if (k->argbytes > MAX_ARG_BYTES)
         luaL_error(L, "%s: kernel '%s' takes %d bytes of parameters; the driver allows %d", fn,
                    k->name, (int)k->argbytes, MAX_ARG_BYTES);
@@ -912,10 +932,11 @@ static int l_launch(lua_State *L) {
         gl_capture_note(L, 1);
         for (int i = 0; i < k->nparams; i++)
             if (lua_type(L, 3 + i) == LUA_TUSERDATA) gl_capture_note(L, 3 + i);
-        if (cfg.window_array) note_window_array(L, 2);
+        if (cfg.window_array) gl_capture_note(L, cfg.window_at);
         /* noting allocates, and a finalizer run by it may have freed what was packed */
         recheck_refs(L, k, refs, inline_refs, fn);
         recheck_window(L, &cfg, fn);
+        recheck_stream(L, &cfg, fn);
     }
     submit(L, k, &cfg, cfg.track, ptrs, 1, fn);
     return 0;
@@ -949,9 +970,9 @@ static int l_prepare(lua_State *L) {
     gl_kernel *k = gl_check_kernel(L, 1, fn);
     gl_require_gpu(L, fn);
     check_module_usable(L, k, fn);
+    int nargs = lua_gettop(L) - 2; /* read_cfg leaves objects above the arguments */
     launch_cfg cfg;
     read_cfg(L, 2, k, &cfg, fn);
-    int nargs = lua_gettop(L) - 2;
     check_arg_count(L, k, nargs, fn);
     if (k->argbytes > MAX_ARG_BYTES)
         luaL_error(L, "%s: kernel '%s' takes %d bytes of parameters; the driver allows %d", fn,
@@ -959,6 +980,11 @@ static int l_prepare(lua_State *L) {
     size_t head = sizeof(prepared) + (size_t)nargs * (sizeof(arg_ref) + sizeof(void *));
     size_t size = head + 64 + k->argbytes;
     prepared *P = gl_newuserdatauv(L, size, UV_FIRST_ARG - 1 + nargs);
+    /* the allocation may have run a finalizer that freed the module, the stream or the window's
+       array (the arguments are checked as they are packed) */
+    check_module_usable(L, k, fn);
+    recheck_stream(L, &cfg, fn);
+    recheck_window(L, &cfg, fn);
     memset(P, 0, head);
     P->k = k;
     P->cfg = cfg;
@@ -971,18 +997,13 @@ static int l_prepare(lua_State *L) {
     point_params(k, P->buf, P->ptrs);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, self, UV_KERNEL);
-    if (cfg.stream) {
-        lua_pushliteral(L, "stream");
-        lua_rawget(L, 2); /* raw, as read_cfg read it */
+    if (cfg.stream) { /* the objects checked, from the stack: the table may hold others by now */
+        lua_pushvalue(L, cfg.stream_at);
         lua_setiuservalue(L, self, UV_STREAM);
     }
     if (cfg.window_array) {
-        lua_pushliteral(L, "l2_window");
-        lua_rawget(L, 2);
-        lua_pushliteral(L, "array");
-        lua_rawget(L, -2);
+        lua_pushvalue(L, cfg.window_at);
         lua_setiuservalue(L, self, UV_WINDOW);
-        lua_pop(L, 1);
     }
     for (int i = 0; i < nargs; i++)
         if (P->refs[i].kind != REF_NONE) {

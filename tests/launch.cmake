@@ -18,3 +18,5 @@ gl_add_lua_test(launch_attrs_fake_cc80 tests/lua/test_launch_attrs_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_attrs_fake_cc80.log GPULAB_FAKE_CC=8.0)
 gl_add_lua_test(launch_attrs_fake_noex tests/lua/test_launch_attrs_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_attrs_fake_noex.log GPULAB_FAKE_NO_ENTRY=cuLaunchKernelEx)
+gl_add_lua_test(cfg_finalizer_fake tests/lua/test_cfg_finalizer_fake.lua FAKE
+  ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/cfg_finalizer_fake.log)

@@ -1,0 +1,191 @@
+-- A launch configuration is the script's table: a finalizer run by an allocation inside k:prepare,
+-- k:launch (during a capture) or s:set_l2_window may take the stream or the window's array out of
+-- it, or put something else there. The call must go on with the objects it checked (a prepared
+-- launch and a graph keep those alive, not whatever the table holds afterwards) or raise; never
+-- read the table again. Before, k:prepare read `stream` and `l2_window.array` again after its
+-- allocation: a prepared launch then held a stream nothing kept alive (a use after free when it
+-- was called), and a window table replaced by a string crashed the process.
+-- Through the driver stand-in; no GPU result is claimed.
+local T = dofile("tests/lua/t.lua")
+
+local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
+local function clear_log() assert(io.open(LOG, "w")):close() end
+local function last_launch()
+  local last
+  for l in io.lines(LOG) do
+    if l:sub(1, 7) == "launch " then last = l end
+  end
+  return last
+end
+
+local PTX = [[
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry none()
+{
+	ret;
+}
+]]
+local k = cuda.load(PTX):kernel("none")
+
+-- Every object a trial made is gone (the module of `k` stays).
+local function released()
+  collectgarbage(); collectgarbage()
+  cuda.sync()
+  collectgarbage()
+  local st = cuda.stats()
+  for _, key in ipairs({ "arrays", "streams", "graphs", "prepared" }) do T.eq(st[key], 0, key) end
+end
+
+-- Calls call() until a finalizer that runs on_gc() has run, the collector set so that it runs
+-- from one of the first allocations (pad small tables move which one). Returns whether it ran
+-- inside call() and what the last call returned (ok, result).
+local function with_finalizer_inside(call, on_gc, pad)
+  collectgarbage("generational", 1, 100)
+  collectgarbage("step", 0)
+  local gap_kb = collectgarbage("count") / 100
+  local in_call, fired, inside = false, false, false
+  setmetatable({}, { __gc = function()
+    fired = true
+    inside = in_call
+    on_gc()
+  end })
+  local ahead_kb = math.floor(gap_kb) - 1
+  if ahead_kb >= 1 then collectgarbage("step", ahead_kb) end
+  for _ = 1, pad do local _ = {} end
+  local ok, result
+  for _ = 1, 300 do
+    in_call = true
+    ok, result = pcall(call)
+    in_call = false
+    if fired then break end
+  end
+  collectgarbage("incremental")
+  return inside, ok, result
+end
+
+-- Runs trial(pad) for pads 0..40; each returns whether its finalizer landed inside the call.
+local function trials(what, trial)
+  local inside = 0
+  for pad = 0, 40 do
+    if trial(pad) then inside = inside + 1 end
+  end
+  print(string.format("%s: the finalizer ran inside the call in %d of 41 trials", what, inside))
+  T.ok(inside >= 1, what .. ": the finalizer never ran inside the call")
+end
+
+T.test("k:prepare keeps the window's array it checked, whatever the table holds afterwards", function()
+  trials("k:prepare, l2_window replaced", function(pad)
+    local a = cuda.array("f32", 64)
+    local ptr = a.ptr
+    local cfg = { grid = 1, block = 32, l2_window = { array = a } }
+    a = nil -- luacheck: ignore
+    local inside, ok, p = with_finalizer_inside(function() return k:prepare(cfg) end,
+      function() cfg.l2_window = "replaced" end, pad)
+    cfg = nil -- luacheck: ignore
+    collectgarbage(); collectgarbage()
+    if ok then -- the prepared launch holds the array: still alive, and the window covers it
+      clear_log()
+      p()
+      T.ok(last_launch():find(string.format("l2_window:0x%x+", ptr), 1, true), last_launch())
+    else
+      T.ok(tostring(p):find("l2_window", 1, true), tostring(p))
+    end
+    return inside
+  end)
+  released()
+end)
+
+-- the stream= of the stand-in's last launch line ("0" for the default stream)
+local function last_stream() return last_launch():match(" stream=(%S+)") end
+
+T.test("k:prepare keeps the stream it checked, whatever the table holds afterwards", function()
+  trials("k:prepare, stream taken out", function(pad)
+    local weak = setmetatable({ s = cuda.stream() }, { __mode = "v" })
+    local cfg = { grid = 1, block = 32, stream = weak.s }
+    local inside, ok, p = with_finalizer_inside(function() return k:prepare(cfg) end,
+      function() cfg.stream = nil end, pad)
+    cfg = nil -- luacheck: ignore
+    collectgarbage(); collectgarbage()
+    T.ok(ok, tostring(p))
+    clear_log()
+    p() -- on the stream it was made with, which it keeps alive; or on the default stream
+    T.ok(last_stream() == "0" or weak.s ~= nil, "launched on a stream that was collected")
+    T.eq(inside and last_stream() == "0", false, "a finalizer inside k:prepare changed its stream")
+    cuda.sync()
+    p = nil -- luacheck: ignore
+    collectgarbage(); collectgarbage()
+    T.eq(cuda.stats().streams, 0, "streams once the prepared launch is gone")
+    return inside
+  end)
+  released()
+end)
+
+T.test("k:prepare refuses a stream or window array freed during the call", function()
+  for _, what in ipairs({ "stream", "window" }) do
+    trials("k:prepare, " .. what .. " freed", function(pad)
+      local s, a = cuda.stream(), cuda.array("f32", 64)
+      local cfg = { grid = 1, block = 32 }
+      if what == "stream" then cfg.stream = s else cfg.l2_window = { array = a } end
+      local inside, ok, err = with_finalizer_inside(function() return k:prepare(cfg) end,
+        function() if what == "stream" then s:free() else a:free() end end, pad)
+      if inside then
+        T.ok(not ok, what .. ": freed inside k:prepare, yet it made a prepared launch")
+        T.ok(tostring(err):find("freed", 1, true), tostring(err))
+      end
+      return inside
+    end)
+  end
+  released()
+end)
+
+-- The finalizer lands somewhere in s:capture; in k:launch's own noting of the graph's objects it
+-- lands rarely (that table seldom grows), so this holds the invariant more than it reaches the
+-- slot: the launch now notes the array from its stack, never from the table.
+T.test("a captured launch keeps the window's array it checked", function()
+  trials("k:launch in a capture, l2_window.array replaced", function(pad)
+    local s = cuda.stream { nonblocking = true }
+    local weak = setmetatable({ a = cuda.array("f32", 64), other = cuda.array("f32", 64) }, { __mode = "v" })
+    local names = { [string.format("0x%x", weak.a.ptr)] = "a", [string.format("0x%x", weak.other.ptr)] = "other" }
+    local window = { array = weak.a }
+    local cfg = { grid = 1, block = 32, stream = s, l2_window = window }
+    local replacement = weak.other
+    clear_log()
+    local inside, ok, g = with_finalizer_inside(function()
+      return s:capture(function() k:launch(cfg) end)
+    end, function() window.array = replacement end, pad)
+    local used = names[last_launch():match("l2_window:(0x%x+)%+")] -- the array the launch was given
+    window, cfg, replacement = nil, nil, nil -- luacheck: ignore
+    collectgarbage(); collectgarbage()
+    T.ok(ok, tostring(g))
+    T.ok(used ~= nil, last_launch())
+    T.ok(weak[used] ~= nil, "the graph let the array of its launch (" .. tostring(used) .. ") go")
+    g:launch(s)
+    s:sync()
+    g = nil -- luacheck: ignore
+    collectgarbage(); collectgarbage()
+    T.eq(cuda.stats().arrays, 0, "arrays once the graph is gone")
+    return inside
+  end)
+  released()
+end)
+
+T.test("s:set_l2_window keeps the array it checked", function()
+  trials("s:set_l2_window, array replaced", function(pad)
+    local s = cuda.stream()
+    local a, other = cuda.array("f32", 64), cuda.array("f32", 64)
+    local window = { array = a }
+    local inside, ok, err = with_finalizer_inside(function() s:set_l2_window(window) end,
+      function() window.array = other end, pad)
+    T.ok(ok, tostring(err))
+    local got = s:l2_window() -- the array the stream keeps is the one the driver's window covers
+    T.ok(rawequal(got.array, a) or rawequal(got.array, other), "the stream keeps neither array")
+    T.eq(got.ptr, got.array.ptr, "the driver's window and the array the stream keeps")
+    return inside
+  end)
+  released()
+end)
+
+T.done()
