@@ -496,11 +496,17 @@ static int l_tensormap(lua_State *L) {
     tm_err e;
     if (!parse_spec(L, 1, &s, &e)) gl_argerror(L, 1, fn, "%s", e.msg);
     gl_require_gpu(L, fn);
+    /* The array stays in this call's slot 2 from here on: the table is the script's, and a
+     * finalizer run by an allocation below may take the array out of it or put another there. */
     raw_field(L, 1, "array");
-    const gl_array *arr = gl_test_array(L, -1);
+    const gl_array *arr = gl_test_array(L, 2);
     if (arr) gl_check_array_device(L, arr, fn, 1);
-    lua_pop(L, 1);
     void *block = gl_newuserdatauv(L, sizeof(tm_obj) + TM_ALIGN - 1, 1);
+    /* what was parsed must still be this array, alive: parse_spec's reads and the allocation
+       may have run finalizers */
+    if (s.from_array && (arr == NULL || arr->ptr == 0 || (uint64_t)arr->ptr != s.address ||
+                         arr->nbytes != s.array_bytes))
+        gl_argerror(L, 1, fn, "array: the cuda.array was freed or replaced during the call");
     tm_obj *o = obj_at(block);
     memset(o, 0, sizeof *o);
     o->spec = s;
@@ -508,9 +514,11 @@ static int l_tensormap(lua_State *L) {
     encode(L, &s, &o->pub.map, fn);
     o->pub.valid = true;
     o->pub.device = gl_current_device();
-    raw_field(L, 1, "array");
-    pin_array(o, gl_test_array(L, -1));
-    lua_setiuservalue(L, -2, UV_ARRAY);
+    pin_array(o, s.from_array ? arr : NULL);
+    if (s.from_array) {
+        lua_pushvalue(L, 2);
+        lua_setiuservalue(L, -2, UV_ARRAY);
+    }
     gl_live.tensormaps++;
     return 1;
 }

@@ -1,10 +1,12 @@
--- A launch configuration is the script's table: a finalizer run by an allocation inside k:prepare,
--- k:launch (during a capture) or s:set_l2_window may take the stream or the window's array out of
--- it, or put something else there. The call must go on with the objects it checked (a prepared
--- launch and a graph keep those alive, not whatever the table holds afterwards) or raise; never
--- read the table again. Before, k:prepare read `stream` and `l2_window.array` again after its
--- allocation: a prepared launch then held a stream nothing kept alive (a use after free when it
--- was called), and a window table replaced by a string crashed the process.
+-- A launch configuration (or a tensor map's spec) is the script's table: a finalizer run by an
+-- allocation inside k:prepare, k:launch (during a capture), s:set_l2_window or cuda.tensormap may
+-- take the stream or the array out of it, or put something else there. The call must go on with
+-- the objects it checked (a prepared launch, a graph and a tensor map keep those alive, not
+-- whatever the table holds afterwards) or raise; never read the table again. Before, k:prepare
+-- read `stream` and `l2_window.array` again after its allocation: a prepared launch then held a
+-- stream nothing kept alive (a use after free when it was called), and a window table replaced
+-- by a string crashed the process; cuda.tensormap pinned whatever array the table held after
+-- its allocation, not the one whose address it encoded.
 -- Through the driver stand-in; no GPU result is claimed.
 local T = dofile("tests/lua/t.lua")
 
@@ -183,6 +185,27 @@ T.test("s:set_l2_window keeps the array it checked", function()
     local got = s:l2_window() -- the array the stream keeps is the one the driver's window covers
     T.ok(rawequal(got.array, a) or rawequal(got.array, other), "the stream keeps neither array")
     T.eq(got.ptr, got.array.ptr, "the driver's window and the array the stream keeps")
+    return inside
+  end)
+  released()
+end)
+
+T.test("cuda.tensormap pins the array it encoded", function()
+  trials("cuda.tensormap, array replaced", function(pad)
+    local weak = setmetatable({ a = cuda.array("u8", 4096), other = cuda.array("u8", 8192) }, { __mode = "v" })
+    local spec = { array = weak.a, dtype = "u8", dims = { 64, 64 }, strides = { 64 }, box = { 16, 16 } }
+    local replacement = weak.other
+    local inside, ok, tm = with_finalizer_inside(function() return cuda.tensormap(spec) end,
+      function() spec.array = replacement end, pad)
+    spec, replacement = nil, nil -- luacheck: ignore
+    collectgarbage(); collectgarbage()
+    if ok then -- the map covers the array it keeps alive
+      T.ok(tm.array ~= nil, "the map keeps no array")
+      T.eq(tm.address, tm.array.ptr, "the encoded address and the array the map keeps")
+    else
+      T.ok(tostring(tm):find("during the call", 1, true), tostring(tm))
+    end
+    tm = nil -- luacheck: ignore
     return inside
   end)
   released()
