@@ -9,6 +9,6 @@ gl_add_lua_test(classes_fake tests/lua/test_classes_fake.lua FAKE ENV ${GL_CLASS
 # Every method and function called while a script's code frees every object: metamethods of the
 # arguments, a finalizer run by an allocation inside the call, a callback, a call hook
 # (docs/THREAT_MODEL.md).
-foreach(mode meta finalizer callback hook)
+foreach(mode meta finalizer callback hook rewrite)
   gl_add_lua_test(reentrant_${mode} "tests/lua/test_reentrant_fake.lua;${mode}" FAKE ENV ${GL_CLASSES_ENV})
 endforeach()

@@ -2,10 +2,13 @@
 -- script's code frees every gpulab object: (1) the arguments are tables whose metamethods free them
 -- all (__index, __len, __tostring, __call, __eq, __lt, __le, __concat), (2) a finalizer that frees
 -- them all runs from an allocation inside the call, (3) a callback argument frees them all, (4) a call
--- hook frees them all when the call starts or when it calls a function (a callback, a C step). Each call
--- must return or raise a message (a string or a cuda.error); none may crash, and the sanitizer build
--- runs the same. Objects come from tests/lua/class_objects.lua, through the stand-ins
--- (tests/classes.cmake's environment). Usage: gpulab test_reentrant_fake.lua [meta|finalizer|callback|hook]
+-- hook frees them all when the call starts or when it calls a function (a callback, a C step), (5) a
+-- finalizer run from an allocation inside the call rewrites every table argument (options with a
+-- stream, an L2 window's array, a tensor map's array): each field set to nil or to a string, and in
+-- a third of the trials frees them all. Each call must return or raise a message (a string or a cuda.error); none may
+-- crash, and the sanitizer build runs the same. Objects come from tests/lua/class_objects.lua,
+-- through the stand-ins (tests/classes.cmake's environment).
+-- Usage: gpulab test_reentrant_fake.lua [meta|finalizer|callback|hook|rewrite]
 local T = dofile("tests/lua/t.lua")
 local make_objects = dofile("tests/lua/class_objects.lua")
 local registry = debug.getregistry()
@@ -44,7 +47,8 @@ local function leading_args()
   local function launch(st) k:launch({ grid = 1, block = 32, stream = st }, d, 1) end
   return { {}, { launch }, { launch, s }, { "f32" }, { "f32", 16 }, { d }, { s }, { 16 }, { d, d },
     { { grid = 1, block = 32 } }, { { grid = 1, block = 32 }, d }, { objs["cuda.host"] }, { objs["cuda.event"] },
-    { "fmachain" }, { "non_portable_cluster_size_allowed" } }
+    { "fmachain" }, { "non_portable_cluster_size_allowed" },
+    { { grid = 1, block = 32, stream = s, l2_window = { array = d } }, d, 1 } } -- a launch's whole arguments
 end
 objs = shared
 local N_LEADING = #leading_args()
@@ -84,9 +88,11 @@ local function call(name, fn, args)
   messages = messages + 1
 end
 
--- One trial: fresh objects, the arguments, the call, then everything released.
-local function trial(target, leading, last, run)
+-- One trial: fresh objects, the arguments, the call, then everything released. make_last, when
+-- given, builds the last argument from the trial's objects instead.
+local function trial(target, leading, last, run, make_last)
   objs = make_objects(shared)
+  if make_last then last = make_last() end
   local args = { n = 0 }
   local function push(v) args.n = args.n + 1; args[args.n] = v end
   if target[3] then push(objs[target[3]]) end
@@ -132,38 +138,43 @@ mode("meta", "metamethods of the arguments free every object", function()
   end)
 end)
 
+-- Calls the target until a finalizer that runs on_gc() has run; returns whether it ran inside the
+-- call. Generational: a minor collection runs once the allocations since the last one reach 1% of
+-- the heap, and calls every pending finalizer. collectgarbage("step", 0) runs one now; the next is
+-- then brought to within about a kilobyte, so that the first calls reach it, and `pad` small
+-- tables move where in the call that happens.
+local function until_finalized(t, args, pad, on_gc)
+  collectgarbage("generational", 1, 100)
+  collectgarbage("step", 0)
+  local gap_kb = collectgarbage("count") / 100
+  local in_call, fired, inside = false, false, false
+  setmetatable({}, { __gc = function()
+    fired = true
+    inside = in_call
+    on_gc()
+  end })
+  local ahead_kb = math.floor(gap_kb) - 1
+  if ahead_kb >= 1 then collectgarbage("step", ahead_kb) end -- ("step", 0) would collect now
+  for _ = 1, pad do local _ = {} end
+  for _ = 1, 300 do -- a call that allocates nothing never reaches it
+    in_call = true
+    call(t[1], t[2], args)
+    in_call = false
+    if fired then break end
+  end
+  collectgarbage("incremental")
+  return inside
+end
+
 mode("finalizer", "a finalizer run by an allocation inside the call frees every object", function()
   local inside, trials = 0, 0
-  -- Generational: a minor collection runs once the allocations since the last one reach 1% of
-  -- the heap, and calls every pending finalizer. collectgarbage("step", 0) runs one now; the
-  -- next is then brought to within about a kilobyte, so that the first calls reach it, and `pad`
-  -- small tables move where in the call that happens.
-  local function until_finalized(t, args, pad)
-    collectgarbage("generational", 1, 100)
-    collectgarbage("step", 0)
-    local gap_kb = collectgarbage("count") / 100
-    local in_call, fired = false, false
-    setmetatable({}, { __gc = function()
-      fired = true
-      if in_call then inside = inside + 1 end
-      free_all()
-    end })
-    local ahead_kb = math.floor(gap_kb) - 1
-    if ahead_kb >= 1 then collectgarbage("step", ahead_kb) end -- ("step", 0) would collect now
-    for _ = 1, pad do local _ = {} end
-    for _ = 1, 300 do -- a call that allocates nothing never reaches it
-      in_call = true
-      call(t[1], t[2], args)
-      in_call = false
-      if fired then break end
-    end
-    collectgarbage("incremental")
-  end
   each(function(target, leading)
     for _, last in ipairs({ NONE, {} }) do -- no options, empty options
       for _, pad in ipairs({ 0, 6, 12 }) do
         trials = trials + 1
-        trial(target, leading, last, function(t, args) until_finalized(t, args, pad) end)
+        trial(target, leading, last, function(t, args)
+          if until_finalized(t, args, pad, free_all) then inside = inside + 1 end
+        end)
       end
     end
   end)
@@ -183,6 +194,52 @@ mode("callback", "a callback argument frees every object", function()
       call(t[1], t[2], args)
     end)
   end)
+end)
+
+-- Option tables that hold objects, built from the trial's objects.
+local RICH = {
+  function() -- a launch configuration with a stream and an L2 window
+    return { grid = 1, block = 32, stream = objs["cuda.stream"], l2_window = { array = objs["cuda.array"] } }
+  end,
+  function() -- a tensor map's spec
+    return { array = objs["cuda.array"], dtype = "f32", dims = { 64 }, box = { 16 } }
+  end,
+  function() return { stream = objs["cuda.stream"], timeout = 1 } end,
+  function() return NONE end, -- the leading arguments alone (a launch's configuration among them)
+}
+
+-- Every table among args, and the tables in them, each field set to nil (or to a string).
+local function rewrite(args, to)
+  local seen = {}
+  local function walk(t, depth)
+    if type(t) ~= "table" or seen[t] or depth > 2 or getmetatable(t) ~= nil then return end
+    seen[t] = true
+    local keys = {}
+    for key, v in pairs(t) do
+      keys[#keys + 1] = key
+      walk(v, depth + 1)
+    end
+    for _, key in ipairs(keys) do rawset(t, key, to) end
+  end
+  for i = 1, args.n do walk(args[i], 1) end
+end
+
+mode("rewrite", "a finalizer run inside the call rewrites the argument tables and frees every object", function()
+  local inside, trials = 0, 0
+  each(function(target, leading)
+    for _, make in ipairs(RICH) do
+      for _, pad in ipairs({ 0, 6, 12 }) do
+        trials = trials + 1
+        trial(target, leading, nil, function(t, args)
+          local to = pad ~= 6 and "gone" or nil -- and with pad 0 the objects are freed too
+          if until_finalized(t, args, pad, function() rewrite(args, to); if pad == 0 then free_all() end end) then
+            inside = inside + 1
+          end
+        end, make)
+      end
+    end
+  end)
+  landed("the finalizer ran inside the call in %d of %d trials", inside, trials, trials // 2)
 end)
 
 mode("hook", "a call hook frees every object at the entry of the call and of the calls it makes", function()
