@@ -82,6 +82,35 @@ function T.all_released()
   return s
 end
 
+-- Calls run() until a finalizer that runs on_gc() has run (at most 300 times: a call that
+-- allocates nothing never reaches it); returns whether it ran inside run(). Generational: a minor
+-- collection runs once the allocations since the last one reach 1% of the heap, and calls every
+-- pending finalizer. collectgarbage("step", 0) runs one now; the next is then brought to within
+-- about a kilobyte, so that the first calls reach it, and `pad` small tables move where in the
+-- call that happens. Leaves the collector incremental.
+function T.until_finalized(run, on_gc, pad)
+  collectgarbage("generational", 1, 100)
+  collectgarbage("step", 0)
+  local gap_kb = collectgarbage("count") / 100
+  local in_call, fired, inside = false, false, false
+  setmetatable({}, { __gc = function()
+    fired = true
+    inside = in_call
+    on_gc()
+  end })
+  local ahead_kb = math.floor(gap_kb) - 1
+  if ahead_kb >= 1 then collectgarbage("step", ahead_kb) end -- ("step", 0) would collect now
+  for _ = 1, pad do local _ = {} end
+  for _ = 1, 300 do
+    in_call = true
+    run()
+    in_call = false
+    if fired then break end
+  end
+  collectgarbage("incremental")
+  return inside
+end
+
 -- Without a usable device a GPU test file calls this: ctest maps exit code 77 to "skipped".
 function T.require_gpu()
   local ok, why = cuda.available()

@@ -41,30 +41,11 @@ local function released()
   for _, key in ipairs({ "arrays", "streams", "graphs", "prepared" }) do T.eq(st[key], 0, key) end
 end
 
--- Calls call() until a finalizer that runs on_gc() has run, the collector set so that it runs
--- from one of the first allocations (pad small tables move which one). Returns whether it ran
--- inside call() and what the last call returned (ok, result).
+-- Calls call() until a finalizer that runs on_gc() has run (T.until_finalized). Returns whether it
+-- ran inside call() and what the last call returned (ok, result).
 local function with_finalizer_inside(call, on_gc, pad)
-  collectgarbage("generational", 1, 100)
-  collectgarbage("step", 0)
-  local gap_kb = collectgarbage("count") / 100
-  local in_call, fired, inside = false, false, false
-  setmetatable({}, { __gc = function()
-    fired = true
-    inside = in_call
-    on_gc()
-  end })
-  local ahead_kb = math.floor(gap_kb) - 1
-  if ahead_kb >= 1 then collectgarbage("step", ahead_kb) end
-  for _ = 1, pad do local _ = {} end
   local ok, result
-  for _ = 1, 300 do
-    in_call = true
-    ok, result = pcall(call)
-    in_call = false
-    if fired then break end
-  end
-  collectgarbage("incremental")
+  local inside = T.until_finalized(function() ok, result = pcall(call) end, on_gc, pad)
   return inside, ok, result
 end
 

@@ -138,32 +138,9 @@ mode("meta", "metamethods of the arguments free every object", function()
   end)
 end)
 
--- Calls the target until a finalizer that runs on_gc() has run; returns whether it ran inside the
--- call. Generational: a minor collection runs once the allocations since the last one reach 1% of
--- the heap, and calls every pending finalizer. collectgarbage("step", 0) runs one now; the next is
--- then brought to within about a kilobyte, so that the first calls reach it, and `pad` small
--- tables move where in the call that happens.
+-- Calls the target until a finalizer that runs on_gc() has run; whether it ran inside the call.
 local function until_finalized(t, args, pad, on_gc)
-  collectgarbage("generational", 1, 100)
-  collectgarbage("step", 0)
-  local gap_kb = collectgarbage("count") / 100
-  local in_call, fired, inside = false, false, false
-  setmetatable({}, { __gc = function()
-    fired = true
-    inside = in_call
-    on_gc()
-  end })
-  local ahead_kb = math.floor(gap_kb) - 1
-  if ahead_kb >= 1 then collectgarbage("step", ahead_kb) end -- ("step", 0) would collect now
-  for _ = 1, pad do local _ = {} end
-  for _ = 1, 300 do -- a call that allocates nothing never reaches it
-    in_call = true
-    call(t[1], t[2], args)
-    in_call = false
-    if fired then break end
-  end
-  collectgarbage("incremental")
-  return inside
+  return T.until_finalized(function() call(t[1], t[2], args) end, on_gc, pad)
 end
 
 mode("finalizer", "a finalizer run by an allocation inside the call frees every object", function()
