@@ -243,9 +243,14 @@ int gl_class_index(lua_State *L) {
 }
 
 void gl_class_add_methods(lua_State *L, const char *tname, const luaL_Reg *reg) {
+    gl_class_add_closures(L, tname, reg, 0);
+}
+
+void gl_class_add_closures(lua_State *L, const char *tname, const luaL_Reg *reg, int nup) {
     push_class_tables(L, tname);
     lua_pop(L, 1);
-    luaL_setfuncs(L, reg, 0);
+    lua_insert(L, -(nup + 1)); /* the methods table below the upvalues, as luaL_setfuncs wants */
+    luaL_setfuncs(L, reg, nup);
     lua_pop(L, 1);
 }
 

@@ -66,6 +66,8 @@ int gl_class_lookup(lua_State *L, int obj, int key);
 /* Adds methods to class tname's __methods (a file that extends another's class: sass.c's
  * prog:sass, l2.c's s:set_l2_window). Every reader and every object of the class sees them. */
 void gl_class_add_methods(lua_State *L, const char *tname, const luaL_Reg *reg);
+/* The same for methods that share nup upvalues, popped from the stack. */
+void gl_class_add_closures(lua_State *L, const char *tname, const luaL_Reg *reg, int nup);
 
 /* Values C code keeps for itself (class metatables, bookkeeping tables, finalizer sentinels).
  * A script can replace any registry entry (debug.getregistry()), so these live in a table of

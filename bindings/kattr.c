@@ -268,6 +268,11 @@ static int l_set_attribute(lua_State *L) {
     check_value(L, 3, fn, k, a, v);
     GL_CHECK(L, gl_cu.cuFuncSetAttribute(k->fn, a->id, (int)v), fn, "cuFuncSetAttribute");
     note_value(k, a->id, (int)v);
+    /* occupancy follows the carveout, the cluster policy and the shared memory limit: the
+       cluster and cooperative checks this kernel passed are asked again */
+    k->checked_cluster.limit = 0;
+    k->checked_coop.limit = 0;
+    gl_forget_launch_checks();
     lua_settop(L, 1);
     return 1;
 }

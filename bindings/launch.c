@@ -464,6 +464,7 @@ static bool collect_cfg(lua_State *L, int idx, const void *const keys[CFG_KEYS],
 
 static void read_attrs(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const int at[CFG_KEYS],
                        const char *fn);
+static void check_module_usable(lua_State *L, const gl_kernel *k, const char *fn);
 static void check_compiled_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
                                         const char *fn);
 
@@ -484,15 +485,167 @@ static void keep_objects(lua_State *L, int top, int stream, launch_cfg *cfg) {
     lua_settop(L, top);
 }
 
-/* Reads and checks the configuration table at idx. The stream and the window's array stay on the
- * stack above its old top (cfg->stream_at, cfg->window_at): a caller counts its arguments first. */
+/* ------------------------------------------------------------------------------------------
+ * The checked configuration, remembered per kernel.
+ * A lab launches one kernel with one table again and again, changing a value or two in between
+ * (cfg.grid = n). Walking the table for misspelt keys and checking every value again cost a
+ * launch with pdl=true about 1,200 instructions (callgrind), more than a third of gpulab's own.
+ * So a kernel remembers the last table whose check passed and the configuration it gave; a launch
+ * with that table reads just the values of the keys it had, and takes the remembered
+ * configuration when every one is the same. A key added to the table is seen through a metatable
+ * (cfg_mark, only __newindex) that gpulab puts on a table it checks a second time, when the table
+ * has no metatable of its own: a new key makes every kernel check its next configuration in full,
+ * as a kernel attribute set does (gl_forget_launch_checks). A rawset past __newindex is not seen.
+ * The kernel does not keep the table alive: its address is only compared, and a table that takes
+ * a forgotten one's address gets the mark only by being checked twice, which forgets every
+ * remembered check (a script that copies the mark onto its own table can get only a launch that
+ * an earlier check passed for this kernel).
+ * ------------------------------------------------------------------------------------------ */
+#define CFG_MARK_REG "gpulab.launch_cfg_mark" /* private store: the marking metatable */
+
+typedef struct cfg_cache {
+    const void *table;   /* the table the remembered check is for; NULL: none */
+    const void *seen;    /* the table this kernel checked last: checked again, it gets the mark */
+    uint64_t epoch;      /* cfg_epoch when the check passed */
+    int device;          /* the current device then */
+    int nkeys;
+    unsigned char key[CFG_KEYS]; /* the keys the table had, and their values as read_cfg took them: */
+    unsigned char type[CFG_KEYS]; /* LUA_TNUMBER, LUA_TBOOLEAN, or LUA_TUSERDATA (a stream) */
+    lua_Integer value[CFG_KEYS]; /* an integer, 0/1, or the stream's address */
+    launch_cfg cfg;      /* what the check concluded (no l2_window: a table value is not remembered) */
+} cfg_cache;
+_Static_assert(sizeof(cfg_cache) <= GL_LAUNCH_CACHE_BYTES && _Alignof(cfg_cache) <= 8,
+               "gl_kernel.launch_cache cannot hold a cfg_cache");
+
+static uint64_t cfg_epoch = 1;     /* moves on with every new key in a marked table, every mark */
+static const void *cfg_mark;       /* the marking metatable of the open Lua state */
+
+void gl_forget_launch_checks(void) { cfg_epoch++; }
+
+static cfg_cache *cache_of(gl_kernel *k) { return (cfg_cache *)(void *)k->launch_cache; }
+
+/* __newindex of a marked configuration: a new key (or one set again after nil) is stored, and
+ * every kernel's next launch checks its configuration in full. */
+static int l_cfg_newindex(lua_State *L) {
+    if (lua_type(L, 1) != LUA_TTABLE)
+        gl_argerror(L, 1, "launch configuration __newindex", "table expected, got %s", gl_typename(L, 1));
+    lua_settop(L, 3);
+    cfg_epoch++;
+    lua_rawset(L, 1);
+    return 0;
+}
+
+/* The value at idx as the remembered check holds it: false for a value it does not remember. */
+static bool remembered_value(lua_State *L, int idx, int t, int key, lua_Integer *v) {
+    int isint = 1;
+    if (t == LUA_TNUMBER) *v = lua_tointegerx(L, idx, &isint);
+    else if (t == LUA_TBOOLEAN) *v = lua_toboolean(L, idx);
+    else if (t == LUA_TUSERDATA && key == CFG_STREAM) *v = (lua_Integer)(uintptr_t)lua_topointer(L, idx);
+    else return false; /* a table ({x,y,z}, l2_window) can change inside: checked every time */
+    return isint;
+}
+
+/* A table this kernel checked last time is checked a second time: it gets the mark, unless it
+ * has a metatable. Before the walk: pushing the mark may run a finalizer. */
+static void mark_if_checked_before(lua_State *L, int idx, gl_kernel *k) {
+    cfg_cache *c = cache_of(k);
+    const void *t = lua_topointer(L, idx);
+    if (c->seen != t) {
+        c->seen = t;
+        return;
+    }
+    int top = lua_gettop(L);
+    if (!lua_getmetatable(L, idx) && gl_private_get(L, CFG_MARK_REG) == LUA_TTABLE &&
+        lua_topointer(L, -1) == cfg_mark && !lua_getmetatable(L, idx)) { /* (a finalizer may have set one) */
+        cfg_epoch++; /* a check remembered for a table that had this address is forgotten */
+        gl_lua_setmetatable(L, idx);
+    }
+    lua_settop(L, top);
+}
+
+/* After a check passed: remembers it, when the table is marked and every value is one
+ * remembered_value takes. at[]: the values' stack slots, as collect_cfg found them. */
+static void remember_cfg(lua_State *L, int idx, gl_kernel *k, const launch_cfg *cfg, const int at[CFG_KEYS]) {
+    cfg_cache *c = cache_of(k);
+    c->table = NULL;
+    if (!lua_getmetatable(L, idx)) return;
+    bool marked = lua_topointer(L, -1) == cfg_mark;
+    lua_pop(L, 1);
+    if (!marked) return;
+    int n = 0;
+    for (int i = 0; i < CFG_KEYS; i++) {
+        if (at[i] == 0) continue;
+        int t = lua_type(L, at[i]);
+        if (!remembered_value(L, at[i], t, i, &c->value[n])) return;
+        c->key[n] = (unsigned char)i;
+        c->type[n] = (unsigned char)t;
+        n++;
+    }
+    c->nkeys = n;
+    c->cfg = *cfg;
+    c->epoch = cfg_epoch;
+    c->device = gl_current_device();
+    c->table = lua_topointer(L, idx);
+}
+
+/* *to = *from, but only the attributes in use (a launch copies it) */
+static void copy_cfg(launch_cfg *to, const launch_cfg *from) {
+    memcpy(to, from, offsetof(launch_cfg, attrs) + from->nattrs * sizeof from->attrs[0]);
+    to->window_array = from->window_array;
+    to->window_at = from->window_at;
+}
+
+/* The key strings, as upvalues of k:launch and k:prepare (the only callers of read_cfg): pushing
+ * one costs a third of what lua_getfield's string lookup does. A script can replace them
+ * (debug.setupvalue); then a changed value may go unseen, but the configuration used is still
+ * one a full check passed for this kernel. */
+#define KEY_UPVALUE(key) lua_upvalueindex(1 + (key))
+
+/* The remembered check, when the table at idx is the one it was for and holds the same values:
+ * fills cfg and leaves the stream above `top` as read_cfg does. Reads only the remembered keys,
+ * raw (no walk, and no metamethod runs). */
+static bool reuse_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, int top) {
+    const cfg_cache *c = cache_of(k);
+    if (c->table != lua_topointer(L, idx) || c->epoch != cfg_epoch || c->device != gl_current_device())
+        return false;
+    if (!lua_getmetatable(L, idx)) return false;
+    bool marked = lua_topointer(L, -1) == cfg_mark;
+    lua_settop(L, top);
+    if (!marked) return false;
+    int stream_at = 0; /* the values stay on the stack (at most CFG_KEYS) until keep_objects */
+    for (int i = 0; i < c->nkeys; i++) {
+        lua_pushvalue(L, KEY_UPVALUE(c->key[i]));
+        int t = lua_rawget(L, idx);
+        lua_Integer v;
+        if (t != c->type[i] || !remembered_value(L, -1, t, c->key[i], &v) || v != c->value[i]) {
+            lua_settop(L, top);
+            return false;
+        }
+        if (c->key[i] == CFG_STREAM) stream_at = top + 1 + i;
+    }
+    if (c->cfg.stream && c->cfg.stream->track != c->cfg.track) { /* freed: the full check says so */
+        lua_settop(L, top);
+        return false;
+    }
+    copy_cfg(cfg, &c->cfg);
+    keep_objects(L, top, stream_at, cfg);
+    return true;
+}
+
+/* Reads and checks the configuration table at idx (the kernel k is at index 1). The stream and the
+ * window's array stay on the stack above its old top (cfg->stream_at, cfg->window_at): a caller
+ * counts its arguments first. */
 static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const char *fn) {
     if (lua_type(L, idx) != LUA_TTABLE)
         gl_argerror(L, idx, fn, "launch configuration {grid=, block=, ...} expected, got %s", gl_typename(L, idx));
-    const gl_device_limits *d = k->limits;
     int top = lua_gettop(L);
+    if (reuse_cfg(L, idx, k, cfg, top)) return;
+    mark_if_checked_before(L, idx, k);
+    const gl_device_limits *d = k->limits;
     int at[CFG_KEYS];
-    bool unknown = collect_cfg(L, idx, cfg_keys(L, k), at);
+    const void *const *keys = cfg_keys(L, k);
+    check_module_usable(L, k, fn); /* the mark's and the keys' pushes may have run a finalizer */
+    bool unknown = collect_cfg(L, idx, keys, at);
     if (at[CFG_GRID] == 0 || at[CFG_BLOCK] == 0) { /* a nil for read_dims to name as missing */
         lua_pushnil(L);
         if (at[CFG_GRID] == 0) at[CFG_GRID] = lua_gettop(L);
@@ -534,6 +687,7 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
         read_attrs(L, idx, k, cfg, at, fn);
     else if (k->cluster_dims[0]) /* the driver launches it in clusters of the compiled-in shape */
         check_compiled_cluster_grid(L, idx, k, cfg->grid, fn);
+    remember_cfg(L, idx, k, cfg, at);
     keep_objects(L, top, stream, cfg);
 }
 
@@ -1204,13 +1358,19 @@ void gl_open_launch(lua_State *L) {
     gl_new_class(L, PREPARED_T, meta, methods, NULL);
     static const luaL_Reg kernel_methods[] = {{"launch", l_launch}, {"prepare", l_prepare},
                                               {NULL, NULL}};
-    gl_class_add_methods(L, GL_KERNEL_T, kernel_methods);
+    for (int i = 0; i < CFG_KEYS; i++) lua_pushstring(L, cfg_key_names[i]); /* KEY_UPVALUE(i) */
+    gl_class_add_closures(L, GL_KERNEL_T, kernel_methods, CFG_KEYS);
     lua_createtable(L, CFG_KEYS, 0);
     for (int i = 0; i < CFG_KEYS; i++) {
         lua_pushstring(L, cfg_key_names[i]);
         lua_rawseti(L, -2, i + 1);
     }
     gl_private_set(L, CFG_KEYS_REG);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, l_cfg_newindex);
+    lua_setfield(L, -2, "__newindex");
+    cfg_mark = lua_topointer(L, -1);
+    gl_private_set(L, CFG_MARK_REG);
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");
 }

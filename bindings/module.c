@@ -1075,6 +1075,9 @@ static int l_set_max_dynamic_smem(lua_State *L) {
     GL_CHECK(L, gl_cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          (int)bytes), fn, "cuFuncSetAttribute");
     k->max_dynamic_smem = (int)bytes;
+    k->checked_cluster.limit = 0;
+    k->checked_coop.limit = 0;
+    gl_forget_launch_checks();
     lua_settop(L, 1);
     return 1;
 }

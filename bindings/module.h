@@ -53,6 +53,7 @@ typedef struct gl_module {
 /* Kernel "cuda.kernel" ---------------------------------------------------------- module.c */
 #define GL_KERNEL_T "cuda.kernel"
 #define GL_MAX_PARAMS 1024
+#define GL_LAUNCH_CACHE_BYTES 640
 typedef struct gl_kernel {
     CUfunction fn;
     gl_module *module;      /* kept alive by uservalue 1 */
@@ -80,8 +81,15 @@ typedef struct gl_kernel {
         unsigned block_threads, smem, cluster[3];
         int limit;
     } checked_cluster, checked_coop;
+    /* launch.c's: the last configuration table whose check passed for this kernel, and what the
+       check concluded (launch.c's cfg_cache; the size is checked there) */
+    uint64_t launch_cache[GL_LAUNCH_CACHE_BYTES / 8]; /* 8-byte aligned, as a userdata is */
     gl_param params[];      /* nparams entries, then arg_class, then the strings' bytes */
 } gl_kernel;
+
+/* launch.c: every kernel forgets the configuration check it remembers (a kernel attribute was
+ * set: the limits it was checked against may have changed). */
+void gl_forget_launch_checks(void);
 
 /* Pushes and returns "scale<2> parameter 1 (float* x)": parameter i (from 0) of k named by its
  * declaration, else by its PTX type ("scale parameter 2 (u64)"), for messages about it. */

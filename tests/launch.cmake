@@ -20,3 +20,7 @@ gl_add_lua_test(launch_attrs_fake_noex tests/lua/test_launch_attrs_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_attrs_fake_noex.log GPULAB_FAKE_NO_ENTRY=cuLaunchKernelEx)
 gl_add_lua_test(cfg_finalizer_fake tests/lua/test_cfg_finalizer_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/cfg_finalizer_fake.log)
+# A configuration table launched again: the kernel's remembered check against every change to the
+# table, its mark, its stream and the kernel's attributes.
+gl_add_lua_test(launch_cfg_reuse_fake tests/lua/test_launch_cfg_reuse_fake.lua FAKE
+  ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_cfg_reuse_fake.log)
