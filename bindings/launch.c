@@ -545,14 +545,14 @@ static bool remembered_value(lua_State *L, int idx, int t, int key, lua_Integer 
     return isint;
 }
 
-/* A table this kernel checked last time is checked a second time: it gets the mark, unless it
- * has a metatable. Before the walk: pushing the mark may run a finalizer. */
-static void mark_if_checked_before(lua_State *L, int idx, gl_kernel *k) {
+/* The table at idx (address t) is checked in full. The first time this kernel checks it, that is
+ * all; the next time, it gets the mark, unless it has a metatable, and returns true: the check can
+ * be remembered. Before the walk: pushing the mark may run a finalizer. */
+static bool mark_if_checked_before(lua_State *L, int idx, const void *t, gl_kernel *k) {
     cfg_cache *c = cache_of(k);
-    const void *t = lua_topointer(L, idx);
-    if (c->seen != t) {
+    if (c->seen != t) { /* a table built for one launch costs a compare and a store */
         c->seen = t;
-        return;
+        return false;
     }
     int top = lua_gettop(L);
     if (!lua_getmetatable(L, idx) && gl_private_get(L, CFG_MARK_REG) == LUA_TTABLE &&
@@ -561,11 +561,13 @@ static void mark_if_checked_before(lua_State *L, int idx, gl_kernel *k) {
         gl_lua_setmetatable(L, idx);
     }
     lua_settop(L, top);
+    return true;
 }
 
 /* After a check passed: remembers it, when the table is marked and every value is one
  * remembered_value takes. at[]: the values' stack slots, as collect_cfg found them. */
-static void remember_cfg(lua_State *L, int idx, gl_kernel *k, const launch_cfg *cfg, const int at[CFG_KEYS]) {
+static void remember_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, const launch_cfg *cfg,
+                         const int at[CFG_KEYS]) {
     cfg_cache *c = cache_of(k);
     c->table = NULL;
     if (!lua_getmetatable(L, idx)) return;
@@ -585,7 +587,15 @@ static void remember_cfg(lua_State *L, int idx, gl_kernel *k, const launch_cfg *
     c->cfg = *cfg;
     c->epoch = cfg_epoch;
     c->device = gl_current_device();
-    c->table = lua_topointer(L, idx);
+    c->table = t;
+}
+
+/* The value at idx is the remembered configuration's stream, alive and on the current device.
+ * Its address alone proves nothing: rawset can put another object where the stream was once
+ * collected (a freed stream, or its track, is what the full check names). */
+static bool same_stream(lua_State *L, int idx, const launch_cfg *cfg) {
+    gl_stream *s = gl_test_stream(L, idx);
+    return s == cfg->stream && s->track == cfg->track && s->device == gl_current_device();
 }
 
 /* *to = *from, but only the attributes in use (a launch copies it) */
@@ -596,34 +606,35 @@ static void copy_cfg(launch_cfg *to, const launch_cfg *from) {
 }
 
 /* The key strings, as upvalues of k:launch and k:prepare (the only callers of read_cfg): pushing
- * one costs a third of what lua_getfield's string lookup does. A script can replace them
- * (debug.setupvalue); then a changed value may go unseen, but the configuration used is still
- * one a full check passed for this kernel. */
+ * one costs a third of what lua_getfield's string lookup does. gpulab's debug.setupvalue refuses
+ * C functions, so a script cannot replace them. */
 #define KEY_UPVALUE(key) lua_upvalueindex(1 + (key))
 
 /* The remembered check, when the table at idx is the one it was for and holds the same values:
  * fills cfg and leaves the stream above `top` as read_cfg does. Reads only the remembered keys,
  * raw (no walk, and no metamethod runs). */
-static bool reuse_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, int top) {
+static bool reuse_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, launch_cfg *cfg, int top) {
     const cfg_cache *c = cache_of(k);
-    if (c->table != lua_topointer(L, idx) || c->epoch != cfg_epoch || c->device != gl_current_device())
+    if (c->table != t || c->epoch != cfg_epoch || c->device != gl_current_device())
         return false;
     if (!lua_getmetatable(L, idx)) return false;
-    bool marked = lua_topointer(L, -1) == cfg_mark;
-    lua_settop(L, top);
-    if (!marked) return false;
-    int stream_at = 0; /* the values stay on the stack (at most CFG_KEYS) until keep_objects */
+    if (lua_topointer(L, -1) != cfg_mark) {
+        lua_settop(L, top);
+        return false;
+    }
+    int stream_at = 0; /* the mark and the values stay on the stack (at most 1 + CFG_KEYS slots)
+                          until keep_objects */
     for (int i = 0; i < c->nkeys; i++) {
         lua_pushvalue(L, KEY_UPVALUE(c->key[i]));
-        int t = lua_rawget(L, idx);
+        int type = lua_rawget(L, idx);
         lua_Integer v;
-        if (t != c->type[i] || !remembered_value(L, -1, t, c->key[i], &v) || v != c->value[i]) {
+        if (type != c->type[i] || !remembered_value(L, -1, type, c->key[i], &v) || v != c->value[i]) {
             lua_settop(L, top);
             return false;
         }
-        if (c->key[i] == CFG_STREAM) stream_at = top + 1 + i;
+        if (c->key[i] == CFG_STREAM) stream_at = top + 2 + i;
     }
-    if (c->cfg.stream && c->cfg.stream->track != c->cfg.track) { /* freed: the full check says so */
+    if (stream_at && !same_stream(L, stream_at, &c->cfg)) {
         lua_settop(L, top);
         return false;
     }
@@ -639,8 +650,9 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     if (lua_type(L, idx) != LUA_TTABLE)
         gl_argerror(L, idx, fn, "launch configuration {grid=, block=, ...} expected, got %s", gl_typename(L, idx));
     int top = lua_gettop(L);
-    if (reuse_cfg(L, idx, k, cfg, top)) return;
-    mark_if_checked_before(L, idx, k);
+    const void *t = lua_topointer(L, idx);
+    if (reuse_cfg(L, idx, t, k, cfg, top)) return;
+    bool again = mark_if_checked_before(L, idx, t, k);
     const gl_device_limits *d = k->limits;
     int at[CFG_KEYS];
     const void *const *keys = cfg_keys(L, k);
@@ -687,7 +699,7 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
         read_attrs(L, idx, k, cfg, at, fn);
     else if (k->cluster_dims[0]) /* the driver launches it in clusters of the compiled-in shape */
         check_compiled_cluster_grid(L, idx, k, cfg->grid, fn);
-    remember_cfg(L, idx, k, cfg, at);
+    if (again) remember_cfg(L, idx, t, k, cfg, at);
     keep_objects(L, top, stream, cfg);
 }
 

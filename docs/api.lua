@@ -361,6 +361,20 @@ CUDA 12.0 (no `cuLaunchKernelEx`) refuses these keys with one message naming the
 `k:prepare` takes the same keys (the prepared launch keeps the `l2_window` array alive), and a graph
 captured with `s:capture` keeps the attributes of the launches it captured.
 
+**A configuration launched again.** A kernel remembers the last table whose full check passed. A
+launch with that table reads only the values of the keys it had (no walk for misspelt keys, none of
+the checks again) and uses the remembered configuration when every value is the same; any other
+value, a freed stream, a kernel attribute set (`k:set_attribute`, `k:set_max_dynamic_smem`) or a
+change of device sends it through the full check. This takes `k:launch` with `pdl=true` and 4
+arguments from about 2,600 to 2,200 instructions over the C loop of the same kind (callgrind, against
+the driver stand-in; docs/RESULTS.md has the H200's times). To see keys added later, a table checked a second time
+by the same kernel gets a metatable whose only field is `__newindex` (when it has no metatable of its
+own; `getmetatable(cfg)` shows it, and `setmetatable` replaces it as usual): a new key, or one set
+again after `nil`, makes every kernel check its next configuration in full. What the mark cannot
+see: a key added with `rawset`, or while the script had taken the mark off. Values that are tables
+(`grid = {x,y,z}`, `l2_window`) are read on every launch. The kernel does not keep the table, its
+stream or its values alive.
+
 A tensor map given to a parameter declared without `__grid_constant__` is refused where the PTX
 shows it: such a kernel reads all 128 bytes with `ld.param` into a copy and never takes the
 parameter's own address (a grid-constant one is used through `mov`/`cvta.param`), so the TMA unit
