@@ -122,6 +122,41 @@ T.test("a cluster launch of 2: every block's rank and cluster id", function()
   end
 end)
 
+T.test("one table launched again and changed in between: each launch has the table's shape", function()
+  -- from its third launch the kernel reads the table's values only (the remembered check)
+  local k = mod:kernel("cluster_ids")
+  local d = {}
+  for i = 1, 4 do d[i] = cuda.array("u32", 16) end
+  local cfg = { grid = 8, block = 32, cluster = 2 }
+  local function run(grid, cluster, what)
+    for i = 1, 4 do d[i]:fill(0xffffffff) end
+    k:launch(cfg, d[1], d[2], d[3], d[4])
+    cuda.sync { timeout = 10 }
+    local rank, nrank, cid = fetch(d[1]), fetch(d[2]), fetch(d[3])
+    for b = 1, 16 do
+      if b <= grid then
+        T.eq(nrank[b], cluster, what .. ": block " .. (b - 1) .. " cluster size")
+        T.eq(rank[b], (b - 1) % cluster, what .. ": block " .. (b - 1) .. " rank")
+        T.eq(cid[b], (b - 1) // cluster, what .. ": block " .. (b - 1) .. " cluster id")
+      else
+        T.eq(rank[b], 0xffffffff, what .. ": block " .. (b - 1) .. " did not run")
+      end
+    end
+  end
+  for n = 1, 3 do run(8, 2, "launch " .. n) end
+  cfg.cluster = 4
+  run(8, 4, "cluster changed to 4")
+  cfg.grid = 16
+  run(16, 4, "grid changed to 16")
+  cfg.cluster = nil
+  run(16, 1, "cluster taken out")
+  cfg.cluster = 8
+  run(16, 8, "cluster of 8 put back")
+  cfg.grid = 12
+  refused_by_gpulab(function() k:launch(cfg, d[1], d[2], d[3], d[4]) end, "grid 12, cluster 8")
+  for i = 1, 4 do d[i]:free() end
+end)
+
 T.test("a grid that is not a multiple of the cluster is refused before the driver", function()
   local k = mod:kernel("cluster_ids")
   local d = cuda.array("u32", 8)
