@@ -67,6 +67,8 @@ local CONFIGS = {
   function() return { grid = 2, block = 32, l2_window = { array = some(pool), bytes = (byte() or 0) * 16 } } end,
   function() return { grid = 2, block = 32, cluster = 2, clutser = 4 } end,
   function() return { block = 64, smem = 0, cluster = 1 } end,
+  function() return { grid = 2, block = 32, pdl = true } end,
+  function() return { grid = 4, block = 64, cluster = 2, priority = -1 } end,
 }
 
 local scalars = {
@@ -183,8 +185,50 @@ end
 
 -- A launch of a pooled kernel with arguments drawn from the pool and from integers, mostly of
 -- the right count: the checks past the argument count get their turn.
-local function launch_one()
+-- Configuration tables launched again: a kernel remembers the last one it checked and reads only
+-- its values, so the driver keeps a few tables and changes them between launches in every way a
+-- script can (values, keys added and removed, rawset, the mark taken off, moved or emptied).
+local used, made = {}, 0 -- {kernel, table} pairs, launched again and again
+local CFG_KEYS = { "grid", "block", "smem", "stream", "cluster", "cooperative", "pdl", "priority", "l2_window" }
+local CHANGES = {
+  function(c) c.grid = (byte() or 0) % 3 == 0 and arg() or (byte() or 0) % 8 + 1 end,
+  function(c) c.block = (byte() or 0) % 3 == 0 and arg() or 32 * ((byte() or 0) % 4 + 1) end,
+  function(c) c.pdl = (byte() or 0) % 2 == 0 end,
+  function(c) c.cluster = (byte() or 0) % 5 end,
+  function(c) c.stream = some(pool) end,
+  function(c) c.smem = (byte() or 0) * 64 end,
+  function(c) c.clutser = 1 end,
+  function(c) c[pick(CFG_KEYS)] = nil end,
+  function(c) rawset(c, pick(CFG_KEYS), arg()) end,
+  function(c) setmetatable(c, nil) end,
+  function(c)
+    local other = pick(used)
+    if other and getmetatable(c) then setmetatable(other[2], getmetatable(c)) end
+  end,
+  function(c)
+    local mark = getmetatable(c)
+    if type(mark) == "table" then mark.__newindex = nil end
+  end,
+}
+
+-- A kernel and a configuration: a pair launched before (changed now and then), or a new one.
+local function kernel_and_cfg()
+  if #used > 0 and (byte() or 0) % 4 ~= 0 then
+    local u = pick(used)
+    if type(u[2]) == "table" and (byte() or 0) % 4 == 0 then pcall(pick(CHANGES), u[2]) end
+    return u[1], u[2]
+  end
   local k = some(of_class("cuda.kernel"))
+  local cfg = (byte() or 0) % 8 == 0 and arg() or pick(CONFIGS)()
+  if k and type(cfg) == "table" then
+    made = made + 1
+    used[(made - 1) % 6 + 1] = { k, cfg }
+  end
+  return k, cfg
+end
+
+local function launch_one()
+  local k, cfg = kernel_and_cfg()
   if k == nil then return end
   local n = (byte() or 0) % 4 == 0 and (byte() or 0) % 4 or #k.params
   local a = {}
@@ -193,7 +237,6 @@ local function launch_one()
     local how = (byte() or 0) % 4
     a[i] = how <= 1 and (byte() or 0) or how == 2 and some(arrays) or some(pool)
   end
-  local cfg = (byte() or 0) % 8 == 0 and arg() or pick(CONFIGS)()
   local how = (byte() or 0) % 3
   if how == 0 then
     pcall(k.launch, k, cfg, table.unpack(a, 1, n))

@@ -92,7 +92,11 @@ local function kernels()
   return true
 end
 
-local function launch_cfg()
+-- Tables launched before come back half the time: a kernel remembers the last one it checked,
+-- and its stream may have been freed or collected since.
+local old_cfgs, cfgs_made = {}, 0
+
+local function new_launch_cfg()
   local cfg = { grid = 1, block = 32 }
   local s = capturing or of_type("cuda.stream")
   if s and byte() % 2 == 0 then cfg.stream = s end
@@ -107,6 +111,15 @@ local function launch_cfg()
   if byte() % 4 == 0 then -- the options table runs code while k:launch reads it
     return setmetatable(cfg, { __index = function() free_some(); collectgarbage("step", 1) end })
   end
+  return cfg
+end
+
+local function launch_cfg()
+  if not old_cfgs then return new_launch_cfg() end -- a finalizer run after the sequence
+  if #old_cfgs > 0 and byte() % 2 == 0 then return old_cfgs[byte() % #old_cfgs + 1] end
+  local cfg = new_launch_cfg()
+  cfgs_made = cfgs_made + 1
+  old_cfgs[(cfgs_made - 1) % 4 + 1] = cfg
   return cfg
 end
 
@@ -211,7 +224,7 @@ local function run_all()
   end
   busy(false)
   finished = true
-  pool, revived, mod, k, ktm = nil, nil, nil, nil, nil
+  pool, revived, mod, k, ktm, old_cfgs = nil, nil, nil, nil, nil, nil
 end
 run_all()
 
