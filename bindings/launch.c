@@ -577,10 +577,10 @@ static void remember_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, con
     int n = 0;
     for (int i = 0; i < CFG_KEYS; i++) {
         if (at[i] == 0) continue;
-        int t = lua_type(L, at[i]);
-        if (!remembered_value(L, at[i], t, i, &c->value[n])) return;
+        int type = lua_type(L, at[i]);
+        if (!remembered_value(L, at[i], type, i, &c->value[n])) return;
         c->key[n] = (unsigned char)i;
-        c->type[n] = (unsigned char)t;
+        c->type[n] = (unsigned char)type;
         n++;
     }
     c->nkeys = n;

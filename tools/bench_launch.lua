@@ -3,8 +3,9 @@
 -- Usage: build/gpulab tools/bench_launch.lua [--quick] [--rounds=R] [N]
 --   (a) raw C (build/bench_launch_raw, a child), (a') the same C loop over cuLaunchKernel inside
 --   this process, on this context, kernel and packed arguments (prepared:launch(n), which checks
---   once and then only calls the driver), (b) k:launch with a table config (kept, and
---   built in the loop), (c) a prepared launch, (d) a captured graph of 1000 launches replayed,
+--   once and then only calls the driver), (b) k:launch with a table config (kept: from its third
+--   launch the kernel's remembered check reads only its values; and (b') built in the loop: the
+--   full check every time), (c) a prepared launch, (d) a captured graph of 1000 launches replayed,
 --   (e) CuPy and cuda.core (tools/bench_launch_py.py, a child, when python3 has them).
 -- Two loop shapes: sustained (N launches back to back, then a sync) and burst (256 launches
 -- after a drained queue, only the launching timed: the host's own cost). The paths take turns
