@@ -366,7 +366,7 @@ launch with that table reads only the values of the keys it had (no walk for mis
 the checks again) and uses the remembered configuration when every value is the same; any other
 value, a freed stream, a kernel attribute set (`k:set_attribute`, `k:set_max_dynamic_smem`) or a
 change of device sends it through the full check. This takes `k:launch` with `pdl=true` and 4
-arguments from about 2,600 to 2,200 instructions over the C loop of the same kind (callgrind, against
+arguments from about 2,600 to 2,100 instructions over the C loop of the same kind (callgrind, against
 the driver stand-in; docs/RESULTS.md has the H200's times). To see keys added later, a table checked a second time
 by the same kernel gets a metatable whose only field is `__newindex` (when it has no metatable of its
 own; `getmetatable(cfg)` shows it, and `setmetatable` replaces it as usual): a new key, or one set
