@@ -505,7 +505,8 @@ static void keep_objects(lua_State *L, int top, int stream, launch_cfg *cfg) {
 
 typedef struct cfg_cache {
     const void *table;   /* the table the remembered check is for; NULL: none */
-    const void *seen;    /* the table this kernel checked last: checked again, it gets the mark */
+    const void *seen;    /* the last table whose check passed for this kernel: checked again, it
+                            gets the mark */
     uint64_t epoch;      /* cfg_epoch when the check passed */
     int device;          /* the current device then */
     int nkeys;
@@ -545,15 +546,12 @@ static bool remembered_value(lua_State *L, int idx, int t, int key, lua_Integer 
     return isint;
 }
 
-/* The table at idx (address t) is checked in full. The first time this kernel checks it, that is
- * all; the next time, it gets the mark, unless it has a metatable, and returns true: the check can
- * be remembered. Before the walk: pushing the mark may run a finalizer. */
+/* The table at idx (address t) is checked in full. When it is the one whose check passed last
+ * for this kernel, it gets the mark (unless it has a metatable) and this returns true: the check
+ * can be remembered. A table built for one launch costs a compare, and a table no check passed
+ * (k:launch(_G), say) is never marked. Before the walk: pushing the mark may run a finalizer. */
 static bool mark_if_checked_before(lua_State *L, int idx, const void *t, gl_kernel *k) {
-    cfg_cache *c = cache_of(k);
-    if (c->seen != t) { /* a table built for one launch costs a compare and a store */
-        c->seen = t;
-        return false;
-    }
+    if (cache_of(k)->seen != t) return false;
     int top = lua_gettop(L);
     if (!lua_getmetatable(L, idx) && gl_private_get(L, CFG_MARK_REG) == LUA_TTABLE &&
         lua_topointer(L, -1) == cfg_mark && !lua_getmetatable(L, idx)) { /* (a finalizer may have set one) */
@@ -700,6 +698,7 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     else if (k->cluster_dims[0]) /* the driver launches it in clusters of the compiled-in shape */
         check_compiled_cluster_grid(L, idx, k, cfg->grid, fn);
     if (again) remember_cfg(L, idx, t, k, cfg, at);
+    else cache_of(k)->seen = t; /* checked again, it gets the mark */
     keep_objects(L, top, stream, cfg);
 }
 

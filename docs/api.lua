@@ -367,8 +367,8 @@ the checks again) and uses the remembered configuration when every value is the 
 value, a freed stream, a kernel attribute set (`k:set_attribute`, `k:set_max_dynamic_smem`) or a
 change of device sends it through the full check. This takes `k:launch` with `pdl=true` and 4
 arguments from about 2,600 to 2,100 instructions over the C loop of the same kind (callgrind, against
-the driver stand-in; docs/RESULTS.md has the H200's times). To see keys added later, a table checked a second time
-by the same kernel gets a metatable whose only field is `__newindex` (when it has no metatable of its
+the driver stand-in; docs/RESULTS.md has the H200's times). To see keys added later, a table whose check passed and that is checked
+again by the same kernel gets a metatable whose only field is `__newindex` (when it has no metatable of its
 own; `getmetatable(cfg)` shows it, and `setmetatable` replaces it as usual): a new key, or one set
 again after `nil`, makes every kernel check its next configuration in full. What the mark cannot
 see: a key added with `rawset`, or while the script had taken the mark off. Values that are tables

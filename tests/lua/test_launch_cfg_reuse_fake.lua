@@ -66,6 +66,13 @@ T.test("a table launched twice gets the mark; once, or with a metatable of its o
   local mark = getmetatable(twice)
   T.eq(type(mark), "table", "the second check marks it")
   T.eq(type(rawget(mark, "__newindex")), "function")
+  local wrong = { grid = 2, block = 32, clutser = 2 }
+  for _ = 1, 3 do T.raises(function() launch(k, wrong) end, "unknown field 'clutser'") end
+  T.eq(getmetatable(wrong), nil, "a table no check passed is never marked")
+  local env = {}
+  for key, v in pairs(_G) do env[key] = v end
+  for _ = 1, 3 do T.raises(function() launch(k, env) end, "field 'grid': required") end
+  T.eq(getmetatable(env), nil, "nor a table of globals")
   local own = setmetatable({ grid = 2, block = 32 }, { __index = {} })
   local mt = getmetatable(own)
   launch(k, own, 4)
