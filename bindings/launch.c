@@ -493,8 +493,9 @@ static void keep_objects(lua_State *L, int top, int stream, launch_cfg *cfg) {
  * So a kernel remembers the last table whose check passed and the configuration it gave; a launch
  * with that table reads just the values of the keys it had, and takes the remembered
  * configuration when every one is the same. A key added to the table is seen through a metatable
- * (cfg_mark, only __newindex) that gpulab puts on a table it checks a second time, when the table
- * has no metatable of its own: a new key makes every kernel check its next configuration in full,
+ * (cfg_mark, only __newindex) that gpulab puts on a table checked again after a check of it
+ * passed, when the table has no metatable of its own: a new key makes every kernel check its next
+ * configuration in full,
  * as a kernel attribute set does (gl_forget_launch_checks). A rawset past __newindex is not seen.
  * The kernel does not keep the table alive: its address is only compared, and a table that takes
  * a forgotten one's address gets the mark only by being checked twice, which forgets every
