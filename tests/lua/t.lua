@@ -54,6 +54,31 @@ function T.write(path, text)
   f:close()
 end
 
+-- The driver stand-in's log (the file GPULAB_FAKE_LOG names): its lines ({} before the first
+-- entry), emptied, and the last line that starts with a prefix (nil when none).
+local function fake_log_path()
+  return assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
+end
+
+function T.log_lines()
+  local f = io.open(fake_log_path(), "r")
+  if not f then return {} end
+  local lines = {}
+  for l in f:lines() do lines[#lines + 1] = l end
+  f:close()
+  return lines
+end
+
+function T.clear_log() assert(io.open(fake_log_path(), "w")):close() end
+
+function T.last_log_line(prefix)
+  local last
+  for _, l in ipairs(T.log_lines()) do
+    if l:sub(1, #prefix) == prefix then last = l end
+  end
+  return last
+end
+
 function T.test(name, fn)
   local ok, err = xpcall(fn, debug.traceback)
   if ok then

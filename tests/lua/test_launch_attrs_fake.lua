@@ -5,19 +5,11 @@
 -- refusals on an older device and an older driver. No GPU result is claimed.
 local T = dofile("tests/lua/t.lua")
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
+assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 local OLD_DEVICE = os.getenv("GPULAB_FAKE_CC") == "8.0"
 local NO_EX = (os.getenv("GPULAB_FAKE_NO_ENTRY") or ""):find("cuLaunchKernelEx", 1, true) ~= nil
 
-local function read_log()
-  local f = io.open(LOG, "r")
-  if not f then return {} end
-  local lines = {}
-  for l in f:lines() do lines[#lines + 1] = l end
-  f:close()
-  return lines
-end
-local function clear_log() assert(io.open(LOG, "w")):close() end
+local read_log, clear_log = T.log_lines, T.clear_log
 local function lines_matching(prefix)
   local out = {}
   for _, l in ipairs(read_log()) do

@@ -6,24 +6,8 @@
 -- address, and scripts that tamper with the mark. No GPU result is claimed.
 local T = dofile("tests/lua/t.lua")
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
-
-local function read_log()
-  local f = io.open(LOG, "r")
-  if not f then return {} end
-  local lines = {}
-  for l in f:lines() do lines[#lines + 1] = l end
-  f:close()
-  return lines
-end
-local function clear_log() assert(io.open(LOG, "w")):close() end
-local function last_launch()
-  local last
-  for _, l in ipairs(read_log()) do
-    if l:sub(1, 7) == "launch " then last = l end
-  end
-  return last or ""
-end
+local clear_log = T.clear_log
+local function last_launch() return T.last_log_line("launch ") or "" end
 local function has(text) return last_launch():find(text, 1, true) ~= nil end
 
 local PTX = [[

@@ -4,21 +4,12 @@
 -- never GPU measurements. While GPULAB_FAKE_BUSY_FILE exists, queued work does not complete.
 local T = dofile("tests/lua/t.lua")
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
+assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 local BUSY = assert(os.getenv("GPULAB_FAKE_BUSY_FILE"), "run with GPULAB_FAKE_BUSY_FILE set")
 local GPULAB = arg[-1]
 os.remove(BUSY)
 
-local function read_log()
-  local f = io.open(LOG, "r")
-  if not f then return {} end
-  local lines = {}
-  for l in f:lines() do lines[#lines + 1] = l end
-  f:close()
-  return lines
-end
-
-local function clear_log() assert(io.open(LOG, "w")):close() end
+local read_log, clear_log = T.log_lines, T.clear_log
 
 local function count(prefix)
   local n = 0
