@@ -268,11 +268,7 @@ static int l_set_attribute(lua_State *L) {
     check_value(L, 3, fn, k, a, v);
     GL_CHECK(L, gl_cu.cuFuncSetAttribute(k->fn, a->id, (int)v), fn, "cuFuncSetAttribute");
     note_value(k, a->id, (int)v);
-    /* occupancy follows the carveout, the cluster policy and the shared memory limit: the
-       cluster and cooperative checks this kernel passed are asked again */
-    k->checked_cluster.limit = 0;
-    k->checked_coop.limit = 0;
-    gl_forget_launch_checks();
+    gl_kernel_attribute_set(k);
     lua_settop(L, 1);
     return 1;
 }
@@ -337,19 +333,12 @@ static void read_shape(lua_State *L, int arg, const char *fn, const char *what, 
     lua_pop(L, 1);
 }
 
-/* NON_PORTABLE_CLUSTER_SIZE_ALLOWED, re-read: another kernel object for the same function may
- * have set it since this one last looked. */
-static int current_nonportable(lua_State *L, gl_kernel *k, const char *fn) {
-    k->nonportable_cluster = read_attr(L, k->fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, fn);
-    return k->nonportable_cluster;
-}
-
 static void check_cluster(lua_State *L, int arg, const char *fn, gl_kernel *k, const unsigned c[3]) {
     unsigned n = c[0] * c[1] * c[2];
     if (n > NONPORTABLE_CLUSTER)
         gl_fielderror(L, arg, fn, "cluster", "%ux%ux%u = %u blocks; a cluster holds at most %d", c[0],
                       c[1], c[2], n, NONPORTABLE_CLUSTER);
-    if (n > PORTABLE_CLUSTER && !k->nonportable_cluster && !current_nonportable(L, k, fn))
+    if (n > PORTABLE_CLUSTER && !k->nonportable_cluster)
         gl_fielderror(L, arg, fn, "cluster", "%ux%ux%u = %u blocks; more than %d needs "
                       "k:set_attribute(\"non_portable_cluster_size_allowed\", true)", c[0], c[1], c[2],
                       n, PORTABLE_CLUSTER);
@@ -369,6 +358,7 @@ static void read_query(lua_State *L, int arg, const char *fn, gl_kernel *k, bool
         gl_argerror(L, arg, fn, "{block=, smem=%s} expected, got %s", with_cluster ? ", cluster=" : "",
                     gl_typename(L, arg));
     gl_check_known_fields(L, arg, with_cluster ? with : without, fn);
+    gl_kernel_sync_attributes(k); /* set through another kernel object for the same function */
     const gl_device_limits *d = k->limits;
     if (raw_field(L, arg, "block") == LUA_TNIL) gl_fielderror(L, arg, fn, "block", "required (a number or {x,y,z})");
     read_shape(L, arg, fn, "block", d->max_block, q->block);
@@ -384,8 +374,7 @@ static void read_query(lua_State *L, int arg, const char *fn, gl_kernel *k, bool
         if (!isint || s < 0)
             gl_fielderror(L, arg, fn, "smem", "non-negative integer number of bytes expected, got %s",
                           lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : gl_typename(L, -1));
-        if (s > k->max_dynamic_smem &&
-            s > (k->max_dynamic_smem = read_attr(L, k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn)))
+        if (s > k->max_dynamic_smem)
             gl_fielderror(L, arg, fn, "smem", "%lld bytes exceed kernel '%s''s dynamic shared memory limit "
                           "of %d bytes (k:set_max_dynamic_smem raises it, up to %d minus %d static)",
                           (long long)s, k->name, k->max_dynamic_smem, d->smem_optin, k->static_smem);

@@ -394,16 +394,6 @@ static inline void read_dims(lua_State *L, int cfg_arg, int idx, const char *fn,
     read_dim_table(L, cfg_arg, idx, t, fn, what, limits, out);
 }
 
-/* Re-reads the kernel's dynamic shared memory limit: another kernel object for the same
- * function may have raised it. */
-static int current_max_dynamic_smem(lua_State *L, gl_kernel *k, const char *fn) {
-    int v = 0;
-    GL_CHECK(L, gl_cu.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->fn),
-             fn, "cuFuncGetAttribute");
-    k->max_dynamic_smem = v;
-    return v;
-}
-
 /* The configuration's keys, in the order read_cfg checks their values (NULL-terminated for
  * gl_check_known_fields). */
 enum { CFG_GRID, CFG_BLOCK, CFG_SMEM, CFG_STREAM, CFG_CLUSTER, CFG_COOPERATIVE, CFG_PDL,
@@ -413,21 +403,20 @@ static const char *const cfg_key_names[CFG_KEYS + 1] = {
 /* The keys from CFG_FIRST_ATTR on make a launch go through cuLaunchKernelEx. */
 #define CFG_FIRST_ATTR CFG_CLUSTER
 
-#define CFG_KEYS_REG "gpulab.launch_keys" /* private store (identity.h): the key strings, anchored */
+/* k.launch and k.prepare (the only callers of read_cfg) hold the key strings and the marking
+ * metatable as upvalues: pushing one runs no collector step (a private-store lookup pushes a
+ * string, which can, and so run a finalizer before the table is read), and costs a third of what
+ * lua_getfield's string lookup does. gpulab's debug.setupvalue refuses C functions, so a script
+ * cannot replace them. */
+#define KEY_UPVALUE(key) lua_upvalueindex(1 + (key))
+#define MARK_UPVALUE lua_upvalueindex(1 + CFG_KEYS)
 
 /* The addresses of this Lua state's configuration key strings ("grid", "block", ...), cached in the
  * kernel (which lives in that state). Short strings are interned, so a table key equal to one
- * of them is that very string as long as it lives, and the registry keeps them alive. */
+ * of them is that very string as long as it lives, and the upvalues keep them alive. */
 static const void *const *cfg_keys(lua_State *L, gl_kernel *k) {
-    if (k->launch_keys[0] == NULL) {
-        if (gl_private_get(L, CFG_KEYS_REG) != LUA_TTABLE) luaL_error(L, "gpulab's launch keys are gone");
-        for (int i = 0; i < CFG_KEYS; i++) {
-            lua_rawgeti(L, -1, i + 1);
-            k->launch_keys[i] = lua_topointer(L, -1);
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
+    if (k->launch_keys[0] == NULL)
+        for (int i = 0; i < CFG_KEYS; i++) k->launch_keys[i] = lua_topointer(L, KEY_UPVALUE(i));
     return k->launch_keys;
 }
 
@@ -502,7 +491,6 @@ static void keep_objects(lua_State *L, int top, int stream, launch_cfg *cfg) {
  * remembered check (a script that copies the mark onto its own table can get only a launch that
  * an earlier check passed for this kernel).
  * ------------------------------------------------------------------------------------------ */
-#define CFG_MARK_REG "gpulab.launch_cfg_mark" /* private store: the marking metatable */
 
 typedef struct cfg_cache {
     const void *table;   /* the table the remembered check is for; NULL: none */
@@ -550,12 +538,13 @@ static bool remembered_value(lua_State *L, int idx, int t, int key, lua_Integer 
 /* The table at idx (address t) is checked in full. When it is the one whose check passed last
  * for this kernel, it gets the mark (unless it has a metatable) and this returns true: the check
  * can be remembered. A table built for one launch costs a compare, and a table no check passed
- * (k:launch(_G), say) is never marked. Before the walk: pushing the mark may run a finalizer. */
+ * (k:launch(_G), say) is never marked. Runs no Lua code and no collector step: the table is
+ * read after this, as the script left it before the call. */
 static bool mark_if_checked_before(lua_State *L, int idx, const void *t, gl_kernel *k) {
     if (cache_of(k)->seen != t) return false;
     int top = lua_gettop(L);
-    if (!lua_getmetatable(L, idx) && gl_private_get(L, CFG_MARK_REG) == LUA_TTABLE &&
-        lua_topointer(L, -1) == cfg_mark && !lua_getmetatable(L, idx)) { /* (a finalizer may have set one) */
+    if (!lua_getmetatable(L, idx)) {
+        lua_pushvalue(L, MARK_UPVALUE);
         cfg_epoch++; /* a check remembered for a table that had this address is forgotten */
         gl_lua_setmetatable(L, idx);
     }
@@ -604,11 +593,6 @@ static void copy_cfg(launch_cfg *to, const launch_cfg *from) {
     to->window_at = from->window_at;
 }
 
-/* The key strings, as upvalues of k:launch and k:prepare (the only callers of read_cfg): pushing
- * one costs a third of what lua_getfield's string lookup does. gpulab's debug.setupvalue refuses
- * C functions, so a script cannot replace them. */
-#define KEY_UPVALUE(key) lua_upvalueindex(1 + (key))
-
 /* The remembered check, when the table at idx is the one it was for and holds the same values:
  * fills cfg and leaves the stream above `top` as read_cfg does. Reads only the remembered keys,
  * raw (no walk, and no metamethod runs). */
@@ -655,7 +639,7 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     const gl_device_limits *d = k->limits;
     int at[CFG_KEYS];
     const void *const *keys = cfg_keys(L, k);
-    check_module_usable(L, k, fn); /* the mark's and the keys' pushes may have run a finalizer */
+    gl_kernel_sync_attributes(k); /* set through another kernel object for the same function */
     bool unknown = collect_cfg(L, idx, keys, at);
     if (at[CFG_GRID] == 0 || at[CFG_BLOCK] == 0) { /* a nil for read_dims to name as missing */
         lua_pushnil(L);
@@ -677,7 +661,7 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
         if (!isint || s < 0 || lua_type(L, smem) != LUA_TNUMBER)
             gl_fielderror(L, idx, fn, "smem", "non-negative integer number of bytes expected, got %s",
                           lua_type(L, smem) == LUA_TNUMBER ? lua_tostring(L, smem) : gl_typename(L, smem));
-        if (s > k->max_dynamic_smem && s > current_max_dynamic_smem(L, k, fn))
+        if (s > k->max_dynamic_smem)
             gl_fielderror(L, idx, fn, "smem",
                           "%lld bytes exceed kernel '%s''s dynamic shared memory limit of "
                           "%d bytes (k:set_max_dynamic_smem raises it, up to %d minus %d static)",
@@ -761,15 +745,6 @@ static void check_compiled_cluster_grid(lua_State *L, int idx, const gl_kernel *
     if (compiled_cluster(k, c)) check_grid_multiple(L, idx, grid, c, fn, "grid", "compiled-in __cluster_dims__ ");
 }
 
-/* The non-portable flag as the driver has it now: another kernel object for the same function,
- * or a kernel attribute set elsewhere, may have changed it since it was read. */
-static int nonportable_now(gl_kernel *k) {
-    int v = 0;
-    if (gl_cu.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, k->fn) == CUDA_SUCCESS)
-        k->nonportable_cluster = v;
-    return k->nonportable_cluster;
-}
-
 static bool same_check(const struct gl_launch_checked *c, unsigned threads, unsigned smem,
                        const unsigned cluster[3]) {
     return c->limit > 0 && c->block_threads == threads && c->smem == smem && c->cluster[0] == cluster[0] &&
@@ -831,7 +806,7 @@ static void read_cluster(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, i
     if (size > 16)
         gl_fielderror(L, idx, fn, "cluster", "%s is %llu blocks; the device allows at most 16 per cluster (8 "
                                              "portably)", push_dims(L, cluster), size);
-    if (size > 8 && !k->nonportable_cluster && !nonportable_now(k))
+    if (size > 8 && !k->nonportable_cluster)
         gl_fielderror(L, idx, fn, "cluster", "%s is %llu blocks, above the portable limit of 8: "
                                              "k:set_attribute(\"non_portable_cluster_size_allowed\", 1) allows up to 16 "
                                              "on this device", push_dims(L, cluster), size);
@@ -1371,18 +1346,11 @@ void gl_open_launch(lua_State *L) {
     static const luaL_Reg kernel_methods[] = {{"launch", l_launch}, {"prepare", l_prepare},
                                               {NULL, NULL}};
     for (int i = 0; i < CFG_KEYS; i++) lua_pushstring(L, cfg_key_names[i]); /* KEY_UPVALUE(i) */
-    gl_class_add_closures(L, GL_KERNEL_T, kernel_methods, CFG_KEYS);
-    lua_createtable(L, CFG_KEYS, 0);
-    for (int i = 0; i < CFG_KEYS; i++) {
-        lua_pushstring(L, cfg_key_names[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-    gl_private_set(L, CFG_KEYS_REG);
-    lua_createtable(L, 0, 1);
+    lua_createtable(L, 0, 1); /* MARK_UPVALUE */
     lua_pushcfunction(L, l_cfg_newindex);
     lua_setfield(L, -2, "__newindex");
     cfg_mark = lua_topointer(L, -1);
-    gl_private_set(L, CFG_MARK_REG);
+    gl_class_add_closures(L, GL_KERNEL_T, kernel_methods, CFG_KEYS + 1);
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");
 }

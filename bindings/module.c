@@ -659,9 +659,12 @@ static int f_module(lua_State *L) {
     lua_getiuservalue(L, 1, KUV_MODULE);
     return 1;
 }
-/* changes with k:set_max_dynamic_smem */
+/* changes with k:set_max_dynamic_smem, and k:set_attribute through any object for the function */
 static int f_max_dynamic_smem(lua_State *L) {
-    lua_pushinteger(L, field_kernel(L)->max_dynamic_smem);
+    gl_kernel *k = gl_test_kernel(L, 1); /* field_kernel's check, but writable: the sync updates it */
+    if (k == NULL) gl_typeerror(L, 1, "k.field", GL_KERNEL_T);
+    gl_kernel_sync_attributes(k);
+    lua_pushinteger(L, k->max_dynamic_smem);
     return 1;
 }
 /* a fresh table each read, so that changing one changes no later read */
@@ -875,6 +878,35 @@ static const char *store_bytes(char **at, const char *s, size_t len) {
     return dst;
 }
 
+
+/* Attribute sets through any kernel object so far (gl_kernel_attribute_set). */
+static uint64_t attribute_sets;
+
+static void forget_occupancy(gl_kernel *k) {
+    k->checked_cluster.limit = 0;
+    k->checked_coop.limit = 0;
+}
+
+void gl_kernel_attribute_set(gl_kernel *k) {
+    gl_kernel_sync_attributes(k); /* sets before this one, through other objects */
+    attribute_sets++;
+    k->attributes_seen = attribute_sets;
+    forget_occupancy(k); /* occupancy follows the carveout, the cluster policy, the smem limit */
+    gl_forget_launch_checks();
+}
+
+void gl_kernel_sync_attributes(gl_kernel *k) {
+    if (k->attributes_seen == attribute_sets || k->module->handle == NULL) return;
+    k->attributes_seen = attribute_sets;
+    int v = 0;
+    if (gl_cu.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->fn) == CUDA_SUCCESS)
+        k->max_dynamic_smem = v;
+    v = 0; /* before 9.0 the cluster attributes are refused: the flag stays 0 */
+    if (gl_cu.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, k->fn) == CUDA_SUCCESS)
+        k->nonportable_cluster = v;
+    forget_occupancy(k);
+}
+
 /* Pushes the kernel object: the facts, then after its parameters their packing classes (zero:
  * launch.c fills them on first use), its name, its entry and the declarations (at decls_idx). */
 static gl_kernel *new_kernel(lua_State *L, gl_module *m, const kernel_facts *kf, int decls_idx) {
@@ -910,6 +942,7 @@ static gl_kernel *new_kernel(lua_State *L, gl_module *m, const kernel_facts *kf,
     memcpy(k->cluster_dims, kf->cluster_dims, sizeof k->cluster_dims);
     k->cluster_must_be_set = kf->cluster_must_be_set;
     k->nonportable_cluster = kf->nonportable_cluster;
+    k->attributes_seen = attribute_sets;
     return k;
 }
 
@@ -1075,9 +1108,7 @@ static int l_set_max_dynamic_smem(lua_State *L) {
     GL_CHECK(L, gl_cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          (int)bytes), fn, "cuFuncSetAttribute");
     k->max_dynamic_smem = (int)bytes;
-    k->checked_cluster.limit = 0;
-    k->checked_coop.limit = 0;
-    gl_forget_launch_checks();
+    gl_kernel_attribute_set(k);
     lua_settop(L, 1);
     return 1;
 }

@@ -81,6 +81,7 @@ typedef struct gl_kernel {
         unsigned block_threads, smem, cluster[3];
         int limit;
     } checked_cluster, checked_coop;
+    uint64_t attributes_seen; /* gl_kernel_sync_attributes: the attribute sets it has caught up with */
     /* launch.c's: the last configuration table whose check passed for this kernel, and what the
        check concluded (launch.c's cfg_cache; the size is checked there) */
     uint64_t launch_cache[GL_LAUNCH_CACHE_BYTES / 8]; /* 8-byte aligned, as a userdata is */
@@ -90,6 +91,17 @@ typedef struct gl_kernel {
 /* launch.c: every kernel forgets the configuration check it remembers (a kernel attribute was
  * set: the limits it was checked against may have changed). */
 void gl_forget_launch_checks(void);
+
+/* Kernel attributes belong to the function, which every kernel object made for it shares. After
+ * k sets one (k's cached copy already updated): k forgets its occupancy answers, every kernel its
+ * remembered configuration check, and every other kernel object re-reads what it cached before
+ * its next check (gl_kernel_sync_attributes). */
+void gl_kernel_attribute_set(gl_kernel *k);
+/* Before a check that uses k's cached attributes: when any kernel object set an attribute since
+ * k last looked, re-reads the dynamic shared memory limit and the non-portable cluster flag from
+ * the driver and forgets k's occupancy answers. Raises nothing (a failed read keeps the cached
+ * value; the driver then has the last word). */
+void gl_kernel_sync_attributes(gl_kernel *k);
 
 /* Pushes and returns "scale<2> parameter 1 (float* x)": parameter i (from 0) of k named by its
  * declaration, else by its PTX type ("scale parameter 2 (u64)"), for messages about it. */

@@ -300,7 +300,7 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
       params = { {"name", "string", "a writable attribute's short name"},
                  {"value", "integer|boolean|string", "an integer; `true`/`false` for `non_portable_cluster_size_allowed`; `\"default\"`, `\"spread\"` or `\"load_balancing\"` for `cluster_scheduling_policy_preference`"} },
       returns = { {"cuda.kernel", "k"} },
-      summary = "cuFuncSetAttribute, checked first: read-only attributes are refused by name; `max_dynamic_shared_size_bytes` 0..(device opt-in − static smem) (as `k:set_max_dynamic_smem`, and `k.max_dynamic_smem` follows), `preferred_shared_memory_carveout` -1..100, `non_portable_cluster_size_allowed` 0/1, `cluster_scheduling_policy_preference` 0..2, `required_cluster_width/height/depth` 0..16 (refused when `k.cluster_dims` is compiled in)" },
+      summary = "cuFuncSetAttribute, checked first: read-only attributes are refused by name; `max_dynamic_shared_size_bytes` 0..(device opt-in − static smem) (as `k:set_max_dynamic_smem`, and `k.max_dynamic_smem` follows), `preferred_shared_memory_carveout` -1..100, `non_portable_cluster_size_allowed` 0/1, `cluster_scheduling_policy_preference` 0..2, `required_cluster_width/height/depth` 0..16 (refused when `k.cluster_dims` is compiled in). Attributes belong to the function: every other kernel object made for it (`mod:kernel` again) re-reads its dynamic shared memory limit and non-portable flag, and asks its occupancy queries again, before its next check" },
     { "cuda.kernel:attributes", sig = "k:attributes()",
       returns = { {"table", "`{name = value, …}` for every attribute"} },
       summary = "every attribute's value by short name (handy in the REPL; also the list of names `k:attribute` takes)" },
@@ -348,7 +348,7 @@ before the driver, and a refusal names the rule and the numbers (an argument err
 
 | key | what the driver gets | checked before the driver |
 |---|---|---|
-| `cluster = n \| {x,y,z}` | thread block clusters of that shape; `grid` is still counted in blocks | the device supports clusters (compute capability 9.0); each axis 1..16; `grid` a multiple of the cluster on every axis; at most 8 blocks unless `k:set_attribute("non_portable_cluster_size_allowed", 1)` (the driver's flag is re-read before refusing), never more than 16; the same shape as a compiled-in `__cluster_dims__` (`k.cluster_dims`); at least one such cluster can be resident (`cuOccupancyMaxActiveClusters`) |
+| `cluster = n \| {x,y,z}` | thread block clusters of that shape; `grid` is still counted in blocks | the device supports clusters (compute capability 9.0); each axis 1..16; `grid` a multiple of the cluster on every axis; at most 8 blocks unless `k:set_attribute("non_portable_cluster_size_allowed", 1)` (through any kernel object for the function), never more than 16; the same shape as a compiled-in `__cluster_dims__` (`k.cluster_dims`); at least one such cluster can be resident (`cuOccupancyMaxActiveClusters`) |
 | `cooperative = true` | a cooperative launch (`grid.sync()` works) | the grid fits at once: at most occupancy × SMs blocks (or co-resident clusters × cluster size); the message gives both numbers; a grid is never shrunk |
 | `pdl = true` | programmatic stream serialization: the kernel may start before the previous kernel in the stream ends (it waits with `griddepcontrol.wait`, `gl_pdl_wait()`) | compute capability 9.0 |
 | `priority = n` | the launch's priority | within the device's range (`cuCtxGetStreamPriorityRange`: lower is more urgent) |

@@ -18,6 +18,10 @@ gl_add_lua_test(launch_attrs_fake_cc80 tests/lua/test_launch_attrs_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_attrs_fake_cc80.log GPULAB_FAKE_CC=8.0)
 gl_add_lua_test(launch_attrs_fake_noex tests/lua/test_launch_attrs_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_attrs_fake_noex.log GPULAB_FAKE_NO_ENTRY=cuLaunchKernelEx)
+# An attribute set through one kernel object: the others ask the driver again (the second call of
+# each occupancy query fails, so a kernel that asks again is seen to).
+gl_add_lua_test(kernel_attr_sync_fake tests/lua/test_kernel_attr_sync_fake.lua FAKE
+  ENV GPULAB_FAKE_FAIL=cuOccupancyMaxActiveBlocksPerMultiprocessor:999:2,cuOccupancyMaxActiveClusters:999:2)
 gl_add_lua_test(cfg_finalizer_fake tests/lua/test_cfg_finalizer_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/cfg_finalizer_fake.log)
 # A configuration table launched again: the kernel's remembered check against every change to the

@@ -144,17 +144,44 @@ T.test("cluster of 16 with the non-portable attribute, set on another object for
   clear_log()
   k:launch({ grid = 32, block = 32, cluster = 16 }, out, 1)
   T.ok(last_launch():find("attrs=cluster:16x1x1 ", 1, true), last_launch())
+  -- k re-reads the flag it cached once any object set an attribute: refused before the driver,
+  -- with the same table (its remembered check is forgotten) and with a new one
+  clear_log()
+  local same = { grid = 32, block = 32, cluster = 16 }
+  for _ = 1, 3 do k:launch(same, out, 1) end -- the third takes the remembered check
   other:set_attribute("non_portable_cluster_size_allowed", 0)
-  -- gpulab's cached flag is stale now; the driver refuses, and the error is the driver's
-  local ok, e = pcall(k.launch, k, { grid = 32, block = 32, cluster = 16 }, out, 1)
-  T.ok(not ok and cuda.is_error(e), "the driver's refusal is a cuda.error")
-  T.eq(e.name, "CUDA_ERROR_INVALID_CLUSTER_SIZE")
-  T.ok(tostring(e):find("cuLaunchKernelEx", 1, true), tostring(e))
+  for _, c in ipairs({ same, { grid = 32, block = 32, cluster = 16 } }) do
+    local ok, e = pcall(k.launch, k, c, out, 1)
+    T.ok(not ok and not cuda.is_error(e), tostring(e))
+    T.ok(tostring(e):find("above the portable limit of 8", 1, true), tostring(e))
+  end
+  T.eq(#T.log_lines(), 3 + 1) -- three launches and the attribute set; the refused ones never reached it
+  T.raises(function() k:max_active_clusters{ block = 32, cluster = 16 } end, "more than 8 needs")
   -- a rule gpulab checks is an argument error, raised before the driver
   local ok2, e2 = pcall(k.launch, k, { grid = 8, block = 32, cluster = 3 }, out, 1)
   T.ok(not ok2 and not cuda.is_error(e2), tostring(e2))
-  k:set_attribute("non_portable_cluster_size_allowed", 0)
-  T.raises(function() k:launch({ grid = 32, block = 32, cluster = 16 }, out, 1) end, "above the portable limit of 8")
+  other:set_attribute("non_portable_cluster_size_allowed", 1)
+  k:launch(same, out, 1)
+  T.ok(last_launch():find("attrs=cluster:16x1x1 ", 1, true), last_launch())
+  other:set_attribute("non_portable_cluster_size_allowed", 0)
+end)
+
+T.test("a dynamic shared memory limit lowered through another object is refused before the driver", function()
+  local a, b = mod:kernel("plain"), mod:kernel("plain")
+  a:set_max_dynamic_smem(100 * 1024)
+  local c = { grid = 2, block = 32, smem = 80 * 1024, cluster = 2 }
+  b:launch(c, out, 1)
+  b:launch(c, out, 1)
+  T.eq(b.max_dynamic_smem, 100 * 1024)
+  a:set_attribute("max_dynamic_shared_size_bytes", 64 * 1024)
+  T.eq(b.max_dynamic_smem, 64 * 1024)
+  clear_log()
+  T.raises(function() b:launch(c, out, 1) end,
+    "field 'smem': 81920 bytes exceed kernel 'plain''s dynamic shared memory limit of 65536 bytes")
+  T.raises(function() b:max_active_clusters{ block = 32, smem = 80 * 1024, cluster = 2 } end,
+    "81920 bytes exceed kernel 'plain''s dynamic shared memory limit of 65536 bytes")
+  T.eq(#T.log_lines(), 0)
+  a:set_max_dynamic_smem(0)
 end)
 
 T.test("cluster: a shape that cannot be resident is refused with the occupancy the driver reports", function()

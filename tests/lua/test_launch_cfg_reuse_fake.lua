@@ -273,13 +273,15 @@ T.test("a script that tampers with the mark or the key strings gets errors or ch
   launch(k, cfg, 2)
   T.ok(not ran, "no metamethod runs")
   mark.__index = nil
-  -- the key strings k.launch reads the table with are its upvalues, which no script can replace
+  -- the key strings k.launch reads the table with, and the mark, are its upvalues, which no
+  -- script can replace
   local n = 0
   while debug.getupvalue(k.launch, n + 1) ~= nil do
     T.eq(debug.setupvalue(k.launch, n + 1, "block"), nil, "setupvalue refused")
     n = n + 1
   end
-  T.eq(n, 9, "k.launch's key strings")
+  T.eq(n, 9 + 1, "k.launch's key strings and the mark")
+  T.eq(select(2, debug.getupvalue(k.launch, 10)), mark)
   launch(k, cfg, 3)
   cfg.grid = 5
   launch(k, cfg)

@@ -428,7 +428,7 @@ function cuda_kernel:occupancy(block, dyn_smem) end
 ---@return cuda.prepared # the prepared launch
 function cuda_kernel:prepare(cfg, ...) end
 
----cuFuncSetAttribute, checked first: read-only attributes are refused by name; `max_dynamic_shared_size_bytes` 0..(device opt-in − static smem) (as `k:set_max_dynamic_smem`, and `k.max_dynamic_smem` follows), `preferred_shared_memory_carveout` -1..100, `non_portable_cluster_size_allowed` 0/1, `cluster_scheduling_policy_preference` 0..2, `required_cluster_width/height/depth` 0..16 (refused when `k.cluster_dims` is compiled in)
+---cuFuncSetAttribute, checked first: read-only attributes are refused by name; `max_dynamic_shared_size_bytes` 0..(device opt-in − static smem) (as `k:set_max_dynamic_smem`, and `k.max_dynamic_smem` follows), `preferred_shared_memory_carveout` -1..100, `non_portable_cluster_size_allowed` 0/1, `cluster_scheduling_policy_preference` 0..2, `required_cluster_width/height/depth` 0..16 (refused when `k.cluster_dims` is compiled in). Attributes belong to the function: every other kernel object made for it (`mod:kernel` again) re-reads its dynamic shared memory limit and non-portable flag, and asks its occupancy queries again, before its next check
 ---@param name string a writable attribute's short name
 ---@param value integer|boolean|string an integer; `true`/`false` for `non_portable_cluster_size_allowed`; `"default"`, `"spread"` or `"load_balancing"` for `cluster_scheduling_policy_preference`
 ---@return cuda.kernel # k
