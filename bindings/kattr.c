@@ -173,10 +173,16 @@ void gl_read_cluster_attributes(lua_State *L, CUfunction f, const char *fn, int 
     *nonportable = read_attr(L, f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, fn);
 }
 
+static bool is_required_cluster_attr(CUfunction_attribute a) {
+    return a == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH || a == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT ||
+           a == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH;
+}
+
 /* Keeps the kernel's cached copies in step with what the driver said or was told. */
 static void note_value(gl_kernel *k, CUfunction_attribute a, int v) {
     if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) k->max_dynamic_smem = v;
     if (a == CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) k->nonportable_cluster = v;
+    if (is_required_cluster_attr(a)) k->cluster_dims[a - CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH] = v;
 }
 
 static int l_attribute(lua_State *L) {
@@ -248,10 +254,7 @@ static void check_value(lua_State *L, int arg, const char *fn, gl_kernel *k, con
     if (v < a->lo || v > a->hi)
         gl_argerror(L, arg, fn, "'%s' = %lld is out of range %d..%d (%s)", a->name, (long long)v,
                     a->lo, a->hi, a->help);
-    bool required = a->id == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH ||
-                    a->id == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT ||
-                    a->id == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH;
-    if (required && k->cluster_dims[0] > 0) /* the driver answers CUDA_ERROR_NOT_PERMITTED */
+    if (is_required_cluster_attr(a->id) && k->cluster_compiled) /* the driver: CUDA_ERROR_NOT_PERMITTED */
         gl_argerror(L, arg, fn, "kernel '%s' has its cluster shape compiled in (k.cluster_dims = "
                                 "{%d, %d, %d}, from __cluster_dims__): '%s' cannot be changed",
                     k->name, k->cluster_dims[0], k->cluster_dims[1], k->cluster_dims[2], a->name);
@@ -342,12 +345,11 @@ static void check_cluster(lua_State *L, int arg, const char *fn, gl_kernel *k, c
         gl_fielderror(L, arg, fn, "cluster", "%ux%ux%u = %u blocks; more than %d needs "
                       "k:set_attribute(\"non_portable_cluster_size_allowed\", true)", c[0], c[1], c[2],
                       n, PORTABLE_CLUSTER);
-    const int *dims = k->cluster_dims;
-    if (dims[0] > 0 && ((int)c[0] != dims[0] || (int)c[1] != (dims[1] > 0 ? dims[1] : 1) ||
-                        (int)c[2] != (dims[2] > 0 ? dims[2] : 1)))
-        gl_fielderror(L, arg, fn, "cluster", "%ux%ux%u contradicts kernel '%s''s compiled-in "
-                      "k.cluster_dims = {%d, %d, %d} (leave cluster out to use it)", c[0], c[1], c[2],
-                      k->name, dims[0], dims[1], dims[2]);
+    unsigned req[3];
+    if (gl_kernel_required_cluster(L, k, req, fn) && (c[0] != req[0] || c[1] != req[1] || c[2] != req[2]))
+        gl_fielderror(L, arg, fn, "cluster", "%ux%ux%u contradicts kernel '%s''s %s k.cluster_dims = "
+                      "{%u, %u, %u} (leave cluster out to use it)", c[0], c[1], c[2], k->name,
+                      gl_kernel_cluster_origin(k), req[0], req[1], req[2]);
 }
 
 static void read_query(lua_State *L, int arg, const char *fn, gl_kernel *k, bool with_cluster,
@@ -387,10 +389,9 @@ static void read_query(lua_State *L, int arg, const char *fn, gl_kernel *k, bool
         read_shape(L, arg, fn, "cluster", cluster_limit, q->cluster);
     } else {
         lua_pop(L, 1);
-        if (k->cluster_dims[0] <= 0)
-            gl_fielderror(L, arg, fn, "cluster", "required: kernel '%s' has no compiled-in cluster shape "
+        if (!gl_kernel_required_cluster(L, k, q->cluster, fn))
+            gl_fielderror(L, arg, fn, "cluster", "required: kernel '%s' has no cluster shape of its own "
                           "(k.cluster_dims is nil), so give n or {x,y,z}", k->name);
-        for (int i = 0; i < 3; i++) q->cluster[i] = k->cluster_dims[i] > 0 ? (unsigned)k->cluster_dims[i] : 1;
     }
     check_cluster(L, arg, fn, k, q->cluster);
 }
@@ -446,9 +447,8 @@ static int l_max_cluster_size(lua_State *L) {
     cluster_query q;
     memset(&q, 0, sizeof q);
     read_query(L, 2, fn, k, false, &q);
-    /* a compiled-in shape makes the grid one cluster of it; otherwise one block */
-    for (int i = 0; i < 3; i++) q.cluster[i] = k->cluster_dims[0] > 0 && k->cluster_dims[i] > 0
-                                                   ? (unsigned)k->cluster_dims[i] : 1;
+    /* a required shape makes the grid one cluster of it; otherwise one block */
+    if (!gl_kernel_required_cluster(L, k, q.cluster, fn)) q.cluster[0] = q.cluster[1] = q.cluster[2] = 1;
     CUlaunchConfig cfg = query_config(&q, NULL);
     int n = 0;
     GL_CHECK(L, gl_cu.cuOccupancyMaxPotentialClusterSize(&n, k->fn, &cfg), fn,

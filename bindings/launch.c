@@ -454,7 +454,7 @@ static bool collect_cfg(lua_State *L, int idx, const void *const keys[CFG_KEYS],
 static void read_attrs(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const int at[CFG_KEYS],
                        const char *fn);
 static void check_module_usable(lua_State *L, const gl_kernel *k, const char *fn);
-static void check_compiled_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
+static void check_required_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
                                         const char *fn);
 
 /* Cuts the stack back to `top`, but first moves the stream value (at stream, 0 for none) and the
@@ -680,8 +680,8 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     cfg->window_at = 0;
     if (at[CFG_CLUSTER] | at[CFG_COOPERATIVE] | at[CFG_PDL] | at[CFG_PRIORITY] | at[CFG_L2_WINDOW])
         read_attrs(L, idx, k, cfg, at, fn);
-    else if (k->cluster_dims[0]) /* the driver launches it in clusters of the compiled-in shape */
-        check_compiled_cluster_grid(L, idx, k, cfg->grid, fn);
+    else if (k->cluster_dims[0] | k->cluster_dims[1] | k->cluster_dims[2])
+        check_required_cluster_grid(L, idx, k, cfg->grid, fn);
     if (again) remember_cfg(L, idx, t, k, cfg, at);
     else cache_of(k)->seen = t; /* checked again, it gets the mark */
     keep_objects(L, top, stream, cfg);
@@ -727,22 +727,18 @@ static void check_grid_multiple(lua_State *L, int idx, const unsigned grid[3], c
     static const char axes[] = "xyz";
     for (int i = 0; i < 3; i++)
         if (grid[i] % cluster[i] != 0)
-            gl_fielderror(L, idx, fn, key, "grid %c = %u is not a multiple of the %scluster's %c = %u (grid is "
-                                           "counted in blocks, and every cluster must be whole)",
-                          axes[i], grid[i], whose, axes[i], cluster[i]);
+            gl_fielderror(L, idx, fn, key, "grid %c = %u is not a multiple of the %s%scluster's %c = %u (grid "
+                                           "is counted in blocks, and every cluster must be whole)",
+                          axes[i], grid[i], whose, *whose ? " " : "", axes[i], cluster[i]);
 }
 
-/* The cluster shape compiled into the kernel (__cluster_dims__), when it has one. */
-static bool compiled_cluster(const gl_kernel *k, unsigned out[3]) {
-    if (k->cluster_dims[0] <= 0) return false;
-    for (int i = 0; i < 3; i++) out[i] = k->cluster_dims[i] > 0 ? (unsigned)k->cluster_dims[i] : 1;
-    return true;
-}
-
-static void check_compiled_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
+/* A launch without cluster= runs in clusters of the kernel's required shape, when it has one:
+ * the grid must be a multiple of it. */
+static void check_required_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
                                         const char *fn) {
     unsigned c[3];
-    if (compiled_cluster(k, c)) check_grid_multiple(L, idx, grid, c, fn, "grid", "compiled-in __cluster_dims__ ");
+    if (gl_kernel_required_cluster(L, k, c, fn))
+        check_grid_multiple(L, idx, grid, c, fn, "grid", gl_kernel_cluster_origin(k));
 }
 
 static bool same_check(const struct gl_launch_checked *c, unsigned threads, unsigned smem,
@@ -794,12 +790,12 @@ static void read_cluster(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, i
                                              "clusters (they need 9.0 or newer)", d->ordinal, d->cc_major,
                       d->cc_minor);
     require_entry(L, idx, fn, "cluster", (const void *)gl_cu.cuLaunchKernelEx, "cuLaunchKernelEx");
-    unsigned compiled[3];
-    if (compiled_cluster(k, compiled) &&
-        (cluster[0] != compiled[0] || cluster[1] != compiled[1] || cluster[2] != compiled[2])) {
-        gl_fielderror(L, idx, fn, "cluster", "%s contradicts kernel '%s''s compiled-in __cluster_dims__%s "
-                                             "(leave cluster out, or give the same shape)",
-                      push_dims(L, cluster), k->name, push_dims(L, compiled));
+    unsigned required[3];
+    if (gl_kernel_required_cluster(L, k, required, fn) &&
+        (cluster[0] != required[0] || cluster[1] != required[1] || cluster[2] != required[2])) {
+        gl_fielderror(L, idx, fn, "cluster", "%s contradicts kernel '%s''s %s%s (leave cluster out, or give "
+                                             "the same shape)",
+                      push_dims(L, cluster), k->name, gl_kernel_cluster_origin(k), push_dims(L, required));
     }
     check_grid_multiple(L, idx, cfg->grid, cluster, fn, "cluster", "");
     unsigned long long size = dims_product(cluster);
@@ -913,8 +909,8 @@ static void read_attrs(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, con
         a->value.clusterDim.x = cluster[0];
         a->value.clusterDim.y = cluster[1];
         a->value.clusterDim.z = cluster[2];
-    } else if (compiled_cluster(k, cluster)) { /* the driver launches in clusters of this shape */
-        check_grid_multiple(L, idx, cfg->grid, cluster, fn, "grid", "compiled-in __cluster_dims__ ");
+    } else if (gl_kernel_required_cluster(L, k, cluster, fn)) { /* the driver launches in these */
+        check_grid_multiple(L, idx, cfg->grid, cluster, fn, "grid", gl_kernel_cluster_origin(k));
     }
     if (at[CFG_COOPERATIVE] && read_flag(L, idx, at[CFG_COOPERATIVE], "cooperative", fn)) {
         check_cooperative(L, idx, k, cfg, cluster, fn); /* cluster[0] == 0: no clusters */

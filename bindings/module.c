@@ -605,15 +605,17 @@ static void push_params(lua_State *L, const gl_kernel *k) {
     }
 }
 
-/* k.cluster_dims: {x, y, z} compiled in by __cluster_dims__, or nil */
+/* k.cluster_dims: {x, y, z} every launch uses (compiled in by __cluster_dims__, axes it leaves out
+ * as 1; or as set with k:set_attribute), or nil */
 static void push_cluster_dims(lua_State *L, const gl_kernel *k) {
-    if (k->cluster_dims[0] <= 0) {
+    const int *d = k->cluster_dims;
+    if (d[0] <= 0 && d[1] <= 0 && d[2] <= 0) {
         lua_pushnil(L);
         return;
     }
     lua_createtable(L, 3, 0);
     for (int i = 0; i < 3; i++) {
-        lua_pushinteger(L, k->cluster_dims[i] > 0 ? k->cluster_dims[i] : 1);
+        lua_pushinteger(L, k->cluster_compiled && d[i] <= 0 ? 1 : d[i]);
         lua_rawseti(L, -2, i + 1);
     }
 }
@@ -650,8 +652,15 @@ static int f_max_threads(lua_State *L) {
     lua_pushinteger(L, field_kernel(L)->max_threads);
     return 1;
 }
+/* k for a field that an attribute set through any kernel object for the function may change */
+static gl_kernel *synced_field_kernel(lua_State *L) {
+    gl_kernel *k = gl_test_kernel(L, 1);
+    if (k == NULL) gl_typeerror(L, 1, "k.field", GL_KERNEL_T);
+    gl_kernel_sync_attributes(k);
+    return k;
+}
 static int f_cluster_dims(lua_State *L) {
-    push_cluster_dims(L, field_kernel(L));
+    push_cluster_dims(L, synced_field_kernel(L));
     return 1;
 }
 static int f_module(lua_State *L) {
@@ -661,10 +670,7 @@ static int f_module(lua_State *L) {
 }
 /* changes with k:set_max_dynamic_smem, and k:set_attribute through any object for the function */
 static int f_max_dynamic_smem(lua_State *L) {
-    gl_kernel *k = gl_test_kernel(L, 1); /* field_kernel's check, but writable: the sync updates it */
-    if (k == NULL) gl_typeerror(L, 1, "k.field", GL_KERNEL_T);
-    gl_kernel_sync_attributes(k);
-    lua_pushinteger(L, k->max_dynamic_smem);
+    lua_pushinteger(L, synced_field_kernel(L)->max_dynamic_smem);
     return 1;
 }
 /* a fresh table each read, so that changing one changes no later read */
@@ -744,9 +750,7 @@ static void push_kernel_metatable(lua_State *L, int self) {
     set_int(L, "smem", k->static_smem);
     set_int(L, "local_bytes", k->local_bytes);
     set_int(L, "const_bytes", k->const_bytes);
-    set_int(L, "max_threads", k->max_threads);
-    push_cluster_dims(L, k);
-    lua_setfield(L, -2, "cluster_dims");
+    set_int(L, "max_threads", k->max_threads); /* (cluster_dims is live: k:set_attribute sets it) */
     lua_pushstring(L, k->name);
     lua_setfield(L, -2, "name");
     lua_getiuservalue(L, self, KUV_MODULE);
@@ -776,7 +780,7 @@ typedef struct kernel_facts {
     const gl_device_limits *limits;
     int attrs[6];        /* in the order of function_attributes below */
     int cluster_dims[3], nonportable_cluster;
-    bool cluster_must_be_set;
+    bool cluster_must_be_set, cluster_compiled;
     gl_param params[GL_MAX_PARAMS];
 } kernel_facts;
 
@@ -852,6 +856,12 @@ static void read_function_facts(lua_State *L, gl_module *m, kernel_facts *kf, co
     for (int i = 0; i < 6; i++) kf->attrs[i] = func_attr(L, kf->f, function_attributes[i], fn);
     gl_read_cluster_attributes(L, kf->f, fn, kf->cluster_dims, &kf->cluster_must_be_set,
                                &kf->nonportable_cluster);
+    /* __cluster_dims__ compiles to .reqnctapercluster, which also makes CLUSTER_SIZE_MUST_BE_SET 1; a
+       shape set at run time leaves that 0, unless the kernel is .explicitcluster as well, which
+       the PTX tells apart (a module loaded without PTX is taken as compiled in then) */
+    kf->cluster_compiled = kf->cluster_dims[0] > 0 && kf->cluster_must_be_set &&
+                           (kf->ptx == NULL ||
+                            gl_ptx_entry_has_directive(kf->ptx, kf->ptx_len, kf->entry, ".reqnctapercluster"));
 }
 
 /* Pushes the parameters' declarations as one string of nparams NUL-terminated parts ("float* x",
@@ -901,10 +911,30 @@ void gl_kernel_sync_attributes(gl_kernel *k) {
     int v = 0;
     if (gl_cu.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->fn) == CUDA_SUCCESS)
         k->max_dynamic_smem = v;
-    v = 0; /* before 9.0 the cluster attributes are refused: the flag stays 0 */
+    /* before 9.0 the cluster attributes are refused: they stay 0 */
     if (gl_cu.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, k->fn) == CUDA_SUCCESS)
         k->nonportable_cluster = v;
+    for (int i = 0; i < 3; i++) {
+        CUfunction_attribute a = (CUfunction_attribute)(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH + i);
+        if (!k->cluster_compiled && gl_cu.cuFuncGetAttribute(&v, a, k->fn) == CUDA_SUCCESS) k->cluster_dims[i] = v;
+    }
     forget_occupancy(k);
+}
+
+bool gl_kernel_required_cluster(lua_State *L, const gl_kernel *k, unsigned out[3], const char *fn) {
+    const int *d = k->cluster_dims;
+    int positive = (d[0] > 0) + (d[1] > 0) + (d[2] > 0);
+    if (positive == 0) return false;
+    if (positive < 3 && !k->cluster_compiled)
+        luaL_error(L, "%s: kernel '%s''s required cluster shape is %dx%dx%d (set with k:set_attribute): the "
+                      "driver takes required_cluster_width, _height and _depth all 0 or all positive",
+                   fn, k->name, d[0], d[1], d[2]);
+    for (int i = 0; i < 3; i++) out[i] = d[i] > 0 ? (unsigned)d[i] : 1;
+    return true;
+}
+
+const char *gl_kernel_cluster_origin(const gl_kernel *k) {
+    return k->cluster_compiled ? "compiled-in __cluster_dims__" : "run-time required_cluster_*";
 }
 
 /* Pushes the kernel object: the facts, then after its parameters their packing classes (zero:
@@ -941,6 +971,7 @@ static gl_kernel *new_kernel(lua_State *L, gl_module *m, const kernel_facts *kf,
     k->max_dynamic_smem = kf->attrs[5];
     memcpy(k->cluster_dims, kf->cluster_dims, sizeof k->cluster_dims);
     k->cluster_must_be_set = kf->cluster_must_be_set;
+    k->cluster_compiled = kf->cluster_compiled;
     k->nonportable_cluster = kf->nonportable_cluster;
     k->attributes_seen = attribute_sets;
     return k;

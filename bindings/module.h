@@ -71,8 +71,9 @@ typedef struct gl_kernel {
     unsigned char *arg_class; /* nparams bytes for launch.c's packing rule per parameter,
                                  zero until launch.c classifies them on first use */
     const void *launch_keys[16]; /* launch.c's cache: its Lua state's configuration key strings */
-    int cluster_dims[3];    /* compiled in by __cluster_dims__ (the driver's REQUIRED_CLUSTER_*
-                               attributes), all 0 when none */
+    int cluster_dims[3];    /* REQUIRED_CLUSTER_*: the shape every launch uses, compiled in by
+                               __cluster_dims__ or set at run time; all 0 when none */
+    bool cluster_compiled;  /* the shape is compiled in (it cannot be set) */
     bool cluster_must_be_set; /* CLUSTER_SIZE_MUST_BE_SET: launches need a cluster */
     int nonportable_cluster; /* NON_PORTABLE_CLUSTER_SIZE_ALLOWED as last set/read: 1 lets
                                clusters above 8 launch; re-read before refusing a launch */
@@ -102,6 +103,15 @@ void gl_kernel_attribute_set(gl_kernel *k);
  * the driver and forgets k's occupancy answers. Raises nothing (a failed read keeps the cached
  * value; the driver then has the last word). */
 void gl_kernel_sync_attributes(gl_kernel *k);
+
+/* The cluster shape every launch of k uses (REQUIRED_CLUSTER_*, compiled in or set with
+ * k:set_attribute), axes a compiled-in shape leaves out as 1, in out. Returns false when k has
+ * none. A shape set at run time with some axes 0 is refused ("fn: ..."): the driver takes only
+ * all three 0 or all three positive. */
+bool gl_kernel_required_cluster(lua_State *L, const gl_kernel *k, unsigned out[3], const char *fn);
+/* Where k's required cluster shape comes from, for messages: "compiled-in __cluster_dims__" or
+ * "run-time required_cluster_*". */
+const char *gl_kernel_cluster_origin(const gl_kernel *k);
 
 /* Pushes and returns "scale<2> parameter 1 (float* x)": parameter i (from 0) of k named by its
  * declaration, else by its PTX type ("scale parameter 2 (u64)"), for messages about it. */

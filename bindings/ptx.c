@@ -419,6 +419,29 @@ int gl_ptx_params(const char *ptx, size_t len, const char *entry, gl_param *out,
     return -1;
 }
 
+/* The directives between an entry's parameter list and its body (.maxntid, .reqnctapercluster,
+ * .explicitcluster, ...): whether `directive` is one of them. */
+bool gl_ptx_entry_has_directive(const char *ptx, size_t len, const char *entry, const char *directive) {
+    if (ptx == NULL || entry == NULL) return false;
+    size_t entry_len = strlen(entry);
+    lexer lx = {ptx, len, 0};
+    for (;;) {
+        token t = next_token(&lx);
+        if (t.len == 0) return false;
+        if (!tok_is(t, ".entry")) continue;
+        token name = next_token(&lx);
+        if (name.len != entry_len || memcmp(name.text, entry, entry_len) != 0) continue;
+        int depth = 0; /* the parameter list, if any, then the directives up to the body */
+        while ((t = next_token(&lx)).len) {
+            if (tok_is(t, "(")) depth++;
+            else if (tok_is(t, ")")) depth--;
+            else if (depth == 0 && (tok_is(t, "{") || tok_is(t, ";"))) return false;
+            else if (depth == 0 && tok_is(t, directive)) return true;
+        }
+        return false;
+    }
+}
+
 /* ------------------------------------------------------------------------------------------
  * Name expressions
  * ------------------------------------------------------------------------------------------ */

@@ -26,6 +26,10 @@ typedef struct gl_param {
 int gl_ptx_params(const char *ptx, size_t len, const char *entry, gl_param *out, int max,
                   char *err, size_t errlen);
 
+/* Whether the .entry named `entry` in `ptx` (len bytes) carries `directive` (".reqnctapercluster")
+ * between its parameter list and its body. False when there is no such entry. */
+bool gl_ptx_entry_has_directive(const char *ptx, size_t len, const char *entry, const char *directive);
+
 /* Writes `name` with insignificant white space removed into out (cap bytes): spaces survive
  * only between two identifier characters, collapsed to one ("scale<2, float>" and
  * "scale< 2,float >" both become "scale<2,float>"; "unsigned  int" stays "unsigned int").

@@ -282,7 +282,7 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
         {"max_threads", "integer", "most threads per block it can launch with"},
         {"max_dynamic_smem", "integer", "dynamic shared memory allowed (as last set)"},
         {"params", "table[]", "`{ {kind=, size=, align=, offset=}, … }`"},
-        {"cluster_dims", "integer[]?", "`{x, y, z}` compiled in by `__cluster_dims__` (the driver's REQUIRED_CLUSTER_* attributes), nil when none"},
+        {"cluster_dims", "integer[]?", "`{x, y, z}` every launch runs in (the driver's REQUIRED_CLUSTER_* attributes): compiled in by `__cluster_dims__` (axes it leaves out read 1), or as set with `k:set_attribute(\"required_cluster_width\", …)` through any kernel object for the function; nil when none"},
         {"module", "cuda.module", "the module it belongs to"},
       } },
     { "cuda.kernel:occupancy", sig = "k:occupancy(block, dyn_smem)",
@@ -300,14 +300,14 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
       params = { {"name", "string", "a writable attribute's short name"},
                  {"value", "integer|boolean|string", "an integer; `true`/`false` for `non_portable_cluster_size_allowed`; `\"default\"`, `\"spread\"` or `\"load_balancing\"` for `cluster_scheduling_policy_preference`"} },
       returns = { {"cuda.kernel", "k"} },
-      summary = "cuFuncSetAttribute, checked first: read-only attributes are refused by name; `max_dynamic_shared_size_bytes` 0..(device opt-in − static smem) (as `k:set_max_dynamic_smem`, and `k.max_dynamic_smem` follows), `preferred_shared_memory_carveout` -1..100, `non_portable_cluster_size_allowed` 0/1, `cluster_scheduling_policy_preference` 0..2, `required_cluster_width/height/depth` 0..16 (refused when `k.cluster_dims` is compiled in). Attributes belong to the function: every other kernel object made for it (`mod:kernel` again) re-reads its dynamic shared memory limit and non-portable flag, and asks its occupancy queries again, before its next check" },
+      summary = "cuFuncSetAttribute, checked first: read-only attributes are refused by name; `max_dynamic_shared_size_bytes` 0..(device opt-in − static smem) (as `k:set_max_dynamic_smem`, and `k.max_dynamic_smem` follows), `preferred_shared_memory_carveout` -1..100, `non_portable_cluster_size_allowed` 0/1, `cluster_scheduling_policy_preference` 0..2, `required_cluster_width/height/depth` 0..16 (refused when `k.cluster_dims` is compiled in; a shape set at run time is used by every launch without `cluster=`, which checks the grid against it, and must be all three 0 or all three positive by the next launch, as the driver wants). Attributes belong to the function: every other kernel object made for it (`mod:kernel` again) re-reads its dynamic shared memory limit and non-portable flag, and asks its occupancy queries again, before its next check" },
     { "cuda.kernel:attributes", sig = "k:attributes()",
       returns = { {"table", "`{name = value, …}` for every attribute"} },
       summary = "every attribute's value by short name (handy in the REPL; also the list of names `k:attribute` takes)" },
     { "cuda.kernel:max_active_clusters", sig = "k:max_active_clusters{block=, smem=, cluster=}",
       options = { {"block", "integer|integer[]", nil, "threads per block, n or {x,y,z}"},
                   {"smem", "integer", "0", "dynamic shared memory bytes per block"},
-                  {"cluster", "integer|integer[]", "k.cluster_dims", "cluster shape, n or {x,y,z}: each axis 1..16, at most 8 blocks unless non_portable_cluster_size_allowed is set, at most 16; required when the kernel has no compiled-in shape, and equal to it when it has one"} },
+                  {"cluster", "integer|integer[]", "k.cluster_dims", "cluster shape, n or {x,y,z}: each axis 1..16, at most 8 blocks unless non_portable_cluster_size_allowed is set, at most 16; required when the kernel has no shape of its own (`k.cluster_dims`), and equal to it when it has one"} },
       returns = { {"integer", "clusters of that shape that can be co-resident on the device"} },
       summary = "cuOccupancyMaxActiveClusters for one cluster's worth of blocks; the fields are checked as `k:launch` checks them; needs a CUDA 12.0 driver and a device of compute capability 9.0" },
     { "cuda.kernel:max_cluster_size", sig = "k:max_cluster_size{block=, smem=}",
@@ -348,7 +348,7 @@ before the driver, and a refusal names the rule and the numbers (an argument err
 
 | key | what the driver gets | checked before the driver |
 |---|---|---|
-| `cluster = n \| {x,y,z}` | thread block clusters of that shape; `grid` is still counted in blocks | the device supports clusters (compute capability 9.0); each axis 1..16; `grid` a multiple of the cluster on every axis; at most 8 blocks unless `k:set_attribute("non_portable_cluster_size_allowed", 1)` (through any kernel object for the function), never more than 16; the same shape as a compiled-in `__cluster_dims__` (`k.cluster_dims`); at least one such cluster can be resident (`cuOccupancyMaxActiveClusters`) |
+| `cluster = n \| {x,y,z}` | thread block clusters of that shape; `grid` is still counted in blocks | the device supports clusters (compute capability 9.0); each axis 1..16; `grid` a multiple of the cluster on every axis; at most 8 blocks unless `k:set_attribute("non_portable_cluster_size_allowed", 1)` (through any kernel object for the function), never more than 16; the same shape as the kernel's own (`k.cluster_dims`: compiled in by `__cluster_dims__`, or set with `required_cluster_*`), which a launch without `cluster=` runs in (its grid a multiple of it); at least one such cluster can be resident (`cuOccupancyMaxActiveClusters`) |
 | `cooperative = true` | a cooperative launch (`grid.sync()` works) | the grid fits at once: at most occupancy × SMs blocks (or co-resident clusters × cluster size); the message gives both numbers; a grid is never shrunk |
 | `pdl = true` | programmatic stream serialization: the kernel may start before the previous kernel in the stream ends (it waits with `griddepcontrol.wait`, `gl_pdl_wait()`) | compute capability 9.0 |
 | `priority = n` | the launch's priority | within the device's range (`cuCtxGetStreamPriorityRange`: lower is more urgent) |

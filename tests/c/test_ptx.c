@@ -461,6 +461,29 @@ static void test_normalize(void) {
     CHECK(!gl_name_normalize("abcdef", tiny, sizeof tiny), "overflow not reported");
 }
 
+/* The directives between an entry's parameters and its body, found for that entry only. */
+static void test_entry_directives(void) {
+    static const char ptx[] =
+        ".visible .entry plain(.param .u32 n) { ret; }\n"
+        ".visible .entry fixed(.param .u32 n)\n.explicitcluster\n.reqnctapercluster 2, 1, 1\n{ ret; }\n"
+        ".visible .entry bare\n.maxntid 128, 1, 1\n{ .reg .b32 r; ret; }\n"
+        ".visible .entry explicit_only(.param .u64 p)\n.explicitcluster\n{ ret; }\n"
+        "// .entry fake(.param .u32 n) .reqnctapercluster 4\n";
+    size_t len = sizeof ptx - 1;
+    CHECK(gl_ptx_entry_has_directive(ptx, len, "fixed", ".reqnctapercluster"), "fixed");
+    CHECK(gl_ptx_entry_has_directive(ptx, len, "fixed", ".explicitcluster"), "fixed explicit");
+    CHECK(!gl_ptx_entry_has_directive(ptx, len, "plain", ".reqnctapercluster"), "plain");
+    CHECK(!gl_ptx_entry_has_directive(ptx, len, "explicit_only", ".reqnctapercluster"), "explicit_only");
+    CHECK(gl_ptx_entry_has_directive(ptx, len, "explicit_only", ".explicitcluster"), "explicit_only explicit");
+    CHECK(gl_ptx_entry_has_directive(ptx, len, "bare", ".maxntid"), "no parameter list");
+    CHECK(!gl_ptx_entry_has_directive(ptx, len, "bare", ".reg"), "a body's statement is no directive");
+    CHECK(!gl_ptx_entry_has_directive(ptx, len, "fake", ".reqnctapercluster"), "inside a comment");
+    CHECK(!gl_ptx_entry_has_directive(ptx, len, "missing", ".reqnctapercluster"), "no such entry");
+    CHECK(!gl_ptx_entry_has_directive(ptx, 40, "fixed", ".reqnctapercluster"), "read past len");
+    CHECK(!gl_ptx_entry_has_directive(NULL, 0, "fixed", ".reqnctapercluster"), "NULL ptx");
+    for (size_t cut = 0; cut < len; cut++) (void)gl_ptx_entry_has_directive(ptx, cut, "fixed", ".reqnctapercluster");
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s FIXTURE_DIR SCRATCH_DIR\n", argv[0]);
@@ -478,6 +501,7 @@ int main(int argc, char **argv) {
     test_key();
     test_copied_params();
     test_normalize();
+    test_entry_directives();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

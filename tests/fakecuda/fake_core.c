@@ -1045,15 +1045,30 @@ static unsigned long cluster_blocks(const int c[3]) {
     return (unsigned long)c[0] * (unsigned long)c[1] * (unsigned long)c[2];
 }
 
+/* The function's required shape (REQUIRED_CLUSTER_*), in out: 0 when none, 1 when out holds it,
+ * -1 when one set at run time is partial (the driver wants all three 0 or all positive; axes a
+ * compiled-in shape leaves out are 1). */
+static int required_cluster(const fake_func *f, int out[3]) {
+    int positive = 0;
+    for (int i = 0; i < 3; i++) positive += f->cluster[i] > 0;
+    if (positive == 0) return 0;
+    if (positive < 3 && !f->cluster_compiled) return -1;
+    for (int i = 0; i < 3; i++) out[i] = f->cluster[i] > 0 ? f->cluster[i] : 1;
+    return 1;
+}
+
 /* The size checks every cluster use shares (CUDA_ERROR_INVALID_CLUSTER_SIZE when broken). */
 static CUresult check_cluster_size(const fake_func *f, const int c[3]) {
     if (c[0] <= 0 || c[1] <= 0 || c[2] <= 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     unsigned long n = cluster_blocks(c);
     if (n > FAKE_CLUSTER_NONPORTABLE) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     if (n > FAKE_CLUSTER_PORTABLE && !f->nonportable) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
-    if (f->cluster[0] > 0)
+    int req[3];
+    int has = required_cluster(f, req);
+    if (has < 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    if (has)
         for (int i = 0; i < 3; i++)
-            if (c[i] != (f->cluster[i] > 0 ? f->cluster[i] : 1)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+            if (c[i] != req[i]) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     return CUDA_SUCCESS;
 }
 
@@ -1073,9 +1088,7 @@ static bool config_cluster(const fake_func *f, const CUlaunchConfig *cfg, int c[
             c[2] = (int)cfg->attrs[i].value.clusterDim.z;
             return true;
         }
-    if (f->cluster[0] <= 0) return false;
-    for (int i = 0; i < 3; i++) c[i] = f->cluster[i] > 0 ? f->cluster[i] : 1;
-    return true;
+    return required_cluster(f, c) == 1; /* a partial one: INVALID_VALUE, as none */
 }
 
 static int clusters_in_gpcs(long per_sm, unsigned long blocks) {
@@ -1205,10 +1218,10 @@ static CUresult launch_common(const fake_func *f, const unsigned g[3], const uns
     if (params && extra) return CUDA_ERROR_INVALID_VALUE;
     if (f->nparams > 0 && !params && !extra) return CUDA_ERROR_INVALID_VALUE;
     int required[3];
-    if (cluster == NULL && f->cluster_must_be_set) { /* the driver uses the compiled-in shape */
-        if (f->cluster[0] <= 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
-        for (int i = 0; i < 3; i++) required[i] = f->cluster[i] > 0 ? f->cluster[i] : 1;
-        cluster = required;
+    if (cluster == NULL) { /* the driver uses the required shape, compiled in or set */
+        int has = required_cluster(f, required);
+        if (has < 0 || (has == 0 && f->cluster_must_be_set)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+        if (has) cluster = required;
     }
     if (cluster && !grid_divisible(g, cluster)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
 

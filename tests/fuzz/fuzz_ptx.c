@@ -24,5 +24,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < n; i++)
         if (params[i].size == 0 || params[i].align == 0 || (params[i].align & (params[i].align - 1)))
             __builtin_trap(); /* a parameter must have a size and a power-of-two alignment */
+    (void)gl_ptx_entry_has_directive(ptx, ptx_len, entry, ".reqnctapercluster"); /* reads within ptx_len */
     return 0;
 }

@@ -261,6 +261,80 @@ T.test("a compiled-in cluster shape: k.cluster_dims, and its attributes cannot b
   T.eq(#matching("launch "), before, "refused")
 end)
 
+T.test("a cluster shape set at run time: every kernel object checks launches against it", function()
+  local k, a = mod:kernel("plain"), cuda.array("f32", 4)
+  k:set_attribute("required_cluster_width", 2)
+  T.eq(k.cluster_dims[1], 2); T.eq(k.cluster_dims[2], 0); T.eq(k.cluster_dims[3], 0)
+  -- the driver takes all three 0 or all three positive: a partial shape is refused before it
+  clear_log()
+  T.raises(function() k:launch({ grid = 4, block = 32 }, a, 1) end,
+    "k:launch: kernel 'plain''s required cluster shape is 2x0x0 (set with k:set_attribute): the driver takes "
+    .. "required_cluster_width, _height and _depth all 0 or all positive")
+  T.raises(function() k:launch({ grid = 4, block = 32, cluster = 2 }, a, 1) end, "required cluster shape is 2x0x0")
+  T.raises(function() k:max_active_clusters{ block = 32, cluster = 2 } end, "required cluster shape is 2x0x0")
+  T.raises(function() k:max_cluster_size{ block = 32 } end, "required cluster shape is 2x0x0")
+  T.eq(#matching("launch "), 0)
+  k:set_attribute("required_cluster_height", 1):set_attribute("required_cluster_depth", 1)
+  -- a launch without cluster= runs in clusters of the shape: the grid must be a multiple of it
+  k:launch({ grid = 4, block = 32 }, a, 1)
+  T.eq(#matching("launch plain grid=4,1,1 "), 1)
+  T.raises(function() k:launch({ grid = 3, block = 32 }, a, 1) end,
+    "field 'grid': grid x = 3 is not a multiple of the run-time required_cluster_* cluster's x = 2")
+  T.raises(function() k:launch({ grid = 4, block = 32, cluster = 4 }, a, 1) end,
+    "field 'cluster': (4,1,1) contradicts kernel 'plain''s run-time required_cluster_*(2,1,1)")
+  T.raises(function() k:max_active_clusters{ block = 32, cluster = 4 } end,
+    "4x1x1 contradicts kernel 'plain''s run-time required_cluster_* k.cluster_dims = {2, 1, 1}")
+  k:launch({ grid = 4, block = 32, cluster = 2 }, a, 1)
+  T.eq(#matching("launch plain grid=4,1,1 "), 2)
+  T.eq(k:max_active_clusters{ block = 32 }, k:max_active_clusters{ block = 32, cluster = 2 })
+  -- an object made now sees a shape set at run time, not one compiled in: it may change it, and
+  -- the first object follows
+  local k2 = mod:kernel("plain")
+  T.eq(k2.cluster_dims[1], 2)
+  k2:set_attribute("required_cluster_width", 4)
+  T.eq(k.cluster_dims[1], 4)
+  T.raises(function() k:launch({ grid = 2, block = 32 }, a, 1) end,
+    "grid x = 2 is not a multiple of the run-time required_cluster_* cluster's x = 4")
+  -- a table whose check k remembers is checked again after the set
+  local same = { grid = 8, block = 32 }
+  for _ = 1, 3 do k:launch(same, a, 1) end
+  k2:set_attribute("required_cluster_width", 16)
+  T.raises(function() k:launch(same, a, 1) end, "grid x = 8 is not a multiple of the run-time required_cluster_*")
+  -- cleared: plain launches again, through either object
+  k2:set_attribute("required_cluster_width", 0):set_attribute("required_cluster_height", 0)
+    :set_attribute("required_cluster_depth", 0)
+  T.eq(k.cluster_dims, nil)
+  clear_log()
+  k:launch({ grid = 3, block = 32 }, a, 1)
+  T.eq(#matching("launch plain grid=3,1,1 "), 1)
+end)
+
+T.test("a kernel made .explicitcluster and given its shape at run time can change it", function()
+  local mod2 = cuda.load([[
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry explicit_only(
+	.param .u32 n
+)
+.explicitcluster
+{
+	ret;
+}
+]])
+  local k = mod2:kernel("explicit_only")
+  T.eq(k:attribute("cluster_size_must_be_set"), 1)
+  T.eq(k.cluster_dims, nil)
+  k:set_attribute("required_cluster_width", 2):set_attribute("required_cluster_height", 1)
+    :set_attribute("required_cluster_depth", 1)
+  local k2 = mod2:kernel("explicit_only") -- must_be_set and a shape, yet not compiled in
+  T.eq(k2.cluster_dims[1], 2)
+  k2:set_attribute("required_cluster_width", 4)
+  T.eq(k.cluster_dims[1], 4)
+  T.raises(function() k:launch({ grid = 2, block = 32 }, 1) end, "run-time required_cluster_*")
+end)
+
 T.test("k:max_active_clusters and k:max_cluster_size follow the stand-in's model", function()
   local k = mod:kernel("plain")
   k:set_attribute("non_portable_cluster_size_allowed", 0)
@@ -311,7 +385,7 @@ T.test("cluster queries: wrong inputs are refused", function()
   T.raises(function() k:max_active_clusters{ block = 128, cluster = 2, smem = 10 ^ 6 } end,
     "exceed kernel 'plain''s dynamic shared memory limit")
   T.raises(function() k:max_active_clusters{ block = 128 } end,
-    "field 'cluster': required: kernel 'plain' has no compiled-in cluster shape")
+    "field 'cluster': required: kernel 'plain' has no cluster shape of its own (k.cluster_dims is nil)")
   T.raises(function() k:max_active_clusters{ block = 128, cluster = 0 } end, "x = 0 is out of range 1..16")
   T.raises(function() k:max_active_clusters{ block = 128, cluster = 17 } end, "x = 17 is out of range 1..16")
   T.raises(function() k:max_active_clusters{ block = 128, cluster = { 1, 2, 3, 4 } } end,
@@ -327,7 +401,7 @@ T.test("cluster queries: wrong inputs are refused", function()
   T.raises(function() k:max_cluster_size{} end, "field 'block': required")
   local kc = mod:kernel("clustered")
   T.raises(function() kc:max_active_clusters{ block = 128, cluster = 4 } end,
-    "4x1x1 contradicts kernel 'clustered''s compiled-in k.cluster_dims = {2, 1, 1}")
+    "4x1x1 contradicts kernel 'clustered''s compiled-in __cluster_dims__ k.cluster_dims = {2, 1, 1}")
   T.raises(function() k.max_active_clusters(5, { block = 1 }) end, "cuda.kernel expected")
 end)
 

@@ -379,7 +379,7 @@ function cuda_module:kernel(name) end
 ---@field max_threads integer most threads per block it can launch with
 ---@field max_dynamic_smem integer dynamic shared memory allowed (as last set)
 ---@field params table[] `{ {kind=, size=, align=, offset=}, … }`
----@field cluster_dims integer[]? `{x, y, z}` compiled in by `__cluster_dims__` (the driver's REQUIRED_CLUSTER_* attributes), nil when none
+---@field cluster_dims integer[]? `{x, y, z}` every launch runs in (the driver's REQUIRED_CLUSTER_* attributes): compiled in by `__cluster_dims__` (axes it leaves out read 1), or as set with `k:set_attribute("required_cluster_width", …)` through any kernel object for the function; nil when none
 ---@field module cuda.module the module it belongs to
 local cuda_kernel = {}
 
@@ -400,7 +400,7 @@ function cuda_kernel:launch(cfg, ...) end
 ---@class cuda.kernel.max_active_clusters.opts
 ---@field block? integer|integer[] threads per block, n or {x,y,z}
 ---@field smem? integer dynamic shared memory bytes per block (default 0)
----@field cluster? integer|integer[] cluster shape, n or {x,y,z}: each axis 1..16, at most 8 blocks unless non_portable_cluster_size_allowed is set, at most 16; required when the kernel has no compiled-in shape, and equal to it when it has one (default k.cluster_dims)
+---@field cluster? integer|integer[] cluster shape, n or {x,y,z}: each axis 1..16, at most 8 blocks unless non_portable_cluster_size_allowed is set, at most 16; required when the kernel has no shape of its own (`k.cluster_dims`), and equal to it when it has one (default k.cluster_dims)
 
 ---cuOccupancyMaxActiveClusters for one cluster's worth of blocks; the fields are checked as `k:launch` checks them; needs a CUDA 12.0 driver and a device of compute capability 9.0
 ---@return integer # clusters of that shape that can be co-resident on the device
@@ -428,7 +428,7 @@ function cuda_kernel:occupancy(block, dyn_smem) end
 ---@return cuda.prepared # the prepared launch
 function cuda_kernel:prepare(cfg, ...) end
 
----cuFuncSetAttribute, checked first: read-only attributes are refused by name; `max_dynamic_shared_size_bytes` 0..(device opt-in − static smem) (as `k:set_max_dynamic_smem`, and `k.max_dynamic_smem` follows), `preferred_shared_memory_carveout` -1..100, `non_portable_cluster_size_allowed` 0/1, `cluster_scheduling_policy_preference` 0..2, `required_cluster_width/height/depth` 0..16 (refused when `k.cluster_dims` is compiled in). Attributes belong to the function: every other kernel object made for it (`mod:kernel` again) re-reads its dynamic shared memory limit and non-portable flag, and asks its occupancy queries again, before its next check
+---cuFuncSetAttribute, checked first: read-only attributes are refused by name; `max_dynamic_shared_size_bytes` 0..(device opt-in − static smem) (as `k:set_max_dynamic_smem`, and `k.max_dynamic_smem` follows), `preferred_shared_memory_carveout` -1..100, `non_portable_cluster_size_allowed` 0/1, `cluster_scheduling_policy_preference` 0..2, `required_cluster_width/height/depth` 0..16 (refused when `k.cluster_dims` is compiled in; a shape set at run time is used by every launch without `cluster=`, which checks the grid against it, and must be all three 0 or all three positive by the next launch, as the driver wants). Attributes belong to the function: every other kernel object made for it (`mod:kernel` again) re-reads its dynamic shared memory limit and non-portable flag, and asks its occupancy queries again, before its next check
 ---@param name string a writable attribute's short name
 ---@param value integer|boolean|string an integer; `true`/`false` for `non_portable_cluster_size_allowed`; `"default"`, `"spread"` or `"load_balancing"` for `cluster_scheduling_policy_preference`
 ---@return cuda.kernel # k
