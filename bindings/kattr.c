@@ -346,7 +346,7 @@ static void check_cluster(lua_State *L, int arg, const char *fn, gl_kernel *k, c
                       "k:set_attribute(\"non_portable_cluster_size_allowed\", true)", c[0], c[1], c[2],
                       n, PORTABLE_CLUSTER);
     unsigned req[3];
-    if (gl_kernel_required_cluster(L, k, req, fn) && (c[0] != req[0] || c[1] != req[1] || c[2] != req[2]))
+    if (gl_kernel_cluster_contradicts(k, c, req))
         gl_fielderror(L, arg, fn, "cluster", "%ux%ux%u contradicts kernel '%s''s %s k.cluster_dims = "
                       "{%u, %u, %u} (leave cluster out to use it)", c[0], c[1], c[2], k->name,
                       gl_kernel_cluster_origin(k), req[0], req[1], req[2]);

@@ -791,8 +791,7 @@ static void read_cluster(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, i
                       d->cc_minor);
     require_entry(L, idx, fn, "cluster", (const void *)gl_cu.cuLaunchKernelEx, "cuLaunchKernelEx");
     unsigned required[3];
-    if (gl_kernel_required_cluster(L, k, required, fn) &&
-        (cluster[0] != required[0] || cluster[1] != required[1] || cluster[2] != required[2])) {
+    if (gl_kernel_cluster_contradicts(k, cluster, required)) {
         gl_fielderror(L, idx, fn, "cluster", "%s contradicts kernel '%s''s %s%s (leave cluster out, or give "
                                              "the same shape)",
                       push_dims(L, cluster), k->name, gl_kernel_cluster_origin(k), push_dims(L, required));

@@ -921,16 +921,33 @@ void gl_kernel_sync_attributes(gl_kernel *k) {
     forget_occupancy(k);
 }
 
+/* k's shape as the driver holds it: a compiled-in shape's unset axes are 1, a run-time one's 0 */
+static int cluster_shape(const gl_kernel *k, unsigned out[3]) {
+    int positive = 0;
+    for (int i = 0; i < 3; i++) {
+        int v = k->cluster_dims[i];
+        positive += v > 0;
+        out[i] = v > 0 ? (unsigned)v : k->cluster_compiled ? 1u : 0u;
+    }
+    return positive;
+}
+
 bool gl_kernel_required_cluster(lua_State *L, const gl_kernel *k, unsigned out[3], const char *fn) {
-    const int *d = k->cluster_dims;
-    int positive = (d[0] > 0) + (d[1] > 0) + (d[2] > 0);
+    int positive = cluster_shape(k, out);
     if (positive == 0) return false;
     if (positive < 3 && !k->cluster_compiled)
-        luaL_error(L, "%s: kernel '%s''s required cluster shape is %dx%dx%d (set with k:set_attribute): the "
-                      "driver takes required_cluster_width, _height and _depth all 0 or all positive",
-                   fn, k->name, d[0], d[1], d[2]);
-    for (int i = 0; i < 3; i++) out[i] = d[i] > 0 ? (unsigned)d[i] : 1;
+        luaL_error(L, "%s: kernel '%s''s required cluster shape is %dx%dx%d (set with k:set_attribute): without "
+                      "cluster= the driver refuses it (CUDA_ERROR_INVALID_CLUSTER_SIZE) unless "
+                      "required_cluster_width, _height and _depth are all positive, or all 0",
+                   fn, k->name, (int)out[0], (int)out[1], (int)out[2]);
     return true;
+}
+
+bool gl_kernel_cluster_contradicts(const gl_kernel *k, const unsigned c[3], unsigned shape[3]) {
+    if (cluster_shape(k, shape) == 0) return false;
+    for (int i = 0; i < 3; i++)
+        if (shape[i] > 0 && c[i] != shape[i]) return true;
+    return false;
 }
 
 const char *gl_kernel_cluster_origin(const gl_kernel *k) {

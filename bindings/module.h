@@ -104,11 +104,15 @@ void gl_kernel_attribute_set(gl_kernel *k);
  * value; the driver then has the last word). */
 void gl_kernel_sync_attributes(gl_kernel *k);
 
-/* The cluster shape every launch of k uses (REQUIRED_CLUSTER_*, compiled in or set with
- * k:set_attribute), axes a compiled-in shape leaves out as 1, in out. Returns false when k has
- * none. A shape set at run time with some axes 0 is refused ("fn: ..."): the driver takes only
- * all three 0 or all three positive. */
+/* The cluster shape a launch of k without cluster= runs in (REQUIRED_CLUSTER_*, compiled in or
+ * set with k:set_attribute), axes a compiled-in shape leaves out as 1, in out. Returns false when
+ * k has none. A shape set at run time with some axes 0 is refused ("fn: ..."): the driver refuses
+ * such a launch (on the H200, driver 580.159, with CUDA_ERROR_INVALID_CLUSTER_SIZE). */
 bool gl_kernel_required_cluster(lua_State *L, const gl_kernel *k, unsigned out[3], const char *fn);
+/* Whether a launch's cluster shape c contradicts k's required one on an axis that one sets (a
+ * run-time shape's axes left 0 take any size, as the driver lets them). shape gets k's shape
+ * (0 for such axes) for the message. */
+bool gl_kernel_cluster_contradicts(const gl_kernel *k, const unsigned c[3], unsigned shape[3]);
 /* Where k's required cluster shape comes from, for messages: "compiled-in __cluster_dims__" or
  * "run-time required_cluster_*". */
 const char *gl_kernel_cluster_origin(const gl_kernel *k);

@@ -1063,12 +1063,11 @@ static CUresult check_cluster_size(const fake_func *f, const int c[3]) {
     unsigned long n = cluster_blocks(c);
     if (n > FAKE_CLUSTER_NONPORTABLE) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     if (n > FAKE_CLUSTER_PORTABLE && !f->nonportable) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
-    int req[3];
-    int has = required_cluster(f, req);
-    if (has < 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
-    if (has)
-        for (int i = 0; i < 3; i++)
-            if (c[i] != req[i]) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    /* against the required shape: every axis of a whole one; of one set at run time with axes left
+       0, only the axes it sets (a launch with a cluster attribute, as the H200's driver takes it) */
+    for (int i = 0; i < 3; i++)
+        if ((f->cluster[i] > 0 && c[i] != f->cluster[i]) || (f->cluster_compiled && f->cluster[i] <= 0 && c[i] != 1))
+            return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     return CUDA_SUCCESS;
 }
 
@@ -1134,6 +1133,10 @@ CUresult fake_cuOccupancyMaxPotentialClusterSize(int *n, CUfunction fn, const CU
     CUresult r = check_cluster_query(cfg, fn);
     if (r != CUDA_SUCCESS) return r;
     const fake_func *f = (const fake_func *)fn;
+    int req[3]; /* a required shape: the grid must hold whole clusters of it; a partial one is refused */
+    int has = required_cluster(f, req);
+    const unsigned g[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
+    if (has < 0 || (has && !grid_divisible(g, req))) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     int block = (int)(cfg->blockDimX * cfg->blockDimY * cfg->blockDimZ);
     long fit = (long)gpc_sms[0] * blocks_per_sm(f, block, cfg->sharedMemBytes);
     int size = f->nonportable ? FAKE_CLUSTER_NONPORTABLE : FAKE_CLUSTER_PORTABLE;

@@ -92,8 +92,12 @@ end
 T.test("a cluster shape set at run time: launches without cluster= run in it, every object sees it", function()
   local k = mod:kernel("cluster_size")
   T.eq(cluster_sizes(k, { grid = 4, block = 32 }), "1,1,1,1")
-  k:set_attribute("required_cluster_width", 2):set_attribute("required_cluster_height", 1)
-    :set_attribute("required_cluster_depth", 1)
+  k:set_attribute("required_cluster_width", 2)
+  -- a partial shape: the driver refuses a launch without cluster=, and runs one that agrees
+  refused_by_gpulab(function() k:launch({ grid = 4, block = 32 }, cuda.array("u32", 4)) end,
+    "required cluster shape is 2x0x0")
+  T.eq(cluster_sizes(k, { grid = 4, block = 32, cluster = 2 }), "2,2,2,2")
+  k:set_attribute("required_cluster_height", 1):set_attribute("required_cluster_depth", 1)
   T.eq(k:attribute("cluster_size_must_be_set"), 0, "set at run time, not compiled in")
   T.eq(cluster_sizes(k, { grid = 4, block = 32 }), "2,2,2,2")
   T.eq(cluster_sizes(k, { grid = 4, block = 32, cluster = 2 }), "2,2,2,2")
