@@ -272,7 +272,8 @@ T.test("a cluster shape set at run time: every kernel object checks launches aga
     "k:launch: kernel 'plain''s required cluster shape is 2x0x0 (set with k:set_attribute): without cluster= "
     .. "the driver refuses it (CUDA_ERROR_INVALID_CLUSTER_SIZE) unless required_cluster_width, _height and "
     .. "_depth are all positive, or all 0")
-  T.raises(function() k:launch({ grid = 4, block = 32, cooperative = true }, a, 1) end, "required cluster shape is 2x0x0")
+  T.raises(function() k:launch({ grid = 4, block = 32, cooperative = true }, a, 1) end,
+    "required cluster shape is 2x0x0")
   T.raises(function() k:max_cluster_size{ block = 32 } end, "required cluster shape is 2x0x0")
   T.raises(function() k:launch({ grid = 4, block = 32, cluster = 4 }, a, 1) end,
     "field 'cluster': (4,1,1) contradicts kernel 'plain''s run-time required_cluster_*(2,0,0)")
