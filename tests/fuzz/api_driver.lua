@@ -99,7 +99,8 @@ local scalars = {
   function() return PTX end,
   function() return pick({ "plain", "clustered", "none" }) end,
   function() return pick({ "non_portable_cluster_size_allowed", "required_cluster_width", "num_regs",
-    "max_dynamic_shared_size_bytes", "preferred_shared_memory_carveout", "cluster_scheduling_policy_preference" })
+    "required_cluster_height", "required_cluster_depth", "max_dynamic_shared_size_bytes",
+    "preferred_shared_memory_carveout", "cluster_scheduling_policy_preference" })
   end,
   function() return pick(CONFIGS)() end,
   function() return pool[#pool > 0 and ((byte() or 0) % #pool + 1) or 1] end,
