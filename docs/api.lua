@@ -322,7 +322,7 @@ directory or entry that is a symlink, someone else's, or group/other-writable is
     { "cuda.kernel:prepare", sig = "k:prepare(cfg, ...)",
       params = { {"cfg", "table", "as k:launch"}, {"...", "any", "the kernel's arguments"} },
       returns = { {"cuda.prepared", "the prepared launch"} },
-      summary = "a prepared launch `prepared`: `prepared()` launches, `prepared:set(i, v)` repacks argument `i`" },
+      summary = "a prepared launch `prepared`: `prepared()` launches, `prepared:set(i, v)` repacks argument `i`. The configuration is checked once, here: a kernel attribute set later (a lower `max_dynamic_shared_size_bytes`, a `required_cluster_*` shape the grid does not fit) is not checked again, and the driver refuses such a replay with its own error" },
     { "cuda.prepared", kind = "class",
       summary = "a launch packed once: calling it or `prepared:launch(n)` launches it again; `prepared(s)` with a `cuda.stream` launches on `s` (as cuda.measure's `fn(s)` and `s:capture`'s `fn(s)` call it), and any other argument is ignored" },
     { "cuda.prepared:launch", sig = "prepared:launch(n)",

@@ -422,7 +422,7 @@ function cuda_kernel:max_cluster_size() end
 ---@return table # every limit
 function cuda_kernel:occupancy(block, dyn_smem) end
 
----a prepared launch `prepared`: `prepared()` launches, `prepared:set(i, v)` repacks argument `i`
+---a prepared launch `prepared`: `prepared()` launches, `prepared:set(i, v)` repacks argument `i`. The configuration is checked once, here: a kernel attribute set later (a lower `max_dynamic_shared_size_bytes`, a `required_cluster_*` shape the grid does not fit) is not checked again, and the driver refuses such a replay with its own error
 ---@param cfg table as k:launch
 ---@param ... any the kernel's arguments
 ---@return cuda.prepared # the prepared launch
