@@ -453,9 +453,8 @@ static bool collect_cfg(lua_State *L, int idx, const void *const keys[CFG_KEYS],
 
 static void read_attrs(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const int at[CFG_KEYS],
                        const char *fn);
-static void check_module_usable(lua_State *L, const gl_kernel *k, const char *fn);
-static void check_required_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
-                                        const char *fn);
+static bool check_required_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
+                                        unsigned cluster[3], const char *fn);
 
 /* Cuts the stack back to `top`, but first moves the stream value (at stream, 0 for none) and the
  * window's array (at cfg->window_at) to the slots just above it: the call holds them from there
@@ -680,8 +679,10 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
     cfg->window_at = 0;
     if (at[CFG_CLUSTER] | at[CFG_COOPERATIVE] | at[CFG_PDL] | at[CFG_PRIORITY] | at[CFG_L2_WINDOW])
         read_attrs(L, idx, k, cfg, at, fn);
-    else if (k->cluster_dims[0] | k->cluster_dims[1] | k->cluster_dims[2])
-        check_required_cluster_grid(L, idx, k, cfg->grid, fn);
+    else {
+        unsigned cluster[3];
+        check_required_cluster_grid(L, idx, k, cfg->grid, cluster, fn);
+    }
     if (again) remember_cfg(L, idx, t, k, cfg, at);
     else cache_of(k)->seen = t; /* checked again, it gets the mark */
     keep_objects(L, top, stream, cfg);
@@ -732,13 +733,13 @@ static void check_grid_multiple(lua_State *L, int idx, const unsigned grid[3], c
                           axes[i], grid[i], whose, *whose ? " " : "", axes[i], cluster[i]);
 }
 
-/* A launch without cluster= runs in clusters of the kernel's required shape, when it has one:
- * the grid must be a multiple of it. */
-static void check_required_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
-                                        const char *fn) {
-    unsigned c[3];
-    if (gl_kernel_required_cluster(L, k, c, fn))
-        check_grid_multiple(L, idx, grid, c, fn, "grid", gl_kernel_cluster_origin(k));
+/* A launch without cluster= runs in clusters of the kernel's required shape, when it has one
+ * (returned in cluster; all 0 when none): the grid must be a multiple of it. */
+static bool check_required_cluster_grid(lua_State *L, int idx, const gl_kernel *k, const unsigned grid[3],
+                                        unsigned cluster[3], const char *fn) {
+    if (!gl_kernel_required_cluster(L, k, cluster, fn)) return false;
+    check_grid_multiple(L, idx, grid, cluster, fn, "grid", gl_kernel_cluster_origin(k));
+    return true;
 }
 
 static bool same_check(const struct gl_launch_checked *c, unsigned threads, unsigned smem,
@@ -908,8 +909,8 @@ static void read_attrs(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, con
         a->value.clusterDim.x = cluster[0];
         a->value.clusterDim.y = cluster[1];
         a->value.clusterDim.z = cluster[2];
-    } else if (gl_kernel_required_cluster(L, k, cluster, fn)) { /* the driver launches in these */
-        check_grid_multiple(L, idx, cfg->grid, cluster, fn, "grid", gl_kernel_cluster_origin(k));
+    } else {
+        check_required_cluster_grid(L, idx, k, cfg->grid, cluster, fn); /* the driver launches in these */
     }
     if (at[CFG_COOPERATIVE] && read_flag(L, idx, at[CFG_COOPERATIVE], "cooperative", fn)) {
         check_cooperative(L, idx, k, cfg, cluster, fn); /* cluster[0] == 0: no clusters */

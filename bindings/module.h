@@ -99,8 +99,8 @@ void gl_forget_launch_checks(void);
  * its next check (gl_kernel_sync_attributes). */
 void gl_kernel_attribute_set(gl_kernel *k);
 /* Before a check that uses k's cached attributes: when any kernel object set an attribute since
- * k last looked, re-reads the dynamic shared memory limit and the non-portable cluster flag from
- * the driver and forgets k's occupancy answers. Raises nothing (a failed read keeps the cached
+ * k last looked, re-reads the dynamic shared memory limit, the non-portable cluster flag and a
+ * cluster shape not compiled in from the driver, and forgets k's occupancy answers. Raises nothing (a failed read keeps the cached
  * value; the driver then has the last word). */
 void gl_kernel_sync_attributes(gl_kernel *k);
 
