@@ -481,7 +481,7 @@ static void keep_objects(lua_State *L, int top, int stream, launch_cfg *cfg) {
  * So a kernel remembers the last table whose check passed and the configuration it gave; a launch
  * with that table reads just the values of the keys it had, and takes the remembered
  * configuration when every one is the same. A key added to the table is seen through a metatable
- * (cfg_mark, only __newindex) that gpulab puts on a table checked again after a check of it
+ * (the mark, only __newindex: MARK_UPVALUE) that gpulab puts on a table checked again after a check of it
  * passed, when the table has no metatable of its own: a new key makes every kernel check its next
  * configuration in full, as a kernel attribute set does (gl_forget_launch_checks). A rawset past
  * __newindex is not seen.
@@ -495,6 +495,8 @@ typedef struct cfg_cache {
     const void *table;   /* the table the remembered check is for; NULL: none */
     const void *seen;    /* the last table whose check passed for this kernel: checked again, it
                             gets the mark */
+    const void *mark;    /* the mark of the kernel's Lua state (k.launch's MARK_UPVALUE, which lives
+                            as long as the state and so the kernel) */
     uint64_t epoch;      /* cfg_epoch when the check passed */
     int device;          /* the current device then */
     int nkeys;
@@ -507,7 +509,6 @@ _Static_assert(sizeof(cfg_cache) <= GL_LAUNCH_CACHE_BYTES && _Alignof(cfg_cache)
                "gl_kernel.launch_cache cannot hold a cfg_cache");
 
 static uint64_t cfg_epoch = 1;     /* moves on with every new key in a marked table, every mark */
-static const void *cfg_mark;       /* the marking metatable of the open Lua state */
 
 void gl_forget_launch_checks(void) { cfg_epoch++; }
 
@@ -558,7 +559,8 @@ static void remember_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, con
     cfg_cache *c = cache_of(k);
     c->table = NULL;
     if (!lua_getmetatable(L, idx)) return;
-    bool marked = lua_topointer(L, -1) == cfg_mark;
+    c->mark = lua_topointer(L, MARK_UPVALUE);
+    bool marked = lua_topointer(L, -1) == c->mark;
     lua_pop(L, 1);
     if (!marked) return;
     int n = 0;
@@ -600,7 +602,7 @@ static bool reuse_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, launch
     if (c->table != t || c->epoch != cfg_epoch || c->device != gl_current_device())
         return false;
     if (!lua_getmetatable(L, idx)) return false;
-    if (lua_topointer(L, -1) != cfg_mark) {
+    if (lua_topointer(L, -1) != c->mark) {
         lua_settop(L, top);
         return false;
     }
@@ -1345,7 +1347,6 @@ void gl_open_launch(lua_State *L) {
     lua_createtable(L, 0, 1); /* MARK_UPVALUE */
     lua_pushcfunction(L, l_cfg_newindex);
     lua_setfield(L, -2, "__newindex");
-    cfg_mark = lua_topointer(L, -1);
     gl_class_add_closures(L, GL_KERNEL_T, kernel_methods, CFG_KEYS + 1);
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");
