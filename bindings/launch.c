@@ -478,8 +478,8 @@ static void keep_objects(lua_State *L, int top, int stream, launch_cfg *cfg) {
  * A lab launches one kernel with one table again and again, changing a value or two in between
  * (cfg.grid = n). Walking the table for misspelt keys and checking every value again cost a
  * launch with pdl=true about 1,200 instructions (callgrind), more than a third of gpulab's own.
- * So a kernel remembers the last table whose check passed and the configuration it gave; a launch
- * with that table reads just the values of the keys it had, and takes the remembered
+ * So a kernel remembers the last two tables whose checks passed and the configurations they gave;
+ * a launch with one of them reads just the values of the keys it had, and takes the remembered
  * configuration when every one is the same. A key added to the table is seen through a metatable
  * (the mark, only __newindex: MARK_UPVALUE) that gpulab puts on a table checked again after a check of it
  * passed, when the table has no metatable of its own: a new key makes every kernel check its next
@@ -491,12 +491,9 @@ static void keep_objects(lua_State *L, int top, int stream, launch_cfg *cfg) {
  * an earlier check passed for this kernel).
  * ------------------------------------------------------------------------------------------ */
 
-typedef struct cfg_cache {
-    const void *table;   /* the table the remembered check is for; NULL: none */
-    const void *seen;    /* the last table whose check passed for this kernel: checked again, it
-                            gets the mark */
-    const void *mark;    /* the mark of the kernel's Lua state (k.launch's MARK_UPVALUE, which lives
-                            as long as the state and so the kernel) */
+/* One remembered check: the table it is for, and what the check read and concluded. */
+typedef struct cfg_entry {
+    const void *table;   /* NULL: none */
     uint64_t epoch;      /* cfg_epoch when the check passed */
     int device;          /* the current device then */
     int nkeys;
@@ -504,6 +501,17 @@ typedef struct cfg_cache {
     unsigned char type[CFG_KEYS]; /* LUA_TNUMBER, LUA_TBOOLEAN, or LUA_TUSERDATA (a stream) */
     lua_Integer value[CFG_KEYS]; /* an integer, 0/1, or the stream's address */
     launch_cfg cfg;      /* what the check concluded (no l2_window: a table value is not remembered) */
+} cfg_entry;
+
+/* Two tables per kernel, the most recently checked first: a lab that alternates two shapes of
+ * one kernel (a ping-pong, a launch with and without pdl) takes the remembered check for both. */
+#define CFG_MEMORY 2
+typedef struct cfg_cache {
+    const void *seen[CFG_MEMORY]; /* the last tables whose check passed for this kernel, the
+                                     newest first: checked again, one gets the mark */
+    const void *mark;    /* the mark of the kernel's Lua state (k.launch's MARK_UPVALUE, which lives
+                            as long as the state and so the kernel) */
+    cfg_entry entry[CFG_MEMORY]; /* the newest first */
 } cfg_cache;
 _Static_assert(sizeof(cfg_cache) <= GL_LAUNCH_CACHE_BYTES && _Alignof(cfg_cache) <= 8,
                "gl_kernel.launch_cache cannot hold a cfg_cache");
@@ -535,13 +543,14 @@ static bool remembered_value(lua_State *L, int idx, int t, int key, lua_Integer 
     return isint;
 }
 
-/* The table at idx (address t) is checked in full. When it is the one whose check passed last
- * for this kernel, it gets the mark (unless it has a metatable) and this returns true: the check
- * can be remembered. A table built for one launch costs a compare, and a table no check passed
+/* The table at idx (address t) is checked in full. When it is one whose check passed last for
+ * this kernel, it gets the mark (unless it has a metatable) and this returns true: the check can
+ * be remembered. A table built for one launch costs two compares, and a table no check passed
  * (k:launch(_G), say) is never marked. Runs no Lua code and no collector step: the table is
  * read after this, as the script left it before the call. */
 static bool mark_if_checked_before(lua_State *L, int idx, const void *t, gl_kernel *k) {
-    if (cache_of(k)->seen != t) return false;
+    const cfg_cache *c = cache_of(k);
+    if (c->seen[0] != t && c->seen[1] != t) return false;
     int top = lua_gettop(L);
     if (!lua_getmetatable(L, idx)) {
         lua_pushvalue(L, MARK_UPVALUE);
@@ -552,31 +561,49 @@ static bool mark_if_checked_before(lua_State *L, int idx, const void *t, gl_kern
     return true;
 }
 
+/* A check of the table t passed: checked again, it gets the mark (the two newest are kept). */
+static void note_seen(gl_kernel *k, const void *t) {
+    cfg_cache *c = cache_of(k);
+    if (c->seen[0] == t) return;
+    c->seen[1] = c->seen[0];
+    c->seen[0] = t;
+}
+
+/* The entry a new remembered check goes to: the first, after the one there (if any) moves to the
+ * second place, replacing the older. */
+static cfg_entry *newest_entry(cfg_cache *c) {
+    if (c->entry[0].table != NULL) c->entry[1] = c->entry[0];
+    return &c->entry[0];
+}
+
 /* After a check passed: remembers it, when the table is marked and every value is one
  * remembered_value takes. at[]: the values' stack slots, as collect_cfg found them. */
 static void remember_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, const launch_cfg *cfg,
                          const int at[CFG_KEYS]) {
     cfg_cache *c = cache_of(k);
-    c->table = NULL;
+    for (int i = 0; i < CFG_MEMORY; i++)
+        if (c->entry[i].table == t) c->entry[i].table = NULL; /* a check of t's old values */
     if (!lua_getmetatable(L, idx)) return;
     c->mark = lua_topointer(L, MARK_UPVALUE);
     bool marked = lua_topointer(L, -1) == c->mark;
     lua_pop(L, 1);
     if (!marked) return;
+    cfg_entry e = {.table = NULL};
     int n = 0;
     for (int i = 0; i < CFG_KEYS; i++) {
         if (at[i] == 0) continue;
         int type = lua_type(L, at[i]);
-        if (!remembered_value(L, at[i], type, i, &c->value[n])) return;
-        c->key[n] = (unsigned char)i;
-        c->type[n] = (unsigned char)type;
+        if (!remembered_value(L, at[i], type, i, &e.value[n])) return;
+        e.key[n] = (unsigned char)i;
+        e.type[n] = (unsigned char)type;
         n++;
     }
-    c->nkeys = n;
-    c->cfg = *cfg;
-    c->epoch = cfg_epoch;
-    c->device = gl_current_device();
-    c->table = t;
+    e.nkeys = n;
+    e.cfg = *cfg;
+    e.epoch = cfg_epoch;
+    e.device = gl_current_device();
+    e.table = t;
+    *newest_entry(c) = e;
 }
 
 /* The value at idx is the remembered configuration's stream, alive and on the current device.
@@ -599,7 +626,9 @@ static void copy_cfg(launch_cfg *to, const launch_cfg *from) {
  * raw (no walk, and no metamethod runs). */
 static bool reuse_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, launch_cfg *cfg, int top) {
     const cfg_cache *c = cache_of(k);
-    if (c->table != t || c->epoch != cfg_epoch || c->device != gl_current_device())
+    const cfg_entry *e = &c->entry[0];
+    if (e->table != t) e = &c->entry[1];
+    if (e->table != t || e->epoch != cfg_epoch || e->device != gl_current_device())
         return false;
     if (!lua_getmetatable(L, idx)) return false;
     if (lua_topointer(L, -1) != c->mark) {
@@ -608,21 +637,21 @@ static bool reuse_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, launch
     }
     int stream_at = 0; /* the mark and the values stay on the stack (at most 1 + CFG_KEYS slots)
                           until keep_objects */
-    for (int i = 0; i < c->nkeys; i++) {
-        lua_pushvalue(L, KEY_UPVALUE(c->key[i]));
+    for (int i = 0; i < e->nkeys; i++) {
+        lua_pushvalue(L, KEY_UPVALUE(e->key[i]));
         int type = lua_rawget(L, idx);
         lua_Integer v;
-        if (type != c->type[i] || !remembered_value(L, -1, type, c->key[i], &v) || v != c->value[i]) {
+        if (type != e->type[i] || !remembered_value(L, -1, type, e->key[i], &v) || v != e->value[i]) {
             lua_settop(L, top);
             return false;
         }
-        if (c->key[i] == CFG_STREAM) stream_at = top + 2 + i;
+        if (e->key[i] == CFG_STREAM) stream_at = top + 2 + i;
     }
-    if (stream_at && !same_stream(L, stream_at, &c->cfg)) {
+    if (stream_at && !same_stream(L, stream_at, &e->cfg)) {
         lua_settop(L, top);
         return false;
     }
-    copy_cfg(cfg, &c->cfg);
+    copy_cfg(cfg, &e->cfg);
     keep_objects(L, top, stream_at, cfg);
     return true;
 }
@@ -685,8 +714,8 @@ static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const
         unsigned cluster[3];
         check_required_cluster_grid(L, idx, k, cfg->grid, cluster, fn);
     }
+    note_seen(k, t); /* checked again, it gets the mark */
     if (again) remember_cfg(L, idx, t, k, cfg, at);
-    else cache_of(k)->seen = t; /* checked again, it gets the mark */
     keep_objects(L, top, stream, cfg);
 }
 

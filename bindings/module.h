@@ -53,7 +53,7 @@ typedef struct gl_module {
 /* Kernel "cuda.kernel" ---------------------------------------------------------- module.c */
 #define GL_KERNEL_T "cuda.kernel"
 #define GL_MAX_PARAMS 1024
-#define GL_LAUNCH_CACHE_BYTES 640
+#define GL_LAUNCH_CACHE_BYTES 1280
 typedef struct gl_kernel {
     CUfunction fn;
     gl_module *module;      /* kept alive by uservalue 1 */
@@ -83,8 +83,8 @@ typedef struct gl_kernel {
         int limit;
     } checked_cluster, checked_coop;
     uint64_t attributes_seen; /* gl_kernel_sync_attributes: the attribute sets it has caught up with */
-    /* launch.c's: the last configuration table whose check passed for this kernel, and what the
-       check concluded (launch.c's cfg_cache; the size is checked there) */
+    /* launch.c's: the last two configuration tables whose checks passed for this kernel, and what the
+       checks concluded (launch.c's cfg_cache; the size is checked there) */
     uint64_t launch_cache[GL_LAUNCH_CACHE_BYTES / 8]; /* 8-byte aligned, as a userdata is */
     gl_param params[];      /* nparams entries, then arg_class, then the strings' bytes */
 } gl_kernel;

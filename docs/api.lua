@@ -361,8 +361,9 @@ CUDA 12.0 (no `cuLaunchKernelEx`) refuses these keys with one message naming the
 `k:prepare` takes the same keys (the prepared launch keeps the `l2_window` array alive), and a graph
 captured with `s:capture` keeps the attributes of the launches it captured.
 
-**A configuration launched again.** A kernel remembers the last table whose full check passed. A
-launch with that table reads only the values of the keys it had (no walk for misspelt keys, none of
+**A configuration launched again.** A kernel remembers the last two tables whose full checks passed
+(so a lab that alternates two shapes of one kernel keeps the fast path for both). A launch with one
+of them reads only the values of the keys it had (no walk for misspelt keys, none of
 the checks again) and uses the remembered configuration when every value is the same; any other
 value, a freed stream, a kernel attribute set (`k:set_attribute`, `k:set_max_dynamic_smem`) or a
 change of device sends it through the full check. This takes `k:launch` with `pdl=true` and 4

@@ -217,6 +217,53 @@ T.test("one table for two kernels, two tables for one kernel", function()
   end
 end)
 
+T.test("two tables alternated for one kernel are both remembered; a third takes the older's place", function()
+  local a = { grid = 2, block = 32 }
+  local b = { grid = 3, block = 64, pdl = true }
+  for _ = 1, 3 do
+    launch(k, a)
+    launch(k, b)
+  end
+  T.eq(type(getmetatable(a)), "table", "the first table is marked at its second check")
+  T.eq(getmetatable(b), getmetatable(a), "and so is the second")
+  -- a key put in past __newindex is not seen by a remembered check (launch.c), so a launch that
+  -- goes through with it took the remembered check
+  rawset(a, "clutser", 1)
+  rawset(b, "clutser", 1)
+  for _ = 1, 2 do
+    launch(k, a)
+    T.ok(has("grid=2,1,1 block=32,1,1 smem=0 stream=0 args="), last_launch())
+    launch(k, b)
+    T.ok(has("grid=3,1,1 block=64,1,1 smem=0 stream=0 attrs=pdl:1 "), last_launch())
+  end
+  -- values changed in either still reach the driver, and then meet the full check
+  a.grid = 5
+  T.raises(function() launch(k, a) end, "unknown field 'clutser'")
+  rawset(a, "clutser", nil)
+  b.block = 128
+  T.raises(function() launch(k, b) end, "unknown field 'clutser'")
+  rawset(b, "clutser", nil)
+  for _ = 1, 2 do
+    launch(k, a)
+    T.ok(has("grid=5,1,1 block=32,1,1 "), last_launch())
+    launch(k, b)
+    T.ok(has("grid=3,1,1 block=128,1,1 smem=0 stream=0 attrs=pdl:1 "), last_launch())
+  end
+  -- a third table: marking it forgets every remembered check (a table may have taken a dead one's
+  -- address), then the newest two are remembered again and the oldest is checked in full
+  local c = { grid = 7, block = 32 }
+  launch(k, c, 2)
+  launch(k, b)
+  for _, t in ipairs({ a, b, c }) do rawset(t, "clutser", 1) end
+  for _ = 1, 2 do
+    launch(k, b)
+    T.ok(has("grid=3,1,1 block=128,1,1 "), last_launch())
+    launch(k, c)
+    T.ok(has("grid=7,1,1 block=32,1,1 "), last_launch())
+  end
+  T.raises(function() launch(k, a) end, "unknown field 'clutser'")
+end)
+
 T.test("a table at a dead table's address gets its own check", function()
   -- many short-lived tables launched twice each, with and without attributes: some take the
   -- address of one whose check the kernel remembers
