@@ -54,29 +54,43 @@ function T.write(path, text)
   f:close()
 end
 
--- The driver stand-in's log (the file GPULAB_FAKE_LOG names): its lines ({} before the first
--- entry), emptied, and the last line that starts with a prefix (nil when none).
+-- The driver stand-in's log (the file GPULAB_FAKE_LOG names): its text ("" before the first
+-- entry), its lines (those that start with `prefix`, when given), whether it holds `text`, what
+-- was appended to it while fn ran, emptied, and the last line that starts with a prefix (nil
+-- when none).
 local function fake_log_path()
   return assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 end
 
-function T.log_lines()
-  local f = io.open(fake_log_path(), "r")
-  if not f then return {} end
+function T.log_text() return T.read(fake_log_path()) or "" end
+
+function T.log_lines(prefix)
   local lines = {}
-  for l in f:lines() do lines[#lines + 1] = l end
-  f:close()
+  for l in T.log_text():gmatch("[^\n]+") do
+    if not prefix or l:sub(1, #prefix) == prefix then lines[#lines + 1] = l end
+  end
   return lines
+end
+
+function T.logged(text) return T.log_text():find(text, 1, true) ~= nil end
+
+function T.log_since(fn)
+  local f = assert(io.open(fake_log_path(), "rb"))
+  local start = f:seek("end")
+  f:close()
+  fn()
+  f = assert(io.open(fake_log_path(), "rb"))
+  f:seek("set", start)
+  local text = f:read("a")
+  f:close()
+  return text
 end
 
 function T.clear_log() assert(io.open(fake_log_path(), "w")):close() end
 
 function T.last_log_line(prefix)
-  local last
-  for _, l in ipairs(T.log_lines()) do
-    if l:sub(1, #prefix) == prefix then last = l end
-  end
-  return last
+  local lines = T.log_lines(prefix)
+  return lines[#lines]
 end
 
 function T.test(name, fn)

@@ -10,15 +10,8 @@
 -- Through the driver stand-in; no GPU result is claimed.
 local T = dofile("tests/lua/t.lua")
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
-local function clear_log() assert(io.open(LOG, "w")):close() end
-local function last_launch()
-  local last
-  for l in io.lines(LOG) do
-    if l:sub(1, 7) == "launch " then last = l end
-  end
-  return last
-end
+local clear_log = T.clear_log
+local function last_launch() return T.last_log_line("launch ") end
 
 local PTX = [[
 .version 8.0

@@ -8,28 +8,10 @@
 -- occupancy entry points (an older driver); GPULAB_FAKE_CC=8.0 (a device without clusters).
 local T = dofile("tests/lua/t.lua")
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 local NO_ENTRY = os.getenv("GPULAB_FAKE_NO_ENTRY")
 local OLD_CC = os.getenv("GPULAB_FAKE_CC")
 
-local function read_log()
-  local lines = {}
-  local f = io.open(LOG, "r")
-  if not f then return lines end
-  for l in f:lines() do lines[#lines + 1] = l end
-  f:close()
-  return lines
-end
-
-local function clear_log() assert(io.open(LOG, "w")):close() end
-
-local function matching(prefix)
-  local out = {}
-  for _, l in ipairs(read_log()) do
-    if l:sub(1, #prefix) == prefix then out[#out + 1] = l end
-  end
-  return out
-end
+local clear_log, matching = T.clear_log, T.log_lines
 
 local PTX = [[
 .version 8.0

@@ -5,20 +5,12 @@
 -- what the driver received (tests/fakecuda/fake_l2.c); no GPU result is claimed.
 local T = dofile("tests/lua/t.lua")
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 local missing = os.getenv("GPULAB_FAKE_NO_ENTRY") or ""
 local NO_RESET = missing:find("cuCtxResetPersistingL2Cache", 1, true) ~= nil
 local NO_SET = missing:find("cuStreamSetAttribute", 1, true) ~= nil
 local TWO_DEVICES = os.getenv("GPULAB_FAKE_DEVICES") == "2"
 
-local function clear_log() assert(io.open(LOG, "w")):close() end
-local function log_lines(prefix)
-  local out = {}
-  for l in (T.read(LOG) or ""):gmatch("[^\n]+") do
-    if not prefix or l:sub(1, #prefix) == prefix then out[#out + 1] = l end
-  end
-  return out
-end
+local clear_log, log_lines = T.clear_log, T.log_lines
 
 local MAX_PERSISTING = 39321600
 local MAX_WINDOW = 134213632

@@ -4,20 +4,10 @@
 -- shows when the driver is actually asked to free ("free 0x...", "module_unload", ...).
 local T = dofile("tests/lua/t.lua")
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 local BUSY = assert(os.getenv("GPULAB_FAKE_BUSY_FILE"), "run with GPULAB_FAKE_BUSY_FILE set")
 os.remove(BUSY)
 
-local function read_log()
-  local f = io.open(LOG, "r")
-  if not f then return "" end
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
-local function clear_log() assert(io.open(LOG, "w")):close() end
-local function logged(text) return read_log():find(text, 1, true) ~= nil end
+local read_log, clear_log, logged = T.log_text, T.clear_log, T.logged
 local function busy(on)
   if on then assert(io.open(BUSY, "w")):close() else os.remove(BUSY) end
 end

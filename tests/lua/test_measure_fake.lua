@@ -12,7 +12,7 @@ local GPULAB = arg[-1]
 
 local function script(path, values) T.write(path, table.concat(values, " ") .. "\n") end
 local function unscript() os.remove(ELAPSED); os.remove(CLOCK) end
-local function clear_log() T.write(LOG, "") end
+local clear_log = T.clear_log
 local function count(pattern)
   local n = 0
   for l in (T.read(LOG) or ""):gmatch("[^\n]+") do if l:find(pattern) then n = n + 1 end end

@@ -15,20 +15,8 @@ if os.getenv("GPULAB_TEST_GC") == "every-call" then
 end
 
 local DTYPES = { "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64" }
-local LOG = os.getenv("GPULAB_FAKE_LOG")
-
 -- Lines appended to the stand-in's log while fn runs.
-local function logged(fn)
-  local f = assert(io.open(LOG, "r"))
-  local start = f:seek("end")
-  f:close()
-  fn()
-  f = assert(io.open(LOG, "r"))
-  f:seek("set", start)
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local logged = T.log_since
 
 local function stats_zero()
   collectgarbage(); collectgarbage()

@@ -6,15 +6,12 @@ local T = dofile("tests/lua/t.lua")
 
 local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 
-local function log_lines(pattern)
+local function log_lines(text) -- the lines that hold text
   local out = {}
-  local f = io.open(LOG, "r")
-  if not f then return out end
-  for l in f:lines() do if l:find(pattern, 1, true) then out[#out + 1] = l end end
-  f:close()
+  for _, l in ipairs(T.log_lines()) do if l:find(text, 1, true) then out[#out + 1] = l end end
   return out
 end
-local function clear_log() assert(io.open(LOG, "w")):close() end
+local clear_log = T.clear_log
 local function last_args()
   local l = log_lines("launch ")
   local groups = {}

@@ -7,17 +7,9 @@
 -- driver): then only the missing-entry test runs.
 local T = dofile("tests/lua/t.lua")
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 local NO_ENTRY = os.getenv("GPULAB_FAKE_NO_ENTRY")
 
-local function clear_log() T.write(LOG, "") end
-local function lines(prefix)
-  local out = {}
-  for l in (T.read(LOG) or ""):gmatch("[^\n]+") do
-    if l:sub(1, #prefix) == prefix then out[#out + 1] = l end
-  end
-  return out
-end
+local clear_log, lines = T.clear_log, T.log_lines
 
 if NO_ENTRY then
   T.test("a driver without " .. NO_ENTRY .. ": one error naming it and the driver needed", function()

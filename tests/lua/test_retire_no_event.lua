@@ -4,12 +4,10 @@
 -- event only a full context sync can prove.
 local T = dofile("tests/lua/t.lua")
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 local BUSY = assert(os.getenv("GPULAB_FAKE_BUSY_FILE"), "run with GPULAB_FAKE_BUSY_FILE set")
 os.remove(BUSY)
-assert(io.open(LOG, "w")):close()
-local function logged(text) local f = io.open(LOG); if not f then return false end
-  local s = f:read("a"); f:close(); return s:find(text, 1, true) ~= nil end
+T.clear_log()
+local logged = T.logged
 
 local PTX = ".version 8.0\n.target sm_90\n.address_size 64\n" ..
   ".visible .entry use_array(\n\t.param .u64 p\n)\n{\n\tret;\n}\n"

@@ -4,19 +4,11 @@
 -- (GPULAB_FAKE_DEVICES=2), forged metatables and user values, and the text-only loaders.
 local T = dofile("tests/lua/t.lua")
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 local BUSY = assert(os.getenv("GPULAB_FAKE_BUSY_FILE"), "run with GPULAB_FAKE_BUSY_FILE set")
 local NO_WATCHDOG = (os.getenv("GPULAB_NO_WATCHDOG") or "0") ~= "0"
 os.remove(BUSY)
 
-local function read_log()
-  local f = io.open(LOG)
-  if not f then return "" end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-local function clear_log() assert(io.open(LOG, "w")):close() end
+local read_log, clear_log = T.log_text, T.clear_log
 local function busy(on) if on then assert(io.open(BUSY, "w")):close() else os.remove(BUSY) end end
 local function full_collect() collectgarbage(); collectgarbage() end
 

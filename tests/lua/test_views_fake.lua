@@ -3,20 +3,8 @@
 -- The stand-in's "device" memory is host memory: nothing here says anything about a GPU.
 local T = dofile("tests/lua/t.lua")
 
-local LOG = os.getenv("GPULAB_FAKE_LOG")
-
 -- Lines appended to the stand-in's log while fn runs.
-local function logged(fn)
-  local f = assert(io.open(LOG, "r"))
-  local start = f:seek("end")
-  f:close()
-  fn()
-  f = assert(io.open(LOG, "r"))
-  f:seek("set", start)
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local logged = T.log_since
 
 local function stats_zero()
   collectgarbage(); collectgarbage()
