@@ -505,7 +505,7 @@ typedef struct cfg_entry {
 
 /* Two tables per kernel, the most recently checked first: a lab that alternates two shapes of
  * one kernel (a ping-pong, a launch with and without pdl) takes the remembered check for both. */
-#define CFG_MEMORY 2
+#define CFG_MEMORY 2 /* the code below reads slots 0 and 1 by name */
 typedef struct cfg_cache {
     const void *seen[CFG_MEMORY]; /* the last tables whose check passed for this kernel, the
                                      newest first: checked again, one gets the mark */
@@ -581,8 +581,8 @@ static cfg_entry *newest_entry(cfg_cache *c) {
 static void remember_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, const launch_cfg *cfg,
                          const int at[CFG_KEYS]) {
     cfg_cache *c = cache_of(k);
-    for (int i = 0; i < CFG_MEMORY; i++)
-        if (c->entry[i].table == t) c->entry[i].table = NULL; /* a check of t's old values */
+    if (c->entry[0].table == t) c->entry[0].table = NULL; /* checks of t's old values */
+    if (c->entry[1].table == t) c->entry[1].table = NULL;
     if (!lua_getmetatable(L, idx)) return;
     c->mark = lua_topointer(L, MARK_UPVALUE);
     bool marked = lua_topointer(L, -1) == c->mark;

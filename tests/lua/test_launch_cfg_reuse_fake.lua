@@ -218,6 +218,15 @@ T.test("one table for two kernels, two tables for one kernel", function()
 end)
 
 T.test("two tables alternated for one kernel are both remembered; a third takes the older's place", function()
+  -- launches x and y in turn, twice, each reaching the driver as its text says
+  local function alternate(x, x_text, y, y_text)
+    for _ = 1, 2 do
+      launch(k, x)
+      T.ok(has(x_text), last_launch())
+      launch(k, y)
+      T.ok(has(y_text), last_launch())
+    end
+  end
   local a = { grid = 2, block = 32 }
   local b = { grid = 3, block = 64, pdl = true }
   for _ = 1, 3 do
@@ -230,12 +239,8 @@ T.test("two tables alternated for one kernel are both remembered; a third takes 
   -- goes through with it took the remembered check
   rawset(a, "clutser", 1)
   rawset(b, "clutser", 1)
-  for _ = 1, 2 do
-    launch(k, a)
-    T.ok(has("grid=2,1,1 block=32,1,1 smem=0 stream=0 args="), last_launch())
-    launch(k, b)
-    T.ok(has("grid=3,1,1 block=64,1,1 smem=0 stream=0 attrs=pdl:1 "), last_launch())
-  end
+  alternate(a, "grid=2,1,1 block=32,1,1 smem=0 stream=0 args=",
+            b, "grid=3,1,1 block=64,1,1 smem=0 stream=0 attrs=pdl:1 ")
   -- values changed in either still reach the driver, and then meet the full check
   a.grid = 5
   T.raises(function() launch(k, a) end, "unknown field 'clutser'")
@@ -243,24 +248,14 @@ T.test("two tables alternated for one kernel are both remembered; a third takes 
   b.block = 128
   T.raises(function() launch(k, b) end, "unknown field 'clutser'")
   rawset(b, "clutser", nil)
-  for _ = 1, 2 do
-    launch(k, a)
-    T.ok(has("grid=5,1,1 block=32,1,1 "), last_launch())
-    launch(k, b)
-    T.ok(has("grid=3,1,1 block=128,1,1 smem=0 stream=0 attrs=pdl:1 "), last_launch())
-  end
+  alternate(a, "grid=5,1,1 block=32,1,1 ", b, "grid=3,1,1 block=128,1,1 smem=0 stream=0 attrs=pdl:1 ")
   -- a third table: marking it forgets every remembered check (a table may have taken a dead one's
   -- address), then the newest two are remembered again and the oldest is checked in full
   local c = { grid = 7, block = 32 }
   launch(k, c, 2)
   launch(k, b)
   for _, t in ipairs({ a, b, c }) do rawset(t, "clutser", 1) end
-  for _ = 1, 2 do
-    launch(k, b)
-    T.ok(has("grid=3,1,1 block=128,1,1 "), last_launch())
-    launch(k, c)
-    T.ok(has("grid=7,1,1 block=32,1,1 "), last_launch())
-  end
+  alternate(b, "grid=3,1,1 block=128,1,1 ", c, "grid=7,1,1 block=32,1,1 ")
   T.raises(function() launch(k, a) end, "unknown field 'clutser'")
 end)
 
