@@ -28,3 +28,7 @@ gl_add_lua_test(cfg_finalizer_fake tests/lua/test_cfg_finalizer_fake.lua FAKE
 # table, its mark, its stream and the kernel's attributes.
 gl_add_lua_test(launch_cfg_reuse_fake tests/lua/test_launch_cfg_reuse_fake.lua FAKE
   ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_cfg_reuse_fake.log)
+# The remembered check against the full one: random scripts change tables, streams and kernel
+# attributes, and every launch is repeated with a fresh copy on a twin kernel object.
+gl_add_lua_test(launch_cfg_differential_fake tests/lua/test_launch_cfg_differential_fake.lua FAKE
+  ENV GPULAB_FAKE_LOG=${CMAKE_BINARY_DIR}/launch_cfg_differential_fake.log)
