@@ -961,6 +961,29 @@ static void read_attrs(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, con
 /* ------------------------------------------------------------------------------------------
  * Submitting
  * ------------------------------------------------------------------------------------------ */
+
+/* Launch timing, in builds configured with -DGPULAB_LAUNCH_TIMING=ON only: time-stamp ticks spent
+ * in the driver's launch calls and in k:launch and prepared() as a whole, which
+ * tools/launch_split.lua turns into a split of a launch's host time (docs/RESULTS.md §34). In
+ * other builds the macros are empty and cuda.launch_timing does not exist. */
+#ifdef GL_LAUNCH_TIMING
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+static uint64_t timing_ticks(void) { return __rdtsc(); }
+#else
+static uint64_t timing_ticks(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+#endif
+static struct { uint64_t driver, driver_calls, call, call_calls; } timing;
+#define TIMING_START(var) uint64_t var = timing_ticks()
+#define TIMING_ADD(field, var) (timing.field += timing_ticks() - (var), timing.field##_calls++)
+#else
+#define TIMING_START(var) ((void)0)
+#define TIMING_ADD(field, var) ((void)0)
+#endif
 static void check_module_usable(lua_State *L, const gl_kernel *k, const char *fn) {
     if (k->module->handle == NULL)
         luaL_error(L, "%s: the module of kernel '%s' was freed", fn, k->name);
@@ -984,7 +1007,10 @@ static void submit_with_attrs(lua_State *L, const gl_kernel *k, const launch_cfg
     void **params = k->nparams ? ptrs : NULL;
     for (lua_Integer n = 0; n < count; n++) {
         long obs = gl_observers ? gl_observe_begin(h, true) : -1;
-        GL_CHECK(L, gl_cu.cuLaunchKernelEx(&c, k->fn, params, NULL), fn, "cuLaunchKernelEx");
+        TIMING_START(t0);
+        CUresult r = gl_cu.cuLaunchKernelEx(&c, k->fn, params, NULL);
+        TIMING_ADD(driver, t0);
+        GL_CHECK(L, r, fn, "cuLaunchKernelEx");
         if (obs >= 0) gl_observe_launch(obs, k->name, k->entry, cfg->grid, cfg->block, h);
     }
 }
@@ -1003,10 +1029,12 @@ static void submit(lua_State *L, gl_kernel *k, const launch_cfg *cfg, gl_stream_
     }
     for (lua_Integer n = 0; n < count; n++) {
         long obs = gl_observers ? gl_observe_begin(h, true) : -1; /* cuda.trace, cuda.profile */
-        GL_CHECK(L, gl_cu.cuLaunchKernel(k->fn, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
-                                         cfg->block[1], cfg->block[2], cfg->smem, h,
-                                         k->nparams ? ptrs : NULL, NULL),
-                 fn, "cuLaunchKernel");
+        TIMING_START(t0);
+        CUresult r = gl_cu.cuLaunchKernel(k->fn, cfg->grid[0], cfg->grid[1], cfg->grid[2], cfg->block[0],
+                                          cfg->block[1], cfg->block[2], cfg->smem, h, k->nparams ? ptrs : NULL,
+                                          NULL);
+        TIMING_ADD(driver, t0);
+        GL_CHECK(L, r, fn, "cuLaunchKernel");
         if (obs >= 0) gl_observe_launch(obs, k->name, k->entry, cfg->grid, cfg->block, h);
     }
 }
@@ -1060,6 +1088,7 @@ static void push_arg_scratch(lua_State *L, const gl_kernel *k, unsigned char **b
 }
 
 static int l_launch(lua_State *L) {
+    TIMING_START(t0);
     const char *fn = "k:launch";
     gl_kernel *k = gl_check_kernel(L, 1, fn);
     gl_require_gpu(L, fn);
@@ -1107,6 +1136,7 @@ static int l_launch(lua_State *L) {
         recheck_stream(L, &cfg, fn);
     }
     submit(L, k, &cfg, cfg.track, ptrs, 1, fn);
+    TIMING_ADD(call, t0);
     return 0;
 }
 
@@ -1264,7 +1294,12 @@ static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
     return 0;
 }
 
-static int l_prepared_call(lua_State *L) { return prepared_launch(L, "cuda.prepared", false); }
+static int l_prepared_call(lua_State *L) {
+    TIMING_START(t0);
+    int results = prepared_launch(L, "cuda.prepared", false);
+    TIMING_ADD(call, t0);
+    return results;
+}
 static int l_prepared_launch(lua_State *L) { return prepared_launch(L, "prepared:launch", true); }
 
 /* prepared:set(i, value): repacks kernel argument i. */
@@ -1363,6 +1398,26 @@ static int l_now(lua_State *L) {
     return 1;
 }
 
+#ifdef GL_LAUNCH_TIMING
+/* cuda.launch_timing() -> {driver_ticks, driver_calls, call_ticks, call_calls, ticks}: the counts
+ * since the last call (which resets them), and the tick counter now (to calibrate its rate). */
+static int l_launch_timing(lua_State *L) {
+    lua_createtable(L, 0, 5);
+    lua_pushinteger(L, (lua_Integer)timing.driver);
+    lua_setfield(L, -2, "driver_ticks");
+    lua_pushinteger(L, (lua_Integer)timing.driver_calls);
+    lua_setfield(L, -2, "driver_calls");
+    lua_pushinteger(L, (lua_Integer)timing.call);
+    lua_setfield(L, -2, "call_ticks");
+    lua_pushinteger(L, (lua_Integer)timing.call_calls);
+    lua_setfield(L, -2, "call_calls");
+    lua_pushinteger(L, (lua_Integer)timing_ticks());
+    lua_setfield(L, -2, "ticks");
+    memset(&timing, 0, sizeof timing);
+    return 1;
+}
+#endif
+
 void gl_open_launch(lua_State *L) {
     static const luaL_Reg meta[] = {{"__call", l_prepared_call}, {"__gc", prepared_free},
                                     {"__close", prepared_free}, {"__tostring", prepared_tostring},
@@ -1379,4 +1434,8 @@ void gl_open_launch(lua_State *L) {
     gl_class_add_closures(L, GL_KERNEL_T, kernel_methods, CFG_KEYS + 1);
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");
+#ifdef GL_LAUNCH_TIMING
+    lua_pushcfunction(L, l_launch_timing);
+    lua_setfield(L, -2, "launch_timing");
+#endif
 }

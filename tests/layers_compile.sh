@@ -11,6 +11,9 @@ for f in "$src"/bindings/*.c; do
   "$cc" -std=gnu11 -fsyntax-only -Wall -Wextra -Werror -DGPULAB_VERSION='"0"' "$@" "$f" 2>"$tmp/err" ||
     { echo "FAIL: $f does not compile without host/ on the include path:"; head -5 "$tmp/err"; fail=1; }
 done
+# the launch timing of -DGPULAB_LAUNCH_TIMING=ON builds (tools/launch_split.lua) compiles too
+"$cc" -std=gnu11 -fsyntax-only -Wall -Wextra -Werror -DGL_LAUNCH_TIMING "$@" "$src/bindings/launch.c" 2>"$tmp/err" ||
+  { echo "FAIL: bindings/launch.c does not compile with GL_LAUNCH_TIMING:"; head -5 "$tmp/err"; fail=1; }
 for h in "$src"/bindings/*.h; do
   printf '#include "%s"\n' "$(basename "$h")" > "$tmp/one.c"
   "$cc" -std=gnu11 -fsyntax-only -Wall -Wextra -Werror "$@" "$tmp/one.c" 2>"$tmp/err" ||

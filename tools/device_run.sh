@@ -27,11 +27,13 @@
 #   pcsncu     tools/pcsample_ncu.lua: cuda.pcsample against ncu's source view on the same kernels
 #   l2probe    tools/l2_hit_probe.lua under cuda.profile, and under ncu with --cache-control none / all
 #   attrbench  tools/bench_launch.lua --rounds=2 50000 (plain and attribute sections)
+#   split      tools/launch_split.lua twice, with the launch-timing build in .device-build-timing
+#              (tools/device_build.sh --timing): driver call, C function and Lua loop per launch
 #   tma        labs/tma_double_buffer.lua three times quick, verdicts side by side
 # Usage: tools/device_run.sh OUTDIR [part...]   (after tools/device_build.sh made .device-build)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-all_parts="tests labs bench cache leaks stress sanitize lifetimes measure profile hostref loader verdicts hopper gpu memsys reports warp pcsncu l2probe attrbench tma"
+all_parts="tests labs bench cache leaks stress sanitize lifetimes measure profile hostref loader verdicts hopper gpu memsys reports warp pcsncu l2probe attrbench tma split"
 usage() {
   echo "usage: tools/device_run.sh OUTDIR [part...]"
   echo "  runs the build in .device-build (made by tools/device_build.sh) and writes logs and"
@@ -174,6 +176,18 @@ for part in $parts; do
     timeout 400 "$gl" tools/bench_launch.lua --rounds=2 50000 >"$out/bench_attr.log" 2>&1
     row "bench_launch --rounds=2 50000" "rc=$?" "$(grep -c ': MET' "$out/bench_attr.log") targets met, $(grep -c ': MISSED' "$out/bench_attr.log") missed"
     grep '^target' "$out/bench_attr.log" | sed 's/^/    /' | tee -a "$summary"
+    ;;
+  split)
+    timed=/work/main/.device-build-timing/gpulab
+    if [ ! -x "$timed" ]; then
+      row "launch_split" "skipped" "no $timed: run tools/device_build.sh --timing"
+    else
+      for run in 1 2; do
+        timeout 300 "$timed" tools/launch_split.lua >"$out/split_$run.log" 2>&1
+        row "launch_split, process $run" "rc=$?" "see split_$run.log"
+        grep -E '^[a-z]+, 4 arguments|^  (C loop|prepared|k:launch)' "$out/split_$run.log" | sed 's/^/    /' | tee -a "$summary"
+      done
+    fi
     ;;
   reports)
     mkdir -p "$out/reports"
