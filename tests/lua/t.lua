@@ -72,6 +72,13 @@ function T.log_lines(prefix)
   return lines
 end
 
+-- the number of log lines that are exactly `line`
+function T.log_count(line)
+  local n = 0
+  for _, l in ipairs(T.log_lines()) do if l == line then n = n + 1 end end
+  return n
+end
+
 function T.logged(text) return T.log_text():find(text, 1, true) ~= nil end
 
 function T.log_since(fn)

@@ -5,7 +5,7 @@
 -- clock is the device attribute (1980 MHz in the stand-in).
 local T = dofile("tests/lua/t.lua")
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
+assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 local ELAPSED = assert(os.getenv("GPULAB_FAKE_ELAPSED_FILE"), "run with GPULAB_FAKE_ELAPSED_FILE set")
 local CLOCK = assert(os.getenv("GPULAB_FAKE_CLOCK_FILE"), "run with GPULAB_FAKE_CLOCK_FILE set")
 local GPULAB = arg[-1]
@@ -15,7 +15,7 @@ local function unscript() os.remove(ELAPSED); os.remove(CLOCK) end
 local clear_log = T.clear_log
 local function count(pattern)
   local n = 0
-  for l in (T.read(LOG) or ""):gmatch("[^\n]+") do if l:find(pattern) then n = n + 1 end end
+  for l in T.log_text():gmatch("[^\n]+") do if l:find(pattern) then n = n + 1 end end
   return n
 end
 
@@ -166,7 +166,7 @@ test("cold: the L2 flush (2x L2) precedes each sample's start event", function()
   local s = cuda.stream()
   local r = cuda.measure(launcher(s), { stream = s, min_time = 0, min_samples = 2, max_samples = 3, warmup = 1 })
   T.eq(r.regime, "cold"); T.eq(r.batch, 1)
-  local log = T.read(LOG)
+  local log = T.log_text()
   T.ok(log:find("alloc 0x%x+ 125829120"), "2 x 60 MB")
   local order = {}
   for l in log:gmatch("[^\n]+") do
@@ -351,7 +351,7 @@ T.test("a prepared launch without a stream is measured in the graph regime on th
   p(s)
   p(5) -- any other argument is ignored
   local lines = {}
-  for l in T.read(LOG):gmatch("launch work [^\n]*") do lines[#lines + 1] = l end
+  for l in T.log_text():gmatch("launch work [^\n]*") do lines[#lines + 1] = l end
   T.eq(#lines, 2)
   T.ok(not lines[1]:find("stream=0 ", 1, true), "on the stream given: " .. lines[1])
   T.ok(lines[2]:find("stream=0 ", 1, true), "on its own (default) stream: " .. lines[2])

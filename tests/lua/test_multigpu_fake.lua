@@ -8,10 +8,9 @@ local T = dofile("tests/lua/t.lua")
 
 local NCCL_LOG = assert(os.getenv("GPULAB_FAKENCCL_LOG"), "run with GPULAB_FAKENCCL_LOG set")
 local BUSY = assert(os.getenv("GPULAB_FAKE_BUSY_FILE"), "run with GPULAB_FAKE_BUSY_FILE set")
-local CUDA_LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
 -- the stand-in appends to its log: start it empty, so a free logged by an earlier run (the ASan
 -- build's addresses repeat from run to run) cannot stand for one made in this run
-os.remove(NCCL_LOG); os.remove(BUSY); assert(io.open(CUDA_LOG, "w")):close()
+os.remove(NCCL_LOG); os.remove(BUSY); T.clear_log()
 local function busy(on) if on then assert(io.open(BUSY, "w")):close() else os.remove(BUSY) end end
 local function nccl_log() return T.read(NCCL_LOG) or "" end
 
@@ -87,13 +86,13 @@ T.test("a sync of one device proves nothing about another device's work", functi
   local freed = string.format("free 0x%x", ptr)
   -- checked while device 1 is held, which is let go whatever they find (else later syncs wait)
   local held_ok, why = pcall(function()
-    T.ok(not (T.read(CUDA_LOG) or ""):find(freed, 1, true), "device 1's memory freed while its kernel ran")
+    T.ok(not T.log_text():find(freed, 1, true), "device 1's memory freed while its kernel ran")
     T.eq(cuda.stats().deferred, 1, "the free waits for device 1")
   end)
   busy(false)
   if not held_ok then error(why, 0) end
   cuda.sync { timeout = 5 }
-  T.ok((T.read(CUDA_LOG) or ""):find(freed, 1, true), "freed once device 1 is done")
+  T.ok(T.log_text():find(freed, 1, true), "freed once device 1 is done")
   T.eq(cuda.stats().deferred, 0)
   mod1:free()
   cuda.device(0)
@@ -174,13 +173,13 @@ T.test("d:copy_from across devices is a peer copy, with or without peer access",
   local dst = cuda.array("f32", 4)
   dst:copy_from(src)
   same_list(values(dst), { 1, 2, 3, 4 }, "device 2 -> device 0")
-  local log = T.read(CUDA_LOG) or ""
+  local log = T.log_text()
   T.ok(log:find("cuMemcpyPeer 0<-2 16", 1, true), "the copy went through cuMemcpyPeer with both contexts")
   local s0 = cuda.stream()
   local back = cuda.device(2) and cuda.array("f32", 4)
   cuda.device(0)
   back:copy_from(dst, s0)
-  T.ok((T.read(CUDA_LOG) or ""):find("cuMemcpyPeerAsync 2<-0 16", 1, true), "async: cuMemcpyPeerAsync on the stream")
+  T.ok(T.log_text():find("cuMemcpyPeerAsync 2<-0 16", 1, true), "async: cuMemcpyPeerAsync on the stream")
   T.raises(function() back:copy_from(dst, s2) end, "the cuda.stream belongs to device 2, but device 0 is current")
   cuda.device(1)
   T.raises(function() back:copy_from(src) end, -- both on device 2

@@ -43,17 +43,12 @@ local next_, out, outf = cuda.array("u32", 256), cuda.array("u32", 256), cuda.ar
 local function run_chase() chase:launch({grid = 1, block = 32}, next_, out, 10) end
 local function run_fma() fma:launch({grid = 1, block = 32}, outf, 10) end
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
-local function log_count(what)
-  local n = 0
-  for line in io.lines(LOG) do if line == "cupti pcs " .. what then n = n + 1 end end
-  return n
-end
+local function log_count(what) return T.log_count("cupti pcs " .. what) end
 local function balanced(what)
   T.eq(log_count("enable"), log_count("disable"), what .. ": PC sampling enable/disable")
   T.eq(log_count("start"), log_count("stop"), what .. ": start/stop")
 end
-T.write(LOG, "")
+T.clear_log()
 
 local LS = "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
 local WAIT = "smsp__pcsamp_warps_issue_stalled_wait"
@@ -220,7 +215,7 @@ T.test("r:annotate shows the kernel's source with each line's share and top stal
 end)
 
 T.test("kernels= keeps the named kernels and counts the rest; period and mode reach CUPTI", function()
-  T.write(LOG, "")
+  T.clear_log()
   local r = cuda.pcsample(function() run_chase(); run_fma() end,
                           {kernels = {fma}, programs = prog, period = 7, mode = "continuous"})
   T.eq(#r, 1)
@@ -231,7 +226,7 @@ T.test("kernels= keeps the named kernels and counts the rest; period and mode re
   T.eq(r[1].kernel, "chase")
   T.eq(r[2].kernel, "lib_kernel")
   T.eq(r.other_samples, 46)
-  local log = T.read(LOG)
+  local log = T.log_text()
   T.ok(log:find("cupti pcs period 7", 1, true) and log:find("cupti pcs mode continuous", 1, true), log)
   T.ok(log:find("cupti pcs mode serialized", 1, true), log)
 end)
@@ -245,7 +240,7 @@ T.test("max_records caps the records kept and says so; several batches are drain
 end)
 
 T.test("an error inside fn is raised unchanged and sampling is stopped and disabled", function()
-  T.write(LOG, "")
+  T.clear_log()
   T.raises(function()
     cuda.pcsample(function() run_chase(); error("boom in fn") end)
   end, "boom in fn")
@@ -261,7 +256,7 @@ T.test("an error inside fn is raised unchanged and sampling is stopped and disab
 end)
 
 T.test("coroutines: a yield inside fn fails cleanly, and sampling inside a coroutine works", function()
-  T.write(LOG, "")
+  T.clear_log()
   local co = coroutine.wrap(function() return cuda.pcsample(function() coroutine.yield(1) end) end)
   T.raises(co, "yield across a C-call boundary")
   balanced("after a yield in fn")
@@ -275,7 +270,7 @@ T.test("coroutines: a yield inside fn fails cleanly, and sampling inside a corou
 end)
 
 T.test("nested calls, cuda.profile, and a capture in progress are refused", function()
-  T.write(LOG, "")
+  T.clear_log()
   T.raises(function()
     cuda.pcsample(function() cuda.pcsample(function() end) end)
   end, "cuda.pcsample: already sampling (cuda.pcsample cannot be nested)")
@@ -301,7 +296,7 @@ T.test("inside cuda.trace, and repeatedly in one process (as in the REPL)", func
   cuda.trace(false)
   T.eq(r[1].launches, 1)
   T.ok(T.read(dir):find('"chase"', 1, true), "the trace saw the launch too")
-  T.write(LOG, "")
+  T.clear_log()
   for i = 1, 20 do
     local n = i % 3 + 1
     r = cuda.pcsample(function() for _ = 1, n do run_chase() end end)

@@ -22,14 +22,13 @@ end
 if os.getenv("GPULAB_PROFILE_EXPECT") == "fail" then
   -- run with GPULAB_FAKE_CUPTI_FAIL=cuptiRangeProfilerSetConfig:35
   T.test("a CUPTI failure names the call, the status and CUPTI's message, and cleans up", function()
-    local log = assert(os.getenv("GPULAB_FAKE_LOG"))
-    T.write(log, "")
+    T.clear_log()
     local err = T.raises(function()
       cuda.profile(function() end, {metrics = {"dram__bytes.sum"}})
     end, "cuda.profile: cuptiRangeProfilerSetConfig: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (35): " ..
          "the stand-in was told to refuse access to the counters")
     T.ok(err)
-    local text = T.read(log)
+    local text = T.log_text()
     T.ok(text:find("cupti disable", 1, true) and text:find("cupti host deinitialize", 1, true) and
          text:find("cupti deinitialize", 1, true), text)
     local again = T.raises(function()
@@ -40,19 +39,8 @@ if os.getenv("GPULAB_PROFILE_EXPECT") == "fail" then
   T.done()
 end
 
-local LOG = assert(os.getenv("GPULAB_FAKE_LOG"), "run with GPULAB_FAKE_LOG set")
-local function log_count(what)
-  local n = 0
-  for line in io.lines(LOG) do if line == "cupti " .. what then n = n + 1 end end
-  return n
-end
-local function log_lines(prefix)
-  local out = {}
-  for line in io.lines(LOG) do
-    if line:sub(1, #prefix) == prefix then out[#out + 1] = line end
-  end
-  return out
-end
+local function log_count(what) return T.log_count("cupti " .. what) end
+local log_lines = T.log_lines
 local function balanced(what)
   T.eq(log_count("initialize"), log_count("deinitialize"), what .. ": profiler initialize/deinitialize")
   T.eq(log_count("host initialize"), log_count("host deinitialize"), what .. ": host objects")
@@ -60,7 +48,7 @@ local function balanced(what)
   T.eq(log_count("start"), log_count("stop"), what .. ": start/stop")
   T.eq(log_count("push gpulab.profile"), log_count("pop"), what .. ": push/pop")
 end
-T.write(LOG, "")
+T.clear_log()
 
 local PTX = [[
 .version 8.0
@@ -118,7 +106,7 @@ T.test("one row per launch with kernel, grid, block and each metric's value", fu
 end)
 
 T.test("a metric set needing several passes is replayed per launch and says so", function()
-  T.write(LOG, "")
+  T.clear_log()
   local names = {}
   for m in pairs(INDEX) do names[#names + 1] = m end
   table.sort(names)
@@ -132,7 +120,7 @@ T.test("a metric set needing several passes is replayed per launch and says so",
 end)
 
 T.test("unknown metric names raise with near matches from the chip's list", function()
-  T.write(LOG, "")
+  T.clear_log()
   local err = T.raises(function()
     cuda.profile(function() end, {metrics = {"dram__bytes.sum", "smsp__warps_eligble.avg.per_cycle_active"}})
   end, "cuda.profile: unknown metric 'smsp__warps_eligble.avg.per_cycle_active'")
@@ -143,7 +131,7 @@ T.test("unknown metric names raise with near matches from the chip's list", func
 end)
 
 T.test("an error inside fn ends the session and is raised unchanged", function()
-  T.write(LOG, "")
+  T.clear_log()
   T.raises(function()
     cuda.profile(function()
       copy:launch({grid = 1, block = 32}, d, s, 32)
@@ -160,7 +148,7 @@ T.test("an error inside fn ends the session and is raised unchanged", function()
 end)
 
 T.test("a CUDA error inside fn ends the session too", function()
-  T.write(LOG, "")
+  T.clear_log()
   T.raises(function()
     cuda.profile(function() copy:launch({grid = 1, block = 32}, d, s) end, {metrics = {"dram__bytes.sum"}})
   end, "takes 3 arguments")
@@ -168,7 +156,7 @@ T.test("a CUDA error inside fn ends the session too", function()
 end)
 
 T.test("repeated profiles in one process (as in the REPL)", function()
-  T.write(LOG, "")
+  T.clear_log()
   for i = 1, 20 do
     local rows = cuda.profile(function()
       for _ = 1, i % 3 + 1 do other:launch({grid = i, block = 1}) end
@@ -195,7 +183,7 @@ T.test("no launches: no rows; launches past max_launches are dropped and counted
 end)
 
 T.test("an error inside fn in a coroutine ends the session too", function()
-  T.write(LOG, "")
+  T.clear_log()
   local co = coroutine.create(function()
     cuda.profile(function()
       other:launch({grid = 1, block = 1})
@@ -226,7 +214,7 @@ T.test("launch counts past max_launches, whole kernel names, metric names with N
 end)
 
 T.test("nested profile and profile inside a capture are refused", function()
-  T.write(LOG, "")
+  T.clear_log()
   T.raises(function()
     cuda.profile(function()
       cuda.profile(function() end, {metrics = {"dram__bytes.sum"}})
