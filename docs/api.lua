@@ -24,6 +24,7 @@
 --                  -- texts gpulab raises, `…` (or `...`, `<what>`) where they vary; tools/api_errors.lua
 --                  -- (test api_errors) checks each against the code's format strings and the tests
 --     text     = [[longer markdown]],  example = [[Lua code]]
+--     build    = "GPULAB_LAUNCH_TIMING"  -- exists only in builds configured with -DGPULAB_LAUNCH_TIMING=ON
 --   Types are LuaLS types: string integer number boolean table function any nil, described
 --   class names (cuda.array, Lab), unions a|b, arrays T[], table<K, V>, literals "cold"|"hot".
 -- ADDING A FUNCTION: add its entry to the section it belongs to (copy a neighbour), run
@@ -98,6 +99,16 @@ sections = {
       summary = "live objects held by gpulab: `arrays, hosts, modules, streams, events, graphs, tensormaps, prepared, device_bytes, pinned_bytes, deferred` (releases waiting for queued work)" },
     { "cuda.now", sig = "cuda.now()", returns = { {"number", "seconds"} },
       summary = "host wall clock in seconds (monotonic)" },
+    { "cuda.launch_timing", sig = "cuda.launch_timing()", build = "GPULAB_LAUNCH_TIMING",
+      returns = { {"table", "`{driver_ticks=, driver_calls=, call_ticks=, call_calls=, ticks=}`"} },
+      summary = "builds configured with `-DGPULAB_LAUNCH_TIMING=ON` only: time-stamp ticks spent in the driver's launch calls and in `k:launch` and `prepared()` since the last call, which resets them",
+      text = [==[
+For splitting a launch's host time (`tools/launch_split.lua`, docs/RESULTS.md §34). `driver_ticks` counts the
+ticks inside `cuLaunchKernel` / `cuLaunchKernelEx` over `driver_calls` calls (every launch path, prepared
+loops included); `call_ticks` those of whole `k:launch` and `prepared()` calls that returned, over
+`call_calls` calls, the driver's ticks inside them included. `ticks` is the counter now, so a script can
+measure its rate against `cuda.now()`. The counter is the CPU's time-stamp counter on x86-64 and
+nanoseconds elsewhere. The reads cost a launch a few tens of ns, which is why other builds leave them out.]==] },
   },
   after = [==[
 libcuda is opened at run time (`GPULAB_LIBCUDA` overrides `libcuda.so.1`), NVRTC too (`GPULAB_LIBNVRTC`),

@@ -67,6 +67,7 @@ local function normalise(e, where)
   check_string(e.example, where, "example", true)
   check_string(e.options_of, where, "options_of", true)
   check_string(e.options_param, where, "options_param", true)
+  check_string(e.build, where, "build", true)
   if kind == "function" or kind == "method" then check_string(e.sig, where, "sig") end
   if kind == "field" then check_string(e.type, where, "type") end
   e.params = list_of(e.params, where, "params", {"name", "type", "description?"})

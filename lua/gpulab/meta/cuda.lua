@@ -53,6 +53,10 @@ function cuda.stats() end
 ---@return number # seconds
 function cuda.now() end
 
+---builds configured with `-DGPULAB_LAUNCH_TIMING=ON` only: time-stamp ticks spent in the driver's launch calls and in `k:launch` and `prepared()` since the last call, which resets them
+---@return table # `{driver_ticks=, driver_calls=, call_ticks=, call_calls=, ticks=}`
+function cuda.launch_timing() end
+
 ---@class cuda.compile.opts
 ---@field name? string file name NVRTC reports (default `kernel.cu`, or the path) (default `kernel.cu`)
 ---@field arch? string `sm_90a` (default on Hopper and without a device), `sm_XY`, or a virtual `compute_XY` (no cubin) (default `sm_90a`)
