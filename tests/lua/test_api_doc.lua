@@ -36,6 +36,18 @@ T.test("an undocumented function fails the check", function()
   T.ok(out:find("described but gone: cuda.now_gone", 1, true), out)
 end)
 
+T.test("an entry for one build's function may be absent from another; others may not", function()
+  -- cuda.launch_timing exists only in builds configured with -DGPULAB_LAUNCH_TIMING=ON
+  local timing = cuda.launch_timing ~= nil
+  local ok, out = check(good)
+  T.ok(ok, "api_check passes with or without the launch-timing build: " .. out)
+  ok, out = check(without(good, 'build = "GPULAB_LAUNCH_TIMING",', ''))
+  T.eq(ok == true, timing, "without build =, the entry must exist: " .. out)
+  if not timing then T.ok(out:find("described but gone: cuda.launch_timing", 1, true), out) end
+  T.write(TMP, without(good, 'build = "GPULAB_LAUNCH_TIMING",', 'build = true,'))
+  T.raises(function() apidoc.load(TMP) end, "cuda.launch_timing: build must be a non-empty string")
+end)
+
 T.test("an undocumented method and a gone one fail the check", function()
   local ok, out = check(without(good, '{ "cuda.host:dot", sig', '{ "cuda.host:dot_gone", sig'))
   T.ok(not ok, "api_check fails")
