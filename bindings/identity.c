@@ -302,10 +302,16 @@ static uint64_t cached_tag(const char *tname) {
     return tag;
 }
 
-void *gl_testudata(lua_State *L, int idx, const char *tname) {
+void *gl_testudata_tag(lua_State *L, int idx, uint64_t tag) {
     unsigned char *block = NULL;
     const unsigned char *slot = tag_slot_of(L, idx, &block);
-    return slot && read_tag(slot) == cached_tag(tname) ? block : NULL;
+    return slot && read_tag(slot) == tag ? block : NULL;
+}
+
+uint64_t gl_type_tag(const char *tname) { return tag_of(tname); }
+
+void *gl_testudata(lua_State *L, int idx, const char *tname) {
+    return gl_testudata_tag(L, idx, cached_tag(tname));
 }
 
 void *gl_checkudata(lua_State *L, int idx, const char *tname) {

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -29,6 +30,15 @@ int gl_lua_setmetatable(lua_State *L, int idx);
 /* luaL_testudata by tag: the block at idx when its tag is `tname`'s and it is under its own
  * metatable, else NULL. Reads no metatable and runs no Lua code (finalizers use it). */
 void *gl_testudata(lua_State *L, int idx, const char *tname);
+/* gl_testudata with the type's tag known: the checks made on every launch (the kernel, each
+ * array argument) keep the tag in a static through gl_testudata_fast and skip the tag cache's
+ * probe (about 25 instructions each). */
+uint64_t gl_type_tag(const char *tname);
+void *gl_testudata_tag(lua_State *L, int idx, uint64_t tag);
+static inline void *gl_testudata_fast(lua_State *L, int idx, const char *tname, uint64_t *tag) {
+    if (*tag == 0) *tag = gl_type_tag(tname);
+    return gl_testudata_tag(L, idx, *tag);
+}
 /* gl_testudata or raise "bad argument #idx to ... (tname expected, got TYPE)" as lauxlib does. */
 void *gl_checkudata(lua_State *L, int idx, const char *tname);
 /* Replaces debug.setmetatable, getuservalue, setuservalue, setlocal and setupvalue (when the

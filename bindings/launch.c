@@ -311,7 +311,8 @@ static inline bool pack_common(lua_State *L, int idx, const gl_param *p, unsigne
         return true;
     }
     if (t == LUA_TUSERDATA && cls <= ARG_BITS && p->size == 8) {
-        gl_array *a = gl_testudata(L, idx, GL_ARRAY_T);
+        static uint64_t array_tag;
+        gl_array *a = gl_testudata_fast(L, idx, GL_ARRAY_T, &array_tag);
         if (a == NULL || a->ptr == 0 || a->device != gl_current_device()) return false;
         uint64_t ptr = (uint64_t)a->ptr;
         memcpy(dst, &ptr, 8);

@@ -486,7 +486,10 @@ static int l_module_global(lua_State *L) {
 /* ------------------------------------------------------------------------------------------
  * Kernels
  * ------------------------------------------------------------------------------------------ */
-gl_kernel *gl_test_kernel(lua_State *L, int idx) { return gl_testudata(L, idx, GL_KERNEL_T); }
+gl_kernel *gl_test_kernel(lua_State *L, int idx) {
+    static uint64_t tag; /* every launch checks its kernel */
+    return gl_testudata_fast(L, idx, GL_KERNEL_T, &tag);
+}
 
 gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn) {
     gl_kernel *k = gl_test_kernel(L, idx);
