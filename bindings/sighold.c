@@ -14,7 +14,9 @@
  * a helper thread waits for them with sigtimedwait, which takes a pending one at once, and the
  * call's caller raises each again once the old actions and mask are back. A thread of another
  * library that does not block them may still be picked by the kernel during the call: SIGINT is
- * then dropped (press Ctrl-C again), SIGTERM meets NVRTC's handler.
+ * then dropped (press Ctrl-C again), SIGTERM meets NVRTC's handler. So is a SIGINT that arrives in
+ * the instant NVRTC sets SIG_IGN, before the woken catcher has taken it (more likely on a loaded
+ * machine, where the catcher waits for a CPU).
  */
 #define _GNU_SOURCE /* pthread_sigqueue */
 #include "sighold.h"
