@@ -266,13 +266,16 @@ for _, sec in ipairs(SECTIONS) do
     if not p.graph then sec.interleaved[#sec.interleaved + 1] = p end
   end
   sec.turns = {} -- turns[key][path name] = { per-turn ratio to (a') }
+  sec.host_ref = {} -- turns_lib.host_reference() before each key's turns and after the last
   for _, key in ipairs(KEYS) do
     local kernel = key:match("^(%w+)")
     local paths = {}
     for _, p in ipairs(sec.interleaved) do paths[#paths + 1] = { name = p.name, fn = p[kernel] } end
+    sec.host_ref[#sec.host_ref + 1] = turns_lib.host_reference()
     sec.turns[key] = turns_lib.run(paths, sec.inproc, CHUNK, REPS,
       key:find("_burst$") and time_bursts or time_sustained)
   end
+  sec.host_ref[#sec.host_ref + 1] = turns_lib.host_reference()
 end
 
 local median = turns_lib.median
@@ -318,6 +321,10 @@ local function print_section(sec, label)
   end
   print(string.format("interleaved: turns of %d launches, %d turns per column; ratio to (a') of the same turn, " ..
     "median [quartiles]", CHUNK, REPS))
+  local ref = {}
+  for i, ns in ipairs(sec.host_ref) do ref[i] = string.format("%.2f", ns) end
+  print(string.format("host reference before each column's turns and after the last (a Lua loop with no GPU): " ..
+    "%s ns per step", table.concat(ref, ", ")))
   print(string.format("%-38s %22s %22s | %22s %22s", "path", "empty", "4-arg", "burst empty", "burst 4-arg"))
   local interleaved_ratio = {}
   for _, p in ipairs(sec.interleaved) do

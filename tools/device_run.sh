@@ -185,7 +185,7 @@ for part in $parts; do
       for run in 1 2; do
         timeout 300 "$timed" tools/launch_split.lua >"$out/split_$run.log" 2>&1
         row "launch_split, process $run" "rc=$?" "see split_$run.log"
-        grep -E '^[a-z]+, 4 arguments|^  (C loop|prepared|k:launch)' "$out/split_$run.log" | sed 's/^/    /' | tee -a "$summary"
+        grep -E '^[a-z]+, 4 arguments|^  (C loop|prepared|k:launch|host reference)' "$out/split_$run.log" | sed 's/^/    /' | tee -a "$summary"
       done
     fi
     ;;

@@ -6,7 +6,8 @@
 -- The paths take turns of CHUNK launches against the C loop (tools/turns.lua), as in
 -- tools/bench_launch.lua; per path, the medians of the turns' times and ratios, and the mean
 -- ticks per launch in the driver call and in the rest of the C function, converted to ns with
--- the tick rate measured against cuda.now() first.
+-- the tick rate measured against cuda.now() first. Each round also times a Lua loop with no GPU in
+-- it before and after its turns: the host CPU's own speed at that moment.
 local quick, rounds, kinds = false, 3, {}
 for _, a in ipairs(arg) do
   if a == "--quick" then quick = true
@@ -46,6 +47,7 @@ local function tick_rate()
   return (cuda.launch_timing().ticks - c0) / ((cuda.now() - t0) * 1e9)
 end
 local per_ns = tick_rate()
+
 local CHUNK, REPS = quick and 256 or 2048, quick and 4 or 30
 print(string.format("launch split on %s: turns of %d launches, %d turns; ticks at %.3f per ns",
   cuda.device().name, CHUNK, REPS, per_ns))
@@ -72,8 +74,12 @@ for _, kind in ipairs(kinds) do
       counted("prepared()", function(n) for _ = 1, n do p() end end, sums),
       counted("k:launch", function(n) for _ = 1, n do args4:launch(cfg, a, b, 1000, 2.0) end end, sums),
     }
+    local before = turns.host_reference()
     local ratios, us = turns.run(list, "C loop", CHUNK, REPS)
+    local after = turns.host_reference()
     print(string.format("\n%s, 4 arguments, round %d", kind, round))
+    print(string.format("  host reference (Lua integer loop, no GPU): %.3f ns per step before the turns, %.3f after",
+      before, after))
     print(string.format("  %-12s %9s %8s %11s %16s", "path", "us", "ratio", "driver ns", "C function ns"))
     for _, path in ipairs(list) do
       local s = sums[path.name]

@@ -45,4 +45,14 @@ function turns.run(paths, base, chunk, reps, time)
   return ratios, us
 end
 
+-- The host CPU's own speed at this moment, with no GPU and no driver in it: ns per step of a
+-- dependent integer loop in Lua (2 million steps, about 20 ms). On the lent H200 hosts it has
+-- moved by 2x within seconds, and gpulab's share of a launch moves with it more than the
+-- driver's does (docs/RESULTS.md §37): the tools print it beside their ratios.
+function turns.host_reference()
+  local steps, x, t0 = 2000000, 1, cuda.now()
+  for i = 1, steps do x = (x * 31 + i) & 0xffff end
+  return (cuda.now() - t0) / steps * 1e9, x
+end
+
 return turns
