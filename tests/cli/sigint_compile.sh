@@ -1,5 +1,5 @@
 #!/bin/sh
-# sigint_compile.sh GPULAB [PTY_EXPECT] — SIGINT and SIGTERM while NVRTC's front end compiles. NVRTC installs
+# sigint_compile.sh GPULAB [PTY_EXPECT] — SIGINT and SIGTERM while NVRTC compiles. NVRTC installs
 # handlers of its own for the compile that call exit(4) from signal context: gpulab ended with
 # status 4 (Release) or hung in LeakSanitizer's exit check (ASan+UBSan). Now Ctrl-C raises
 # "interrupted!" once the compile returns, and SIGTERM ends gpulab by that signal; with PTY_EXPECT
@@ -23,29 +23,56 @@ cuda.compile(table.concat(src, "\n"), { name = "big.cu", arch = "sm_90" })
 print("compile returned")
 EOF
 
-# Waits until process $1 is in NVRTC's front end (it ignores SIGXFSZ while it compiles), then a
-# moment more. The bit is set as the compile starts, next to NVRTC's own signal(SIGINT, SIG_IGN),
-# which discards a SIGINT still pending: one sent at once could land in that instant and be lost
-# before gpulab's catcher thread takes it (bindings/sighold.c), which a loaded CI machine made
-# likely enough to hang the REPL case until its timeout. The front end lasts seconds here.
-wait_front_end() {
-  tries=0
-  while :; do
-    ign=$(awk '/^SigIgn:/ { print $2 }' "/proc/$1/status" 2>/dev/null)
-    [ -n "$ign" ] || fail "gpulab ended before NVRTC's front end was seen"
-    [ $((0x$ign & 0x1000000)) -ne 0 ] && break
-    tries=$((tries + 1))
-    [ $tries -lt 4000 ] || fail "NVRTC's front end not seen within 200 s"
-    sleep 0.05
-  done
-  sleep 0.2
+# The signal masks of process $1's main thread, as "SigIgn SigCgt SigBlk" (hex), or nothing once it
+# has ended.
+masks() {
+  awk '/^SigIgn:/ { i = $2 } /^SigCgt:/ { c = $2 } /^SigBlk:/ { b = $2 } END { if (b != "") print i, c, b }' \
+    "/proc/$1/status" 2>/dev/null
 }
 
-# Starts the compile, sends signal $1 in NVRTC's front end; returns the exit status.
+# Process $1's state: "held" inside a compile that gpulab holds (bindings/sighold.c: for the whole
+# nvrtcCompileProgram call the main thread blocks SIGINT and SIGTERM and SIGINT is ignored), "nvrtc"
+# when NVRTC's own actions are in place as well, "other" outside a compile, nothing once it has ended.
+# Measured with NVRTC 13.0: NVRTC's actions (SIGXFSZ ignored, with a SIGTERM handler in the same
+# moments) last only the first tens of milliseconds of a compile of seconds. (The REPL catches
+# SIGTERM itself, so SIGXFSZ is what tells NVRTC's moments apart.)
+compile_state() {
+  # shellcheck disable=SC2046 # three hex words
+  set -- $(masks "$1")
+  [ $# = 3 ] || return 0
+  if [ $((0x$3 & 0x4002)) != $((0x4002)) ] || [ $((0x$1 & 0x2)) = 0 ]; then echo other
+  elif [ $((0x$1 & 0x1000000)) != 0 ]; then echo nvrtc
+  else echo held; fi
+}
+
+# Waits until process $1 is in a held compile. With "past_nvrtc", only past NVRTC's moments (seen
+# twice, 0.3 s apart): setting and undoing SIG_IGN for SIGINT, as NVRTC does then, discards a
+# pending SIGINT that gpulab's catcher thread has not taken yet, and on a loaded machine the catcher
+# can wait that long for a CPU. SIGTERM is never discarded so, and goes at the first sight of the
+# hold, NVRTC's moments included. The hold lasts the whole compile, so slow polling on a loaded
+# machine still finds it; an earlier version watched for NVRTC's brief SIGXFSZ alone and missed
+# every one of 20 compiles under load.
+wait_held_compile() {
+  tries=0
+  while :; do
+    state=$(compile_state "$1")
+    [ -n "$state" ] || fail "gpulab ended before a held compile was seen"
+    if [ "$2" != past_nvrtc ] && [ "$state" != other ]; then return 0; fi
+    if [ "$state" = held ]; then
+      sleep 0.3
+      [ "$(compile_state "$1")" = held ] && return 0
+    fi
+    tries=$((tries + 1))
+    [ $tries -lt 4000 ] || fail "no held compile seen within 200 s"
+    sleep 0.05
+  done
+}
+
+# Starts the compile, sends signal $1 while it is held; returns the exit status.
 signal_mid_compile() {
   GPULAB_CACHE=0 GPULAB_LIBCUDA=/nonexistent/libcuda.so "$gpulab" "$tmp/big.lua" >"$tmp/out" 2>"$tmp/err" &
   pid=$!
-  wait_front_end "$pid"
+  if [ "$1" = INT ]; then wait_held_compile "$pid" past_nvrtc; else wait_held_compile "$pid"; fi
   kill "-$1" "$pid"
   wait "$pid"
 }
@@ -63,8 +90,7 @@ rc=$?
 [ -n "$pty_expect" ] || { echo "sigint_compile: SIGINT -> interrupted!, SIGTERM -> 143"; exit 0; }
 
 # The REPL: the session goes on, the next input runs. The input compiles again and again, so a
-# front end missed by the polling (a loaded machine: the REPL's first compile ran to its end before
-# the bit was seen) is followed by another; the first Ctrl-C ends the loop.
+# compile the polling misses (a loaded machine) is followed by another; the first Ctrl-C ends the loop.
 cat >"$tmp/session.pty" <<PTY
 timeout 180
 input for _ = 1, 20 do dofile("$tmp/big.lua") end
@@ -83,7 +109,7 @@ until pid=$(pgrep -P "$driver" | head -n 1) && [ -n "$pid" ]; do
   [ $tries -lt 600 ] || fail "the REPL did not start"
   sleep 0.05
 done
-wait_front_end "$pid"
+wait_held_compile "$pid" past_nvrtc
 kill -INT "$pid"
 wait "$driver" || fail "REPL: the session did not go on after a Ctrl-C mid-compile"
 echo "sigint_compile: SIGINT -> interrupted!, SIGTERM -> 143, the REPL goes on"
