@@ -47,7 +47,6 @@ local function tick_rate()
   return (cuda.launch_timing().ticks - c0) / ((cuda.now() - t0) * 1e9)
 end
 local per_ns = tick_rate()
-
 local CHUNK, REPS = quick and 256 or 2048, quick and 4 or 30
 print(string.format("launch split on %s: turns of %d launches, %d turns; ticks at %.3f per ns",
   cuda.device().name, CHUNK, REPS, per_ns))

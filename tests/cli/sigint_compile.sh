@@ -23,11 +23,10 @@ cuda.compile(table.concat(src, "\n"), { name = "big.cu", arch = "sm_90" })
 print("compile returned")
 EOF
 
-# The signal masks of process $1's main thread, as "SigIgn SigCgt SigBlk" (hex), or nothing once it
-# has ended.
+# The ignored and blocked signals of process $1's main thread, as "SigIgn SigBlk" (hex), or nothing
+# once it has ended.
 masks() {
-  awk '/^SigIgn:/ { i = $2 } /^SigCgt:/ { c = $2 } /^SigBlk:/ { b = $2 } END { if (b != "") print i, c, b }' \
-    "/proc/$1/status" 2>/dev/null
+  awk '/^SigIgn:/ { i = $2 } /^SigBlk:/ { b = $2 } END { if (b != "") print i, b }' "/proc/$1/status" 2>/dev/null
 }
 
 # Process $1's state: "held" inside a compile that gpulab holds (bindings/sighold.c: for the whole
@@ -37,10 +36,10 @@ masks() {
 # moments) last only the first tens of milliseconds of a compile of seconds. (The REPL catches
 # SIGTERM itself, so SIGXFSZ is what tells NVRTC's moments apart.)
 compile_state() {
-  # shellcheck disable=SC2046 # three hex words
+  # shellcheck disable=SC2046 # two hex words
   set -- $(masks "$1")
-  [ $# = 3 ] || return 0
-  if [ $((0x$3 & 0x4002)) != $((0x4002)) ] || [ $((0x$1 & 0x2)) = 0 ]; then echo other
+  [ $# = 2 ] || return 0
+  if [ $((0x$2 & 0x4002)) != $((0x4002)) ] || [ $((0x$1 & 0x2)) = 0 ]; then echo other
   elif [ $((0x$1 & 0x1000000)) != 0 ]; then echo nvrtc
   else echo held; fi
 }
