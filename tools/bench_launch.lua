@@ -6,7 +6,9 @@
 --   once and then only calls the driver), (b) k:launch with a table config (kept: from its third
 --   launch the kernel's remembered check reads only its values; and (b') built in the loop: the
 --   full check every time), (c) a prepared launch, (d) a captured graph of 1000 launches replayed,
---   (e) CuPy and cuda.core (tools/bench_launch_py.py, a child, when python3 has them).
+--   (e) CuPy and cuda.core (tools/bench_launch_py.py, a child, when python3 has them): once per
+--   round, and in the interleaved turns from a second child that times one turn per command, so
+--   that gpulab's time over theirs is also taken turn by turn, at one moment.
 -- Two loop shapes: sustained (N launches back to back, then a sync) and burst (256 launches
 -- after a drained queue, only the launching timed: the host's own cost). The paths take turns
 -- for R rounds, so that a machine whose speed drifts moves all of them; each round gives every
@@ -254,28 +256,104 @@ for round = 1, ROUNDS do
 end
 os.remove(image)
 
+-- (e) in the interleaved turns: the Python launchers in a child that times one turn per command
+-- it reads (bench_launch_py.py --serve), so that they take their turns beside this process's
+-- paths and a ratio between them is taken at one moment. Commands go through a named pipe, the
+-- answers come back on the child's output. nil and the reason when python3 cannot serve.
+local function python_server()
+  local fifo = os.tmpname()
+  os.remove(fifo)
+  if not os.execute("mkfifo " .. fifo .. " 2>/dev/null") then return nil, "(e) in turns: mkfifo failed" end
+  -- the shell opens the pipe for reading before it runs python3 (found or not), so opening it
+  -- for writing below never waits on a child that is not there
+  local answers = io.popen(string.format("exec python3 %s/tools/bench_launch_py.py --serve %s <%s 2>&1", root,
+    source, fifo))
+  local commands = answers and io.open(fifo, "w")
+  os.remove(fifo)
+  if not commands then return nil, "(e) in turns: the child's pipe could not be opened" end
+  local server = { cells = {}, notes = {}, alive = true }
+  local line = answers:read("l")
+  while line and not line:match("^ready") do
+    server.notes[#server.notes + 1] = line
+    line = answers:read("l")
+  end
+  if not line then
+    commands:close()
+    answers:close()
+    return nil, "(e) in turns: the child ended before it was ready: " .. table.concat(server.notes, " | ")
+  end
+  for i, note in ipairs(server.notes) do server.notes[i] = "(e) in turns: " .. note end
+  for cell in line:gmatch("%S+:%S+") do server.cells[cell] = true end
+  -- microseconds per launch of one turn of n launches of lib's kernel in `mode`, or nil
+  function server.turn(lib, kernel, mode, n)
+    if not server.alive then return nil end
+    commands:write(string.format("%s %s %s %d\n", lib, kernel, mode, n))
+    commands:flush()
+    for answer in answers:lines() do
+      local us = answer:match("^us ([%d.]+)$")
+      if us then return tonumber(us) end
+      server.notes[#server.notes + 1] = "(e) in turns: " .. answer
+      if answer:match("^error ") then return nil end
+    end
+    server.alive = false -- the child ended: no more commands (a write would find no reader)
+    server.notes[#server.notes + 1] = string.format("(e) in turns: the child ended during a turn of %s %s %s",
+      lib, kernel, mode)
+    return nil
+  end
+  -- closing the commands ends the child (it reads to the end of its input)
+  function server.close()
+    commands:close()
+    answers:close()
+  end
+  return server
+end
+
+-- The Python paths of a section in turns of `key` ("args4_burst": lib's "<prefix>args4" in bursts).
+local PY_LIBS = { "cupy", "cuda.core" }
+local function python_paths(server, sec, key)
+  local kernel, mode = sec.prefix .. key:match("^(%w+)"), key:find("_burst$") and "burst" or "sustained"
+  local paths = {}
+  for _, lib in ipairs(PY_LIBS) do
+    if server and server.cells[lib .. ":" .. kernel] then
+      paths[#paths + 1] = { name = "(e) " .. lib, fn = kernel,
+        time = function(_, n) return server.turn(lib, kernel, mode, n) end }
+    end
+  end
+  return paths
+end
+
 -- Interleaved: the paths of this process take turns of CHUNK launches, REPS times, the order
 -- rotating every turn, so that drift over milliseconds moves them all; each turn gives every
 -- path's ratio to (a') of that turn. This decides the targets: (a') shares the process, the
 -- context, the kernel and the packed arguments with the paths it is compared with. Each section
--- takes its turns on its own, against its own (a').
+-- takes its turns on its own, against its own (a'); the Python launchers take theirs in the same
+-- rotation, from their own process.
 local CHUNK, REPS = quick and 512 or 2048, quick and 8 or 40
+local server, server_err = python_server()
+for _, line in ipairs(server and server.notes or { server_err }) do skipped[#skipped + 1] = line end
+local notes_before_turns = server and #server.notes
 for _, sec in ipairs(SECTIONS) do
   sec.interleaved = {}
   for _, p in ipairs(sec.paths) do
     if not p.graph then sec.interleaved[#sec.interleaved + 1] = p end
   end
   sec.turns = {} -- turns[key][path name] = { per-turn ratio to (a') }
+  sec.each_turn = {} -- each_turn[key] = { { [path name] = us }, ... }, turn by turn
   sec.host_ref = {} -- turns_lib.host_reference() before each key's turns and after the last
   for _, key in ipairs(KEYS) do
     local kernel = key:match("^(%w+)")
-    local paths = {}
+    local paths = python_paths(server, sec, key)
     for _, p in ipairs(sec.interleaved) do paths[#paths + 1] = { name = p.name, fn = p[kernel] } end
     sec.host_ref[#sec.host_ref + 1] = turns_lib.host_reference()
-    sec.turns[key] = turns_lib.run(paths, sec.inproc, CHUNK, REPS,
+    local ratios, _, each = turns_lib.run(paths, sec.inproc, CHUNK, REPS,
       key:find("_burst$") and time_bursts or time_sustained)
+    sec.turns[key], sec.each_turn[key] = ratios, each
   end
   sec.host_ref[#sec.host_ref + 1] = turns_lib.host_reference()
+end
+if server then
+  server.close()
+  for i = notes_before_turns + 1, #server.notes do skipped[#skipped + 1] = server.notes[i] end
 end
 
 local median = turns_lib.median
@@ -327,14 +405,18 @@ local function print_section(sec, label)
     "%s ns per step", table.concat(ref, ", ")))
   print(string.format("%-38s %22s %22s | %22s %22s", "path", "empty", "4-arg", "burst empty", "burst 4-arg"))
   local interleaved_ratio = {}
-  for _, p in ipairs(sec.interleaved) do
-    local cells = {}
+  local rows = {}
+  for _, p in ipairs(sec.interleaved) do rows[#rows + 1] = p.name end
+  for _, lib in ipairs(PY_LIBS) do rows[#rows + 1] = "(e) " .. lib end
+  for _, name in ipairs(rows) do
+    local cells, any = {}, false
     for _, key in ipairs(KEYS) do
-      local q1, q2, q3 = quartiles(sec.turns[key][p.name])
-      interleaved_ratio[p.name .. key] = q2
-      cells[#cells + 1] = string.format("%.3f [%.3f, %.3f]", q2, q1, q3)
+      local q1, q2, q3 = quartiles(sec.turns[key][name] or {})
+      interleaved_ratio[name .. key] = q2
+      cells[#cells + 1] = q2 and string.format("%.3f [%.3f, %.3f]", q2, q1, q3) or "-"
+      any = any or q2 ~= nil
     end
-    print(string.format("%-38s %22s %22s | %22s %22s", p.name, cells[1], cells[2], cells[3], cells[4]))
+    if any then print(string.format("%-38s %22s %22s | %22s %22s", name, cells[1], cells[2], cells[3], cells[4])) end
   end
   local by_name = {}
   for _, p in ipairs(sec.paths) do
@@ -349,8 +431,27 @@ local function print_section(sec, label)
       end
     end
   end
-  -- against the Python launchers, the same kernels in the same run
-  for _, lib in ipairs({ "cupy", "cuda.core" }) do
+  -- against the Python launchers in the same turns: the time ratio of each turn that timed both
+  for _, lib in ipairs(PY_LIBS) do
+    local other = "(e) " .. lib
+    for _, name in ipairs({ "(b) k:launch, table config", "(c) prepared launch" }) do
+      local parts = {}
+      for _, key in ipairs(KEYS) do
+        local per_turn = {}
+        for _, got in ipairs(sec.each_turn[key]) do
+          if got[name] and got[other] then per_turn[#per_turn + 1] = got[name] / got[other] end
+        end
+        local q1, q2, q3 = quartiles(per_turn)
+        if q2 then parts[#parts + 1] = string.format("%s %.3fx [%.3f, %.3f]", key, q2, q1, q3) end
+      end
+      if #parts > 0 then
+        print(string.format("%-30s vs %-9s interleaved (time ratio per turn, below 1 is faster; median " ..
+          "[quartiles]): %s", label .. name, lib, table.concat(parts, ", ")))
+      end
+    end
+  end
+  -- against the Python launchers' own runs between the rounds (medians taken at other moments)
+  for _, lib in ipairs(PY_LIBS) do
     local other = "(e) " .. lib
     if median_of(sec, other, "empty") then
       for _, p in ipairs({ by_name["(b) k:launch, table config"], by_name["(c) prepared launch"] }) do
@@ -359,7 +460,7 @@ local function print_section(sec, label)
           local mine, theirs = median_of(sec, p.name, key), median_of(sec, other, key)
           if mine and theirs then parts[#parts + 1] = string.format("%s %.2fx", key, mine / theirs) end
         end
-        print(string.format("%-30s vs %-9s (time ratio, below 1 is faster): %s", label .. p.name, lib,
+        print(string.format("%-30s vs %-9s rounds (time ratio of medians, below 1 is faster): %s", label .. p.name, lib,
           table.concat(parts, ", ")))
       end
     end

@@ -6,19 +6,17 @@ raw C and gpulab in the same run. Same kernels (kernels/bench_launch.cu), same l
 Then, where cuda.core has them, launches with one attribute each (N_ATTR launches per run):
 a cluster of 2 (2 blocks), a cooperative launch and programmatic stream serialization (PDL),
 1 block otherwise, as kernel "<kind>_<kernel>" (cluster_empty, pdl_args4, ...).
-Prints lines "<lib> <kernel> <mode> <us>" and "skip <lib>[ <kind>]: <reason>"; best of 3 runs each.
-Usage: bench_launch_py.py SOURCE [N [N_ATTR]]"""
+
+Usage: bench_launch_py.py SOURCE [N [N_ATTR]]
+  Prints lines "<lib> <kernel> <mode> <us>" (best of 3 runs each) and "skip <lib>[ <kind>]: <reason>".
+Usage: bench_launch_py.py --serve SOURCE
+  Takes turns for bench_launch.lua's interleaved comparison: prints the skip lines, then
+  "ready <lib>:<kernel> ..." (every cell it can launch), then answers each line it reads,
+  "<lib> <kernel> <mode> <n>", with one timing of n launches: "us <microseconds per launch>"
+  (or "error <reason>"), until "quit" or the end of its input."""
 import sys, time
 
-N = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
-N_ATTR = int(sys.argv[3]) if len(sys.argv) > 3 else N
-SRC = open(sys.argv[1]).read()
 BURST = 256
-
-
-def best_of_3(fn, n):
-    fn(n // 10)
-    return min(fn(n) for _ in range(3))
 
 
 def timers(launch, sync):
@@ -42,73 +40,26 @@ def timers(launch, sync):
         sync()
         return total / done * 1e6
 
-    return sustained, burst
-
-
-def report(lib, kernel, launch, sync, n=N):
-    sustained, burst = timers(launch, sync)
-    print(f"{lib} {kernel} sustained {best_of_3(sustained, n):.4f}", flush=True)
-    print(f"{lib} {kernel} burst {best_of_3(burst, n):.4f}", flush=True)
+    return {"sustained": sustained, "burst": burst}
 
 
 def reason(e):
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
-def run_cupy():
+def cupy_cells(src, skip):
+    """{kernel: (launch, sync)} for CuPy's RawKernel (no attribute launches)."""
     import numpy as np
     import cupy as cp
-    mod = cp.RawModule(code=SRC, options=("-std=c++17",))
+    mod = cp.RawModule(code=src, options=("-std=c++17",))
     empty, args4 = mod.get_function("empty_kernel"), mod.get_function("args4")
     out, inp = cp.zeros(128, dtype=cp.float32), cp.zeros(128, dtype=cp.float32)
     n, s = np.uint32(1000), np.float32(2.0)
     sync = cp.cuda.get_current_stream().synchronize
-    report("cupy", "empty", lambda: empty((1,), (32,), ()), sync)
-    report("cupy", "args4", lambda: args4((1,), (32,), (out, inp, n, s)), sync)
-    print("skip cupy cluster, pdl, cooperative: RawKernel has no cluster or PDL launch, and its cooperative "
-          "launch (enable_cooperative_groups) is cuLaunchCooperativeKernel, not a launch attribute", flush=True)
-
-
-def run_cuda_core():
-    import numpy as np
-    try:
-        from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
-    except ImportError:
-        from cuda.core.experimental import Device, LaunchConfig, Program, ProgramOptions, launch
-    dev = Device()
-    dev.set_current()
-    stream = dev.create_stream()
-    arch = "sm_" + "".join(str(x) for x in dev.compute_capability)
-    prog = Program(SRC, code_type="c++", options=ProgramOptions(std="c++17", arch=arch))
-    code = prog.compile("cubin", name_expressions=("empty_kernel", "args4"))
-    empty, args4 = code.get_kernel("empty_kernel"), code.get_kernel("args4")
-    buf_out, buf_in = dev.allocate(512, stream=stream), dev.allocate(512, stream=stream)
-    cfg = LaunchConfig(grid=1, block=32)
-    n, s = np.uint32(1000), np.float32(2.0)
-    report("cuda.core", "empty", lambda: launch(stream, cfg, empty), stream.sync)
-    report("cuda.core", "args4", lambda: launch(stream, cfg, args4, buf_out, buf_in, n, s), stream.sync)
-
-    def works(attr_cfg):
-        launch(stream, attr_cfg, empty)
-        launch(stream, attr_cfg, args4, buf_out, buf_in, n, s)
-        stream.sync()
-
-    for kind, cfg_of in CUDA_CORE_ATTRS:
-        attr_cfg, why = None, "no form of LaunchConfig tried"
-        for make in cfg_of:  # the forms the versions of cuda.core take, newest first
-            try:
-                candidate = make(LaunchConfig)
-                works(candidate)
-                attr_cfg = candidate
-                break
-            except Exception as e:  # a keyword or a launch this version does not know
-                why = reason(e)
-        if attr_cfg is None:
-            print(f"skip cuda.core {kind}: {why}", flush=True)
-            continue
-        report("cuda.core", f"{kind}_empty", lambda c=attr_cfg: launch(stream, c, empty), stream.sync, N_ATTR)
-        report("cuda.core", f"{kind}_args4", lambda c=attr_cfg: launch(stream, c, args4, buf_out, buf_in, n, s),
-               stream.sync, N_ATTR)
+    skip("cupy cluster, pdl, cooperative", "RawKernel has no cluster or PDL launch, and its cooperative "
+         "launch (enable_cooperative_groups) is cuLaunchCooperativeKernel, not a launch attribute")
+    return {"empty": (lambda: empty((1,), (32,), ()), sync),
+            "args4": (lambda: args4((1,), (32,), (out, inp, n, s)), sync)}
 
 
 # The attribute launches, each as the LaunchConfig forms of the cuda.core versions that have it.
@@ -124,8 +75,86 @@ CUDA_CORE_ATTRS = (
 )
 
 
-for lib, fn in (("cupy", run_cupy), ("cuda.core", run_cuda_core)):
+def cuda_core_cells(src, skip):
+    """{kernel: (launch, sync)} for cuda.core's launch, with the attribute kernels it has."""
+    import numpy as np
     try:
-        fn()
-    except Exception as e:  # a missing or different library is reported, never fatal
-        print(f"skip {lib}: {reason(e)}", flush=True)
+        from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+    except ImportError:
+        from cuda.core.experimental import Device, LaunchConfig, Program, ProgramOptions, launch
+    dev = Device()
+    dev.set_current()
+    stream = dev.create_stream()
+    arch = "sm_" + "".join(str(x) for x in dev.compute_capability)
+    prog = Program(src, code_type="c++", options=ProgramOptions(std="c++17", arch=arch))
+    code = prog.compile("cubin", name_expressions=("empty_kernel", "args4"))
+    empty, args4 = code.get_kernel("empty_kernel"), code.get_kernel("args4")
+    buf_out, buf_in = dev.allocate(512, stream=stream), dev.allocate(512, stream=stream)
+    n, s = np.uint32(1000), np.float32(2.0)
+
+    def pair(c):
+        return {"empty": (lambda: launch(stream, c, empty), stream.sync),
+                "args4": (lambda: launch(stream, c, args4, buf_out, buf_in, n, s), stream.sync)}
+
+    cells = pair(LaunchConfig(grid=1, block=32))
+    for kind, cfg_of in CUDA_CORE_ATTRS:
+        why = "no form of LaunchConfig tried"
+        for make in cfg_of:  # the forms the versions of cuda.core take, newest first
+            try:
+                attr_cfg = make(LaunchConfig)
+                tried = pair(attr_cfg)
+                for launch_one, sync in tried.values():
+                    launch_one()
+                    sync()
+            except Exception as e:  # a keyword or a launch this version does not know
+                why = reason(e)
+                continue
+            cells.update({f"{kind}_{kernel}": cell for kernel, cell in tried.items()})
+            break
+        else:
+            skip(f"cuda.core {kind}", why)
+    return cells
+
+
+def all_cells(src, skip):
+    """{(lib, kernel): (launch, sync)} for every library this python3 has."""
+    cells = {}
+    for lib, make in (("cupy", cupy_cells), ("cuda.core", cuda_core_cells)):
+        try:
+            cells.update({(lib, kernel): cell for kernel, cell in make(src, skip).items()})
+        except Exception as e:  # a missing or different library is reported, never fatal
+            skip(lib, reason(e))
+    return cells
+
+
+def print_skip(what, why):
+    print(f"skip {what}: {why}", flush=True)
+
+
+def batch(src, n_plain, n_attr):
+    for (lib, kernel), (launch, sync) in all_cells(src, print_skip).items():
+        n = n_plain if kernel in ("empty", "args4") else n_attr
+        for mode, timed in timers(launch, sync).items():
+            timed(n // 10)
+            print(f"{lib} {kernel} {mode} {min(timed(n) for _ in range(3)):.4f}", flush=True)
+
+
+def serve(src):
+    cells = {key: timers(*cell) for key, cell in all_cells(src, print_skip).items()}
+    print("ready " + " ".join(f"{lib}:{kernel}" for lib, kernel in cells), flush=True)
+    for line in iter(sys.stdin.readline, ""):
+        words = line.split()
+        if words == ["quit"]:
+            break
+        try:
+            lib, kernel, mode, n = words
+            print(f"us {cells[(lib, kernel)][mode](int(n)):.4f}", flush=True)
+        except Exception as e:  # a bad command or a failed launch: answered, the next one goes on
+            print(f"error {reason(e)}", flush=True)
+
+
+if sys.argv[1:2] == ["--serve"]:
+    serve(open(sys.argv[2]).read())
+else:
+    N = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
+    batch(open(sys.argv[1]).read(), N, int(sys.argv[3]) if len(sys.argv) > 3 else N)

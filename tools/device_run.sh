@@ -175,7 +175,7 @@ for part in $parts; do
   attrbench)
     timeout 400 "$gl" tools/bench_launch.lua --rounds=2 50000 >"$out/bench_attr.log" 2>&1
     row "bench_launch --rounds=2 50000" "rc=$?" "$(grep -c ': MET' "$out/bench_attr.log") targets met, $(grep -c ': MISSED' "$out/bench_attr.log") missed"
-    grep -E '^(target|host reference)' "$out/bench_attr.log" | sed 's/^/    /' | tee -a "$summary"
+    grep -E '^(target|host reference)|vs (cupy|cuda.core) +interleaved' "$out/bench_attr.log" | sed 's/^/    /' | tee -a "$summary"
     ;;
   split)
     timed=/work/main/.device-build-timing/gpulab

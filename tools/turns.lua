@@ -20,20 +20,24 @@ function turns.median(list)
   return n % 2 == 1 and list[(n + 1) // 2] or (list[n // 2] + list[n // 2 + 1]) / 2
 end
 
--- Runs paths ({ {name=, fn=fn(n)}, ... }) in turns of `chunk` launches, time(fn, chunk) each:
+-- Runs paths ({ {name=, fn=fn(n)}, ... }) in turns of `chunk` launches, time(fn, chunk) each
+-- (a path with a `time` of its own is timed by that: one in another process reports its own):
 -- a warm-up turn, then `reps` turns, the order rotating by one every turn. Returns
--- ratios[name] = { each kept turn's time over the `base` path's time in that turn } and
--- us[name] = { each kept turn's microseconds per launch }.
+-- ratios[name] = { each kept turn's time over the `base` path's time in that turn },
+-- us[name] = { each kept turn's microseconds per launch } and each kept turn's { [name] = us }.
+-- A path's own `time` may answer nil (its process could not time that turn): the turn then
+-- has no value for it.
 function turns.run(paths, base, chunk, reps, time)
   time = time or turns.sustained
-  local ratios, us = {}, {}
+  local ratios, us, each = {}, {}, {}
   for r = 0, reps do
     local got = {}
     for i = 0, #paths - 1 do
       local p = paths[(i + r) % #paths + 1]
-      got[p.name] = time(p.fn, chunk)
+      got[p.name] = (p.time or time)(p.fn, chunk)
     end
     if r > 0 then
+      each[#each + 1] = got
       for name, v in pairs(got) do
         ratios[name] = ratios[name] or {}
         us[name] = us[name] or {}
@@ -42,7 +46,7 @@ function turns.run(paths, base, chunk, reps, time)
       end
     end
   end
-  return ratios, us
+  return ratios, us, each
 end
 
 -- The host CPU's own speed at this moment, with no GPU and no driver in it: ns per step of a
