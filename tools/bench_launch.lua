@@ -260,14 +260,14 @@ os.remove(image)
 -- it reads (bench_launch_py.py --serve), so that they take their turns beside this process's
 -- paths and a ratio between them is taken at one moment. Commands go through a named pipe, the
 -- answers come back on the child's output. nil and the reason when python3 cannot serve.
-local function python_server()
+local function python_server(cpu)
   local fifo = os.tmpname()
   os.remove(fifo)
   if not os.execute("mkfifo " .. fifo .. " 2>/dev/null") then return nil, "(e) in turns: mkfifo failed" end
   -- the shell opens the pipe for reading before it runs python3 (found or not), so opening it
   -- for writing below never waits on a child that is not there
-  local answers = io.popen(string.format("exec python3 %s/tools/bench_launch_py.py --serve %s <%s 2>&1", root,
-    source, fifo))
+  local answers = io.popen(string.format("exec python3 %s/tools/bench_launch_py.py --serve %s%s <%s 2>&1", root,
+    source, cpu and " " .. cpu or "", fifo))
   local commands = answers and io.open(fifo, "w")
   os.remove(fifo)
   if not commands then return nil, "(e) in turns: the child's pipe could not be opened" end
@@ -308,6 +308,28 @@ local function python_server()
   return server
 end
 
+-- Pins this process's main thread to the CPU it last ran on, with taskset, so that the Python
+-- child's main thread can be put on the same one: on the lent H200 hosts (KVM guests) the host
+-- CPU's speed moved by up to 2x within seconds (docs/RESULTS.md §37), and a ratio between two
+-- processes whose launching threads sit on different vCPUs may carry a difference between them.
+-- The driver's own threads keep every CPU: pinned beside the launching thread, they made the C
+-- loop slower (§34). Returns the CPU, or nil and why not.
+local function pin_to_current_cpu()
+  local f = io.open("/proc/self/stat", "r")
+  local stat = f and f:read("a")
+  if f then f:close() end
+  local pid, after_name = (stat or ""):match("^(%d+) %(.*%) (.*)$")
+  if not pid then return nil, "no /proc/self/stat" end
+  local fields = {}
+  for word in after_name:gmatch("%S+") do fields[#fields + 1] = word end
+  local cpu = fields[39 - 2] -- field 39, "processor"; the words start at field 3
+  if not (cpu and cpu:match("^%d+$")) then return nil, "no CPU in /proc/self/stat" end
+  if not os.execute(string.format("taskset -p -c %s %s >/dev/null 2>&1", cpu, pid)) then
+    return nil, "taskset failed"
+  end
+  return cpu
+end
+
 -- The Python paths of a section in turns of `key` ("args4_burst": lib's "<prefix>args4" in bursts).
 local PY_LIBS = { "cupy", "cuda.core" }
 local function python_paths(server, sec, key)
@@ -329,7 +351,11 @@ end
 -- takes its turns on its own, against its own (a'); the Python launchers take theirs in the same
 -- rotation, from their own process.
 local CHUNK, REPS = quick and 512 or 2048, quick and 8 or 40
-local server, server_err = python_server()
+local pinned, pin_err = pin_to_current_cpu()
+local pin_note = pinned and string.format("interleaved turns: the launching threads of this process and of the " ..
+  "Python child pinned to CPU %s (the driver's threads not)", pinned) or
+  "interleaved turns: not pinned to one CPU (" .. pin_err .. ")"
+local server, server_err = python_server(pinned)
 for _, line in ipairs(server and server.notes or { server_err }) do skipped[#skipped + 1] = line end
 local notes_before_turns = server and #server.notes
 for _, sec in ipairs(SECTIONS) do
@@ -338,6 +364,7 @@ for _, sec in ipairs(SECTIONS) do
     if not p.graph then sec.interleaved[#sec.interleaved + 1] = p end
   end
   sec.turns = {} -- turns[key][path name] = { per-turn ratio to (a') }
+  sec.turn_us = {} -- turn_us[key][path name] = { per-turn microseconds per launch }
   sec.each_turn = {} -- each_turn[key] = { { [path name] = us }, ... }, turn by turn
   sec.host_ref = {} -- turns_lib.host_reference() before each key's turns and after the last
   for _, key in ipairs(KEYS) do
@@ -345,9 +372,9 @@ for _, sec in ipairs(SECTIONS) do
     local paths = python_paths(server, sec, key)
     for _, p in ipairs(sec.interleaved) do paths[#paths + 1] = { name = p.name, fn = p[kernel] } end
     sec.host_ref[#sec.host_ref + 1] = turns_lib.host_reference()
-    local ratios, _, each = turns_lib.run(paths, sec.inproc, CHUNK, REPS,
+    local ratios, us, each = turns_lib.run(paths, sec.inproc, CHUNK, REPS,
       key:find("_burst$") and time_bursts or time_sustained)
-    sec.turns[key], sec.each_turn[key] = ratios, each
+    sec.turns[key], sec.turn_us[key], sec.each_turn[key] = ratios, us, each
   end
   sec.host_ref[#sec.host_ref + 1] = turns_lib.host_reference()
 end
@@ -418,6 +445,20 @@ local function print_section(sec, label)
     end
     if any then print(string.format("%-38s %22s %22s | %22s %22s", name, cells[1], cells[2], cells[3], cells[4])) end
   end
+  local us_parts = {}
+  for _, name in ipairs(rows) do
+    local cells = {}
+    for _, key in ipairs(KEYS) do
+      local m = median(sec.turn_us[key][name] or {})
+      cells[#cells + 1] = m and string.format("%.3f", m) or "-"
+    end
+    if cells[1] ~= "-" or cells[2] ~= "-" then
+      local short = name:match("^%(e%)") and name or name:match("^(%(%S+%))")
+      us_parts[#us_parts + 1] = string.format("%s %s", short, table.concat(cells, "/"))
+    end
+  end
+  print("microseconds per launch in these turns (medians; empty/4-arg/burst empty/burst 4-arg): " ..
+    table.concat(us_parts, ", "))
   local by_name = {}
   for _, p in ipairs(sec.paths) do
     by_name[p.name] = p
@@ -470,6 +511,7 @@ end
 print(string.format("launch overhead on %s, N = %d, %d rounds%s (medians over rounds; ratios to (a) raw C in " ..
   "a child / (a') the C loop in this process, of the same round)", dev.name, N, ROUNDS, quick and ", quick" or ""))
 if raw_err then print("(a) raw C baseline unavailable: " .. tostring(raw_err)) end
+print(pin_note)
 for _, line in ipairs(skipped) do print(line) end
 print_section(PLAIN, "")
 for _, line in ipairs(attr_notes) do print(line) end

@@ -9,12 +9,13 @@ a cluster of 2 (2 blocks), a cooperative launch and programmatic stream serializ
 
 Usage: bench_launch_py.py SOURCE [N [N_ATTR]]
   Prints lines "<lib> <kernel> <mode> <us>" (best of 3 runs each) and "skip <lib>[ <kind>]: <reason>".
-Usage: bench_launch_py.py --serve SOURCE
-  Takes turns for bench_launch.lua's interleaved comparison: prints the skip lines, then
+Usage: bench_launch_py.py --serve SOURCE [CPU]
+  Takes turns for bench_launch.lua's interleaved comparison (its launching thread pinned to CPU,
+  once the libraries' own threads have started): prints the skip lines, then
   "ready <lib>:<kernel> ..." (every cell it can launch), then answers each line it reads,
   "<lib> <kernel> <mode> <n>", with one timing of n launches: "us <microseconds per launch>"
   (or "error <reason>"), until "quit" or the end of its input."""
-import sys, time
+import os, sys, time
 
 BURST = 256
 
@@ -139,8 +140,13 @@ def batch(src, n_plain, n_attr):
             print(f"{lib} {kernel} {mode} {min(timed(n) for _ in range(3)):.4f}", flush=True)
 
 
-def serve(src):
+def serve(src, cpu):
     cells = {key: timers(*cell) for key, cell in all_cells(src, print_skip).items()}
+    if cpu is not None:  # this thread only: the driver's threads, started by now, keep every CPU
+        try:
+            os.sched_setaffinity(0, {cpu})
+        except OSError as e:
+            print_skip(f"pinning to CPU {cpu}", reason(e))
     print("ready " + " ".join(f"{lib}:{kernel}" for lib, kernel in cells), flush=True)
     for line in iter(sys.stdin.readline, ""):
         words = line.split()
@@ -154,7 +160,7 @@ def serve(src):
 
 
 if sys.argv[1:2] == ["--serve"]:
-    serve(open(sys.argv[2]).read())
+    serve(open(sys.argv[2]).read(), int(sys.argv[3]) if len(sys.argv) > 3 else None)
 else:
     N = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
     batch(open(sys.argv[1]).read(), N, int(sys.argv[3]) if len(sys.argv) > 3 else N)
