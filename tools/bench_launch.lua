@@ -364,7 +364,6 @@ for _, sec in ipairs(SECTIONS) do
     if not p.graph then sec.interleaved[#sec.interleaved + 1] = p end
   end
   sec.turns = {} -- turns[key][path name] = { per-turn ratio to (a') }
-  sec.turn_us = {} -- turn_us[key][path name] = { per-turn microseconds per launch }
   sec.each_turn = {} -- each_turn[key] = { { [path name] = us }, ... }, turn by turn
   sec.host_ref = {} -- turns_lib.host_reference() before each key's turns and after the last
   for _, key in ipairs(KEYS) do
@@ -372,9 +371,9 @@ for _, sec in ipairs(SECTIONS) do
     local paths = python_paths(server, sec, key)
     for _, p in ipairs(sec.interleaved) do paths[#paths + 1] = { name = p.name, fn = p[kernel] } end
     sec.host_ref[#sec.host_ref + 1] = turns_lib.host_reference()
-    local ratios, us, each = turns_lib.run(paths, sec.inproc, CHUNK, REPS,
+    local ratios, _, each = turns_lib.run(paths, sec.inproc, CHUNK, REPS,
       key:find("_burst$") and time_bursts or time_sustained)
-    sec.turns[key], sec.turn_us[key], sec.each_turn[key] = ratios, us, each
+    sec.turns[key], sec.each_turn[key] = ratios, each
   end
   sec.host_ref[#sec.host_ref + 1] = turns_lib.host_reference()
 end
@@ -449,7 +448,9 @@ local function print_section(sec, label)
   for _, name in ipairs(rows) do
     local cells = {}
     for _, key in ipairs(KEYS) do
-      local m = median(sec.turn_us[key][name] or {})
+      local us = {}
+      for _, got in ipairs(sec.each_turn[key]) do us[#us + 1] = got[name] end
+      local m = median(us)
       cells[#cells + 1] = m and string.format("%.3f", m) or "-"
     end
     if cells[1] ~= "-" or cells[2] ~= "-" then
