@@ -31,7 +31,6 @@
 #include <time.h>
 
 #define PREPARED_T "cuda.prepared"
-#define MAX_ARG_BYTES 32764 /* the driver's limit for kernel parameters (CUDA 12.1+, Volta+) */
 #define UV_KERNEL 1
 #define UV_STREAM 2
 #define UV_WINDOW 3 /* the array of an l2_window */
@@ -323,11 +322,12 @@ static inline bool pack_common(lua_State *L, int idx, const gl_param *p, unsigne
     return false;
 }
 
-/* Packs arguments at Lua stack indices first..first+nparams-1 into buf (zeroed first). */
+/* Packs arguments at Lua stack indices first..first+nparams-1 into buf, each parameter's bytes
+ * at its offset: the bytes between parameters are left as they are (zero in every buffer). Runs
+ * no Lua code but an error's. */
 static void pack_all(lua_State *L, gl_kernel *k, int first, unsigned char *buf,
                      arg_ref *refs, int nrefs, const char *fn) {
     if (k->nparams && k->arg_class[0] == 0) classify_params(k);
-    memset(buf, 0, k->argbytes);
     arg_ref scratch;
     for (int i = 0; i < k->nparams; i++) {
         const gl_param *p = &k->params[i];
@@ -1055,7 +1055,7 @@ static void recheck_window(lua_State *L, const launch_cfg *cfg, const char *fn) 
 }
 
 /* A finalizer may have freed the configuration's stream (the object itself is on the stack). */
-static void recheck_stream(lua_State *L, launch_cfg *cfg, const char *fn) {
+static void recheck_stream(lua_State *L, const launch_cfg *cfg, const char *fn) {
     if (cfg->stream && cfg->stream->track != cfg->track)
         luaL_error(L, "%s: stream: the cuda.stream was freed during the call", fn);
 }
@@ -1071,21 +1071,18 @@ static void recheck_refs(lua_State *L, const gl_kernel *k, const arg_ref *refs, 
     }
 }
 
-/* The packed arguments of a launch and the pointers to them live on the C stack up to these sizes
- * (4096 bytes: the driver's limit before CUDA 12.1, and most kernels' by far): a 32 KB buffer
- * there put the driver's own frames that far below the interpreter's on every launch, which cost
- * k:launch with 4 arguments about 0.01 of the C loop's time (H200 host, driver 580.159). Larger
- * parameter lists get a scratch block from Lua. */
-#define INLINE_ARG_BYTES 4096
-#define INLINE_PTRS 64
-
-/* Pushes a scratch userdata for k's packed arguments and their pointers; sets *buf (64-byte
- * aligned) and *ptrs inside it. */
-static void push_arg_scratch(lua_State *L, const gl_kernel *k, unsigned char **buf, void ***ptrs) {
-    size_t ptr_bytes = (size_t)k->nparams * sizeof(void *);
-    unsigned char *p = gl_newuserdatauv(L, ptr_bytes + 64 + k->argbytes, 0);
-    *ptrs = (void **)p;
-    *buf = (unsigned char *)(((uintptr_t)p + ptr_bytes + 63) & ~(uintptr_t)63);
+/* Under s:capture the graph keeps the kernel and the launch's objects alive. Noting them
+ * allocates, and a finalizer run by that may free the module, the configuration's stream or the
+ * window's array: they are checked again here, and the arguments are packed (and so checked)
+ * after this. */
+static void note_for_capture(lua_State *L, const gl_kernel *k, const launch_cfg *cfg, const char *fn) {
+    gl_capture_note(L, 1);
+    for (int i = 0; i < k->nparams; i++)
+        if (lua_type(L, 3 + i) == LUA_TUSERDATA) gl_capture_note(L, 3 + i);
+    if (cfg->window_array) gl_capture_note(L, cfg->window_at);
+    check_module_usable(L, k, fn);
+    recheck_window(L, cfg, fn);
+    recheck_stream(L, cfg, fn);
 }
 
 static int l_launch(lua_State *L) {
@@ -1098,22 +1095,15 @@ static int l_launch(lua_State *L) {
     launch_cfg cfg;
     read_cfg(L, 2, k, &cfg, fn);
     check_arg_count(L, k, given, fn);
-    if (k->argbytes > MAX_ARG_BYTES)
+    if (k->launch_args == NULL)
         luaL_error(L, "%s: kernel '%s' takes %d bytes of parameters; the driver allows %d", fn,
-                   k->name, (int)k->argbytes, MAX_ARG_BYTES);
-    _Alignas(64) unsigned char inline_buf[INLINE_ARG_BYTES];
-    void *inline_ptrs[INLINE_PTRS];
-    unsigned char *buf = inline_buf;
-    void **ptrs = inline_ptrs;
-    if (k->argbytes > INLINE_ARG_BYTES || k->nparams > INLINE_PTRS) {
-        push_arg_scratch(L, k, &buf, &ptrs);
-        /* the allocation may have run a finalizer that freed the module or the stream */
-        check_module_usable(L, k, fn);
-        read_cfg(L, 2, k, &cfg, fn);
-    }
+                   k->name, (int)k->argbytes, GL_MAX_ARG_BYTES);
+    if (gl_capture_active()) note_for_capture(L, k, &cfg, fn);
+    /* The arguments go into the kernel's own buffer, whose pointers were made with the kernel:
+       from here to the driver's copy of them no Lua code runs, so no other launch of this
+       kernel (from a finalizer, say) can come between. */
     arg_ref refs[INLINE_REFS];
-    pack_all(L, k, 3, buf, refs, INLINE_REFS, fn);
-    point_params(k, buf, ptrs);
+    pack_all(L, k, 3, k->launch_args, refs, INLINE_REFS, fn);
 
     uint64_t seq = gl_next_seq();
     gl_use_mark(&k->module->use, cfg.track, seq);
@@ -1126,17 +1116,7 @@ static int l_launch(lua_State *L) {
         gl_tensormap *tm = gl_test_tensormap(L, 3 + i);
         if (tm) gl_use_mark(&tm->use, cfg.track, seq);
     }
-    if (gl_capture_active()) { /* the graph keeps the kernel and its objects alive */
-        gl_capture_note(L, 1);
-        for (int i = 0; i < k->nparams; i++)
-            if (lua_type(L, 3 + i) == LUA_TUSERDATA) gl_capture_note(L, 3 + i);
-        if (cfg.window_array) gl_capture_note(L, cfg.window_at);
-        /* noting allocates, and a finalizer run by it may have freed what was packed */
-        recheck_refs(L, k, refs, inline_refs, fn);
-        recheck_window(L, &cfg, fn);
-        recheck_stream(L, &cfg, fn);
-    }
-    submit(L, k, &cfg, cfg.track, ptrs, 1, fn);
+    submit(L, k, &cfg, cfg.track, k->launch_ptrs, 1, fn);
     TIMING_ADD(call, t0);
     return 0;
 }
@@ -1173,9 +1153,9 @@ static int l_prepare(lua_State *L) {
     launch_cfg cfg;
     read_cfg(L, 2, k, &cfg, fn);
     check_arg_count(L, k, nargs, fn);
-    if (k->argbytes > MAX_ARG_BYTES)
+    if (k->argbytes > GL_MAX_ARG_BYTES)
         luaL_error(L, "%s: kernel '%s' takes %d bytes of parameters; the driver allows %d", fn,
-                   k->name, (int)k->argbytes, MAX_ARG_BYTES);
+                   k->name, (int)k->argbytes, GL_MAX_ARG_BYTES);
     size_t head = sizeof(prepared) + (size_t)nargs * (sizeof(arg_ref) + sizeof(void *));
     size_t size = head + 64 + k->argbytes;
     prepared *P = gl_newuserdatauv(L, size, UV_FIRST_ARG - 1 + nargs);
@@ -1192,6 +1172,7 @@ static int l_prepare(lua_State *L) {
     P->ptrs = (void **)(P->refs + nargs);
     P->buf = (unsigned char *)(((uintptr_t)P + head + 63) & ~(uintptr_t)63);
     int self = lua_gettop(L);
+    memset(P->buf, 0, k->argbytes); /* the bytes between parameters */
     pack_all(L, k, 3, P->buf, P->refs, nargs, fn);
     point_params(k, P->buf, P->ptrs);
     lua_pushvalue(L, 1);
@@ -1315,7 +1296,7 @@ static int l_prepared_set(lua_State *L) {
     if (lua_gettop(L) < 3) gl_argerror(L, 3, fn, "value expected");
     lua_settop(L, 3);
     const gl_param *p = &P->k->params[i - 1];
-    unsigned char tmp[MAX_ARG_BYTES];
+    unsigned char tmp[GL_MAX_ARG_BYTES];
     memset(tmp, 0, p->size);
     arg_ref ref;
     pack_arg(L, 3, p, P->k->arg_class[i - 1], tmp, &ref, fn, (int)i);

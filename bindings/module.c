@@ -957,14 +957,40 @@ const char *gl_kernel_cluster_origin(const gl_kernel *k) {
     return k->cluster_compiled ? "compiled-in __cluster_dims__" : "run-time required_cluster_*";
 }
 
+static unsigned packed_bytes(const gl_param *params, int n) {
+    unsigned end = 0;
+    for (int i = 0; i < n; i++)
+        if (params[i].offset + params[i].size > end) end = params[i].offset + params[i].size;
+    return end;
+}
+
+/* The bytes k:launch packs into, at the end of the kernel object: the pointers, then the
+ * parameters at the next 64-byte boundary. Zero when the kernel cannot be launched. */
+static size_t launch_area_bytes(unsigned argbytes, int n) {
+    return argbytes > GL_MAX_ARG_BYTES ? 0 : (size_t)n * sizeof(void *) + 63 + argbytes;
+}
+
+/* Points the kernel's launch area (at `area`, zeroed) at its parameters' offsets. */
+static void place_launch_area(gl_kernel *k, unsigned char *area) {
+    if (launch_area_bytes(k->argbytes, k->nparams) == 0) return;
+    k->launch_ptrs = (void **)(void *)area;
+    uintptr_t args = ((uintptr_t)(area + (size_t)k->nparams * sizeof(void *)) + 63) & ~(uintptr_t)63;
+    k->launch_args = (unsigned char *)args;
+    for (int i = 0; i < k->nparams; i++) k->launch_ptrs[i] = k->launch_args + k->params[i].offset;
+}
+
 /* Pushes the kernel object: the facts, then after its parameters their packing classes (zero:
- * launch.c fills them on first use), its name, its entry and the declarations (at decls_idx). */
+ * launch.c fills them on first use), its name, its entry, the declarations (at decls_idx) and,
+ * 8-byte aligned, the launch area. */
 static gl_kernel *new_kernel(lua_State *L, gl_module *m, const kernel_facts *kf, int decls_idx) {
     int n = kf->nparams;
     size_t asked_len = strlen(kf->asked) + 1, entry_len = strlen(kf->entry) + 1, decls_len;
     const char *decls = lua_tolstring(L, decls_idx, &decls_len);
-    size_t size = sizeof(gl_kernel) + (size_t)n * sizeof(gl_param) + (size_t)n + asked_len + entry_len + decls_len;
-    gl_kernel *k = gl_newuserdatauv(L, size, KUV_COUNT);
+    unsigned argbytes = packed_bytes(kf->params, n);
+    size_t head = sizeof(gl_kernel) + (size_t)n * sizeof(gl_param) + (size_t)n + asked_len + entry_len + decls_len;
+    head = (head + 7) & ~(size_t)7;
+    size_t area = launch_area_bytes(argbytes, n);
+    gl_kernel *k = gl_newuserdatauv(L, head + area, KUV_COUNT);
     memset(k, 0, sizeof *k);
     k->fn = kf->f;
     k->module = m;
@@ -978,10 +1004,9 @@ static gl_kernel *new_kernel(lua_State *L, gl_module *m, const kernel_facts *kf,
     gl_log_name(k->log_name, k->name);
     k->entry = store_bytes(&strings, kf->entry, entry_len);
     k->decls = store_bytes(&strings, decls, decls_len);
-    unsigned end = 0;
-    for (int i = 0; i < n; i++)
-        if (kf->params[i].offset + kf->params[i].size > end) end = kf->params[i].offset + kf->params[i].size;
-    k->argbytes = end;
+    k->argbytes = argbytes;
+    memset((unsigned char *)k + head, 0, area);
+    place_launch_area(k, (unsigned char *)k + head);
     k->limits = kf->limits;
     k->regs = kf->attrs[0];
     k->static_smem = kf->attrs[1];

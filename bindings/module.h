@@ -86,8 +86,16 @@ typedef struct gl_kernel {
     /* launch.c's: the last two configuration tables whose checks passed for this kernel, and what the
        checks concluded (launch.c's cfg_cache; the size is checked there) */
     uint64_t launch_cache[GL_LAUNCH_CACHE_BYTES / 8]; /* 8-byte aligned, as a userdata is */
+    /* launch.c's: k:launch packs its arguments here, inside the kernel object (64-byte aligned,
+       the padding between parameters zero for good), and hands the driver launch_ptrs, one
+       pointer per parameter into it, made once. NULL when argbytes exceeds GL_MAX_ARG_BYTES. */
+    unsigned char *launch_args;
+    void **launch_ptrs;
     gl_param params[];      /* nparams entries, then arg_class, then the strings' bytes */
 } gl_kernel;
+
+/* The driver's limit for a kernel's parameters (CUDA 12.1 and later, Volta and later). */
+#define GL_MAX_ARG_BYTES 32764
 
 /* launch.c: every kernel forgets the configuration check it remembers (a kernel attribute was
  * set: the limits it was checked against may have changed). */

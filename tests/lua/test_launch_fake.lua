@@ -218,7 +218,7 @@ T.test("by-value struct blob and padding bytes", function()
     "bad argument #3 to 'k:launch' (with_struct parameter 2 (b8[24]): b8[24] (24 bytes, align 8) expected, got 12)")
 end)
 
-T.test("parameters beyond the 4 KB packed on the C stack", function()
+T.test("a 6 KB parameter list, packed into the kernel's own buffer", function()
   local k = mod:kernel("big_params")
   T.eq(k.params[2].offset, 8); T.eq(k.params[3].offset, 6008)
   local d = cuda.array("u8", 16)
@@ -232,8 +232,8 @@ T.test("parameters beyond the 4 KB packed on the C stack", function()
   p()
   T.eq(last_launch():match("args=(.*)"), "07000000 " .. hex(blob) .. " " .. hex(string.pack("<I8", d.ptr)))
   p:free()
-  -- the buffer is allocated during the call: finalizers that run there and free the module or
-  -- the stream leave either a launch or a "was freed" error, never a stale read (ASan build).
+  -- finalizers that run while the module, the kernel and the stream are made free the module or
+  -- the stream: the launch then names what was freed, never reads it stale (ASan build).
   -- Where a finalizer runs depends on the collector's pace, which the size of the whole heap sets
   -- (this file's own length moved it): every fifth round has none, so both outcomes occur whatever
   -- the pace, and the others put finalizers around the launch at varying depths into a cycle.
@@ -715,6 +715,53 @@ with_binding("stream", "a captured graph keeps the kernels it launches alive", f
   T.eq(cuda.stats().modules, base, "released with the graph")
   T.eq(count_lines("module_unload"), 1)
   s:free()
+end)
+
+with_binding("stream", "a finalizer's launch inside a captured k:launch leaves the captured arguments", function()
+  -- k:launch packs into the kernel's own buffer. Under s:capture, noting the launch's objects
+  -- can run a collector step (s:capture stops the automatic collector, but a script may restart
+  -- it), and the finalizers run there launch the same kernel on another stream with other
+  -- arguments: the captured launch keeps its own because the packing comes after the noting.
+  -- The recipe that puts the step inside k:launch: generational mode, young garbage with
+  -- finalizers, then a table grown by a loop, which allocates without any collector check.
+  local k = mod:kernel("every_kind")
+  local d, other = cuda.array("f32", 16), cuda.array("f32", 16)
+  local s, s2 = cuda.stream { nonblocking = true }, cuda.stream { nonblocking = true }
+  local cfg, other_cfg = { grid = 1, block = 1, stream = s }, { grid = 1, block = 1, stream = s2 }
+  local inside = 0
+  local function junk(n)
+    for _ = 1, n do
+      setmetatable({}, { __gc = function()
+        if debug.traceback():find("in method 'launch'", 1, true) then inside = inside + 1 end
+        k:launch(other_cfg, 9, 9, 9, other, 9, 9, 9, 9, 9, 9, other)
+      end })
+    end
+  end
+  local want = "01 0200 03000000 " .. hex(string.pack("<I8", d.ptr)) ..
+    " 05 0600 07000000 0800000000000000 00001041 0000000000002440 " .. hex(string.pack("<I8", d.ptr))
+  local mode = collectgarbage("generational")
+  for round = 1, 20 do
+    local g = s:capture(function()
+      collectgarbage("restart")
+      junk(3)
+      local grow = {}
+      for i = 1, 20000 do grow[i] = i end
+      T.eq(#grow, 20000)
+      k:launch(cfg, 1, 2, 3, d, 5, 6, 7, 8, 9, 10, d)
+    end)
+    clear_log()
+    g:launch(s)
+    s:sync()
+    local node
+    for _, l in ipairs(read_log()) do node = l:match("^graph_node every_kind .*args=(.*)$") or node end
+    T.eq(node, want, "round " .. round)
+    g:free()
+  end
+  collectgarbage(mode)
+  collectgarbage(); collectgarbage()
+  T.ok(inside > 0, "no finalizer ran inside k:launch")
+  cuda.sync()
+  s:free(); s2:free(); d:free(); other:free()
 end)
 
 T.test("wrong self and use of freed objects", function()
