@@ -105,6 +105,13 @@ local PTX = [[
 	ret;
 }
 
+.visible .entry too_big(
+	.param .align 8 .b8 blob[32768]
+)
+{
+	ret;
+}
+
 .visible .entry heavy(
 	.param .u64 a
 )
@@ -176,7 +183,8 @@ end)
 
 T.test("unknown kernel names the entries", function()
   local err = T.raises(function() mod:kernel("nope") end, "mod:kernel: no kernel named 'nope'")
-  local entries = "every_kind, with_struct, with_tensormap, with_half, unaligned_blob, empty, big_params, heavy"
+  local entries = "every_kind, with_struct, with_tensormap, with_half, unaligned_blob, empty, big_params, " ..
+    "too_big, heavy"
   T.ok(err:find(entries, 1, true), err)
   T.raises(function() mod.kernel(42, "x") end, "cuda.module expected, got number")
   T.raises(function() mod:kernel() end,
@@ -257,6 +265,18 @@ T.test("a 6 KB parameter list, packed into the kernel's own buffer", function()
   collectgarbage(); collectgarbage()
   T.ok(outcomes.ok > 0 and outcomes.freed > 0, string.format("ok %d, freed %d", outcomes.ok, outcomes.freed))
   d:free()
+end)
+
+T.test("a parameter list over the driver's 32,764 bytes is refused before the driver", function()
+  local k = mod:kernel("too_big")
+  T.eq(k.params[1].size, 32768)
+  local blob = string.rep("x", 32768)
+  clear_log()
+  T.raises(function() k:launch({ grid = 1, block = 1 }, blob) end,
+    "k:launch: kernel 'too_big' takes 32768 bytes of parameters; the driver allows 32764")
+  T.raises(function() k:prepare({ grid = 1, block = 1 }, blob) end,
+    "k:prepare: kernel 'too_big' takes 32768 bytes of parameters; the driver allows 32764")
+  T.eq(#launches(), 0)
 end)
 
 T.test("a 128-byte by-value parameter lands at its 64-byte aligned offset", function()
