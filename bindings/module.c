@@ -970,9 +970,9 @@ static size_t launch_area_bytes(unsigned argbytes, int n) {
     return argbytes > GL_MAX_ARG_BYTES ? 0 : (size_t)n * sizeof(void *) + 63 + argbytes;
 }
 
-/* Points the kernel's launch area (at `area`, zeroed) at its parameters' offsets. */
+/* Points the kernel's launch area (at `area`, zeroed, launch_area_bytes long) at its parameters'
+ * offsets. */
 static void place_launch_area(gl_kernel *k, unsigned char *area) {
-    if (launch_area_bytes(k->argbytes, k->nparams) == 0) return;
     k->launch_ptrs = (void **)(void *)area;
     uintptr_t args = ((uintptr_t)(area + (size_t)k->nparams * sizeof(void *)) + 63) & ~(uintptr_t)63;
     k->launch_args = (unsigned char *)args;
@@ -1005,8 +1005,10 @@ static gl_kernel *new_kernel(lua_State *L, gl_module *m, const kernel_facts *kf,
     k->entry = store_bytes(&strings, kf->entry, entry_len);
     k->decls = store_bytes(&strings, decls, decls_len);
     k->argbytes = argbytes;
-    memset((unsigned char *)k + head, 0, area);
-    place_launch_area(k, (unsigned char *)k + head);
+    if (area) { /* none: launches are refused (launch_args stays NULL) */
+        memset((unsigned char *)k + head, 0, area);
+        place_launch_area(k, (unsigned char *)k + head);
+    }
     k->limits = kf->limits;
     k->regs = kf->attrs[0];
     k->static_smem = kf->attrs[1];
