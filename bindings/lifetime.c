@@ -149,7 +149,7 @@ static bool record_event(gl_stream_track *t, CUevent *ev) {
     return true;
 }
 
-static void forget_use(gl_use *u) {
+void gl_use_forget(gl_use *u) {
     for (int i = 0; i < u->nstreams; i++) gl_track_unref(u->streams[i]);
     u->nstreams = 0;
     u->last_seq = 0;
@@ -180,7 +180,7 @@ static void park(deferred *d) {
     deferred_list *l = d->in_capture ? &in_capture : &parked;
     if (!list_push(l, d)) { /* cannot park: the safest remaining choice is to leak the handle */
         drop_waits(d);
-        forget_use(&d->use);
+        gl_use_forget(&d->use);
         return;
     }
     /* keep the list short when work completes steadily; each drain visits every entry */
@@ -199,7 +199,7 @@ static void park_for_capture(gl_use *u, gl_release_fn fn, void *handle, uintptr_
 
 void gl_release(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra) {
     if (!gl_context_usable()) { /* poisoned or never created: the handles are not touched */
-        forget_use(u);
+        gl_use_forget(u);
         return;
     }
     if (gl_capture_active()) {
@@ -207,7 +207,7 @@ void gl_release(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra) {
         return;
     }
     if (u->last_seq <= gl_done_seq || u->nstreams == 0) {
-        forget_use(u);
+        gl_use_forget(u);
         fn(handle, extra);
         return;
     }
@@ -229,7 +229,7 @@ void gl_release(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra) {
             d.full_sync = true;
         }
     }
-    forget_use(u);
+    gl_use_forget(u);
     if (d.full_sync) drop_waits(&d);
     else if (d.nevents == 0 && d.nfinals == 0) { /* every stream it used had been drained */
         fn(handle, extra);
@@ -282,7 +282,7 @@ static void abandon_list(deferred_list *l) {
         for (int j = 0; j < d->nfinals; j++)
             if (d->finals[j]) gl_track_unref(d->finals[j]);
         d->nevents = d->nfinals = 0;
-        forget_use(&d->use);
+        gl_use_forget(&d->use);
     }
     l->n = 0;
 }

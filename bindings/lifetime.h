@@ -70,6 +70,10 @@ static inline void gl_use_mark(gl_use *u, gl_stream_track *t, uint64_t seq) {
     u->streams[u->nstreams++] = t;
 }
 
+/* Drops the uses recorded in u (their stream references) without waiting for anything: for an
+ * object no GPU work can touch, which a graph may still have marked as used. */
+void gl_use_forget(gl_use *u);
+
 typedef void (*gl_release_fn)(void *handle, uintptr_t extra);
 /* Releases `handle` with fn(handle, extra) now, or once the work recorded in `u` is done.
  * Never raises; without a usable context (poisoned, or no driver) the handle is dropped. */

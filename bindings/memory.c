@@ -116,6 +116,7 @@ void gl_block_release(gl_mem_block *b, gl_use *u) {
         else if (b->kind == GL_BLOCK_PINNED) gl_live.pinned_bytes -= (long long)b->nbytes;
     }
     if (b->kind == GL_BLOCK_PAGEABLE) { /* pageable memory is only ever used synchronously */
+        gl_use_forget(u); /* a graph that holds the array still marks it when launched */
         block_unref(b, 0);
         return;
     }
