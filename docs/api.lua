@@ -605,7 +605,7 @@ finalizer that frees it), so such a call raises `... was freed` instead of touch
       summary = "later work on `s` waits for `event`" },
     { "cuda.stream:capture", sig = "s:capture(fn)", params = { {"fn", "function", "called as fn(s); enqueues work on s"} },
       returns = { {"cuda.graph", "the executable graph"} },
-      summary = "captures what `fn(s)` enqueues on `s` into an executable graph `g`: `g:launch([s])`, `g.nodes`, `g:free()`; the graph keeps the objects its launches use. Work on the default stream meanwhile is refused by the driver (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, 906); a prepared launch called as `prepared(s)` goes to `s`" },
+      summary = "captures what `fn(s)` enqueues on `s` into an executable graph `g`: `g:launch([s])`, `g.nodes`, `g:free()`; the graph keeps the objects its launches use. While `fn` runs, the driver refuses syncs and queries (`cuda.sync`, any `s:sync`/`s:query`, `e:sync`) and allocations (`cuda.array`) with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900), and the capture then fails; work on the default stream is refused (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, 906) when `s` is a blocking stream, and runs at once, outside the graph, when `s` is non-blocking. Frees inside `fn` wait for the capture's end. A prepared launch called as `prepared(s)` goes to `s`" },
     { "cuda.stream:free", sig = "s:free()", summary = "destroys the stream once its work is done (also `<close>`)" },
     { "cuda.stream:set_l2_window", sig = "s:set_l2_window{array=d | ptr=, bytes=, hit_ratio=1, hit=\"persisting\", miss=\"streaming\"}",
       params = { {"window", "table|nil", "the window (the `l2_window` launch key's table); nil removes it"} },

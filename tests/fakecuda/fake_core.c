@@ -469,6 +469,7 @@ CUresult fake_cuCtxGetCurrent(CUcontext *c) {
 CUresult fake_cuCtxSynchronize(void) {
     FAKE_ENTER("cuCtxSynchronize");
     if (current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+    if (fake_capture_forbids("cuCtxSynchronize")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     while (fake_work_blocked()) usleep(5000);
     fake_log("ctx_sync");
     return CUDA_SUCCESS;

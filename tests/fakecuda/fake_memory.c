@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fake.h"
+#include "fake_stream.h"
 
 #define FAKE_TOTAL_BYTES 150754820096ULL /* as cuDeviceTotalMem reports */
 
@@ -75,6 +76,7 @@ void fake_untrack_device(void *p) {
 CUresult fake_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
     FAKE_ENTER("cuMemAlloc");
     if (dptr == NULL || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (fake_capture_forbids("cuMemAlloc")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (bytesize > FAKE_TOTAL_BYTES - device_in_use) return CUDA_ERROR_OUT_OF_MEMORY;
     void *p = malloc(bytesize);
     if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;

@@ -164,17 +164,30 @@ static void copy_nodes(fake_nodes *to, const fake_nodes *from) {
     for (size_t i = 0; i < from->nodes; i++) add_node(to, i < from->cap ? from->texts[i] : NULL);
 }
 
-/* Work on the legacy default stream while a stream captures in global or thread-local mode (one
- * thread here): the driver refuses it with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates the
- * capture. */
+/* Work on the legacy default stream while a blocking stream captures in global or thread-local
+ * mode (one thread here): the legacy stream would wait for the capturing stream, so the driver
+ * refuses it with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates the capture. A non-blocking
+ * stream has no such dependency: the work runs at once, outside the graph (H200, 580.159). */
 bool fake_capture_implicit(CUstream h) {
     if (h != NULL && h != CU_STREAM_LEGACY) return false;
+    bool any = false;
+    for (fake_stream *s = streams; s; s = s->next)
+        if (s->capture && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+            !(s->flags & CU_STREAM_NON_BLOCKING)) {
+            s->capture_invalidated = true;
+            any = true;
+            fake_log("capture_implicit %p", (void *)s);
+        }
+    return any;
+}
+
+bool fake_capture_forbids(const char *call) {
     bool any = false;
     for (fake_stream *s = streams; s; s = s->next)
         if (s->capture && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
             s->capture_invalidated = true;
             any = true;
-            fake_log("capture_implicit %p", (void *)s);
+            fake_log("capture_unsupported %p %s", (void *)s, call);
         }
     return any;
 }
@@ -229,8 +242,10 @@ CUresult fake_cuStreamDestroy(CUstream h) {
     return CUDA_SUCCESS;
 }
 
-/* Syncs and queries are not allowed on a stream being captured; they invalidate the capture. */
-static CUresult refuse_in_capture(fake_stream *s) {
+/* Syncs and queries of any stream are refused while a stream captures; they invalidate the
+ * capture (a relaxed capture allows them, except on the capturing stream itself). */
+static CUresult refuse_in_capture(fake_stream *s, const char *call) {
+    if (fake_capture_forbids(call)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (s == NULL || s->capture == NULL) return CUDA_SUCCESS;
     s->capture_invalidated = true;
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -240,7 +255,7 @@ CUresult fake_cuStreamQuery(CUstream h) {
     FAKE_ENTER("cuStreamQuery");
     fake_stream *s;
     CUresult r = stream_of(h, &s);
-    if (r == CUDA_SUCCESS) r = refuse_in_capture(s);
+    if (r == CUDA_SUCCESS) r = refuse_in_capture(s, "cuStreamQuery");
     if (r != CUDA_SUCCESS) return r;
     return fake_device_blocked(stream_device(s)) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
@@ -249,7 +264,7 @@ CUresult fake_cuStreamSynchronize(CUstream h) {
     FAKE_ENTER("cuStreamSynchronize");
     fake_stream *s;
     CUresult r = stream_of(h, &s);
-    if (r == CUDA_SUCCESS) r = refuse_in_capture(s);
+    if (r == CUDA_SUCCESS) r = refuse_in_capture(s, "cuStreamSynchronize");
     if (r != CUDA_SUCCESS) return r;
     wait_until_unblocked(stream_device(s));
     fake_log("stream_sync %p", (void *)h);
@@ -322,6 +337,7 @@ CUresult fake_cuEventSynchronize(CUevent h) {
     FAKE_ENTER("cuEventSynchronize");
     fake_event *e = find_event(h);
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    if (fake_capture_forbids("cuEventSynchronize")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (e->recorded) wait_until_unblocked(e->device);
     return CUDA_SUCCESS;
 }

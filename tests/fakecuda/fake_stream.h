@@ -28,7 +28,13 @@ bool fake_capture_add(CUstream s, const char *line);
 bool fake_stream_known(CUstream h);
 /* Green-context streams are made through the ordinary path (fake_green.c). */
 CUresult fake_cuStreamCreateWithPriority(CUstream *out, unsigned flags, int priority);
-/* True (and the captures invalidated) for work on the legacy default stream during a capture. */
+/* True (and the captures invalidated) for work on the legacy default stream while a blocking
+ * stream captures. */
 bool fake_capture_implicit(CUstream s);
+/* True (and every capture invalidated) while any stream captures in global or thread-local mode:
+ * the calls the H200's driver (580.159) refuses then with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+ * whichever stream or thread makes them: cuCtxSynchronize, cuStreamSynchronize and cuStreamQuery
+ * of any stream, cuEventSynchronize and cuMemAlloc (docs/RESULTS.md §43). `call` goes to the log. */
+bool fake_capture_forbids(const char *call);
 
 #endif

@@ -183,6 +183,78 @@ T.test("an error inside a capture leaves the stream usable", function()
   g:free(); s:free(); x:free()
 end)
 
+-- What the driver refuses while a stream captures (the driver stand-in copies these rules, and
+-- test_stream_fake.lua checks gpulab against them in CI): after each refusal the capture fails,
+-- and the stream and the context keep working.
+T.test("syncs, queries and allocations inside a capture are refused; the stream works after", function()
+  local step = mod:kernel("step")
+  local x, h = cuda.array("u32", 1), cuda.host("u32", 1)
+  local other, e = cuda.stream(), cuda.event()
+  e:record()
+  local cases = {
+    { "cuda.sync", function() cuda.sync() end },
+    { "cuda.sync{timeout=}", function() cuda.sync { timeout = 1 } end },
+    { "another stream's sync", function() other:sync() end },
+    { "another stream's query", function() other:query() end },
+    { "an event's sync", function() e:sync() end },
+    { "an allocation", function() cuda.array("u8", 64) end },
+  }
+  for _, case in ipairs(cases) do
+    local s = cuda.stream { nonblocking = true }
+    local inner
+    T.raises(function()
+      s:capture(function(st)
+        step:launch({ grid = 1, block = 1, stream = st }, x, 1)
+        local ok, err = pcall(case[2])
+        inner = ok and "no error" or tostring(err)
+      end)
+    end, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901)", case[1])
+    T.ok(inner:find("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900)", 1, true), case[1] .. ": " .. inner)
+    x:fill(2)
+    cuda.sync() -- the fill is on the default stream, which a non-blocking stream does not wait for
+    step:launch({ grid = 1, block = 1, stream = s }, x, 1)
+    s:sync { timeout = 10 }
+    h:copy_from(x)
+    T.eq(h[1], 7, case[1] .. ": the stream runs work after the failed capture")
+    local g = s:capture(function(st) step:launch({ grid = 1, block = 1, stream = st }, x, 1) end)
+    g:launch(s)
+    s:sync { timeout = 10 }
+    h:copy_from(x)
+    T.eq(h[1], 22, case[1] .. ": and captures again")
+    g:free(); s:free()
+  end
+  other:free(); e:free(); x:free()
+end)
+
+T.test("default-stream work beside a capture: refused for a blocking stream, run at once for a non-blocking one",
+  function()
+  local step = mod:kernel("step")
+  local x, h = cuda.array("u32", 1), cuda.host("u32", 1)
+  x:fill(1)
+  cuda.sync()
+  local blocking = cuda.stream()
+  T.raises(function()
+    blocking:capture(function(st)
+      step:launch({ grid = 1, block = 1, stream = st }, x, 0)
+      step:launch({ grid = 1, block = 1 }, x, 1)
+    end)
+  end, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (906)")
+  local nonblocking = cuda.stream { nonblocking = true }
+  local g = nonblocking:capture(function(st)
+    step:launch({ grid = 1, block = 1, stream = st }, x, 5)
+    step:launch({ grid = 1, block = 1 }, x, 1) -- the default stream: runs now, not in the graph
+  end)
+  T.eq(g.nodes, 1)
+  cuda.sync()
+  h:copy_from(x)
+  T.eq(h[1], 1 * 3 + 1, "only the default stream's launch ran during the capture")
+  g:launch(nonblocking)
+  nonblocking:sync { timeout = 10 }
+  h:copy_from(x)
+  T.eq(h[1], 4 * 3 + 5, "the replay runs the captured launch")
+  g:free(); blocking:free(); nonblocking:free(); x:free()
+end)
+
 T.test("a graph keeps the arrays its launches use", function()
   local add = mod:kernel("add_at")
   local y = cuda.array("u32", 4)

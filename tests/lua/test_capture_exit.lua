@@ -32,15 +32,16 @@ local PTX = [[
 .address_size 64
 .visible .entry work(.param .u64 p) { ret; }
 ]]
+-- b is freed inside the capture (the driver refuses allocations there, so it is made before)
 local SETUP = "local k = cuda.load(" .. string.format("%q", PTX) .. "):kernel('work') " ..
-              "local a = cuda.array('f32', 256) "
+              "local a, b = cuda.array('f32', 256), cuda.array('f32', 64) "
 
 T.test("os.exit(0, true) inside s:capture ends the capture and releases the stream", function()
   local out, rc, log = child(SETUP .. [[
     local s = cuda.stream()
     s:capture(function(st)
       k:launch({grid = 1, block = 1, stream = st}, a)
-      cuda.array('f32', 64):free()   -- a release parked until the capture ends
+      b:free()   -- a release parked until the capture ends
       os.exit(0, true)
     end)]])
   T.eq(rc, 0, out)

@@ -130,7 +130,9 @@ end)
 
 T.test("C upvalues and gpulab user values cannot be read or replaced from a script", function()
   local s = cuda.stream()
-  local g = s:capture(function(st) work:launch({ grid = 1, block = 1, stream = st }, cuda.array("f32", 4)) end)
+  local arr = cuda.array("f32", 4) -- before the capture: the driver refuses allocations inside one
+  local g = s:capture(function(st) work:launch({ grid = 1, block = 1, stream = st }, arr) end)
+  arr = nil
   T.eq(debug.getuservalue(g), nil, "getuservalue of a graph")
   T.eq(debug.getuservalue(work), nil, "getuservalue of a kernel")
   local graph_index = debug.getmetatable(g).__index

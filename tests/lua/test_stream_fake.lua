@@ -308,6 +308,68 @@ T.test("capture: misuse", function()
   T.ok(err)
 end)
 
+-- What the H200's driver refuses while a stream captures (docs/RESULTS.md §43; gpu_stream.lua
+-- checks the same on the GPU): syncs and queries of anything, event syncs and allocations, each
+-- with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; the capture then fails, and the stream works after.
+T.test("capture: syncs, queries and allocations inside fn are refused and fail the capture", function()
+  local other, a = cuda.stream(), cuda.array("f32", 4)
+  local e = cuda.event()
+  e:record()
+  local UNSUPPORTED = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900)"
+  local cases = {
+    { "cuda.sync", function() cuda.sync() end, "cuda.sync: context sync: " .. UNSUPPORTED },
+    { "cuda.sync{timeout=}", function() cuda.sync { timeout = 1 } end, UNSUPPORTED },
+    { "another stream's sync", function() other:sync() end, "s:sync: stream sync: " .. UNSUPPORTED },
+    { "another stream's query", function() other:query() end, "s:query: cuStreamQuery: " .. UNSUPPORTED },
+    { "an event's sync", function() e:sync() end, "e:sync: cuEventSynchronize: " .. UNSUPPORTED },
+    { "an allocation", function() cuda.array("f32", 4) end, "cuda.array: cuMemAlloc: " .. UNSUPPORTED },
+  }
+  for _, case in ipairs(cases) do
+    local s = cuda.stream { nonblocking = true }
+    local inner
+    T.raises(function()
+      s:capture(function(st)
+        work:launch({ grid = 1, block = 1, stream = st }, a)
+        local ok, err = pcall(case[2])
+        inner = ok and "no error" or tostring(err)
+      end)
+    end, "s:capture: cuStreamEndCapture (the function did something that cannot be captured: a sync, " ..
+         "a synchronous copy, an allocation or a free): CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901)", case[1])
+    T.ok(inner:find(case[3], 1, true), case[1] .. ": " .. inner)
+    clear_log()
+    work:launch({ grid = 1, block = 1, stream = s }, a)
+    s:sync { timeout = 1 }
+    T.eq(count("launch "), 1, case[1] .. ": the stream launches after the failed capture")
+    local g = s:capture(function(st) work:launch({ grid = 1, block = 1, stream = st }, a) end)
+    T.eq(g.nodes, 1, case[1] .. ": and captures again")
+    g:free(); s:free()
+  end
+  other:free(); e:free(); a:free()
+  cuda.sync() -- the releases parked for queued work go now, not in a later test
+end)
+
+T.test("capture: default-stream work is refused beside a blocking capture, runs outside a non-blocking one",
+  function()
+  local a = cuda.array("f32", 4)
+  local blocking = cuda.stream()
+  T.raises(function()
+    blocking:capture(function(st)
+      work:launch({ grid = 1, block = 1, stream = st }, a)
+      work:launch({ grid = 1, block = 1 }, a)
+    end)
+  end, "k:launch: cuLaunchKernel: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (906)")
+  local nonblocking = cuda.stream { nonblocking = true }
+  clear_log()
+  local g = nonblocking:capture(function(st)
+    work:launch({ grid = 1, block = 1, stream = st }, a)
+    work:launch({ grid = 1, block = 1 }, a)
+  end)
+  T.eq(g.nodes, 1, "only the capturing stream's launch is in the graph")
+  T.eq(count("launch "), 2, "both launches reached the driver")
+  g:free(); blocking:free(); nonblocking:free(); a:free()
+  cuda.sync()
+end)
+
 T.test("capture: a collection inside fn waits for the capture to end", function()
   local s = cuda.stream()
   local running = collectgarbage("isrunning")
