@@ -14,6 +14,7 @@
 #include "fake.h"
 #include "fake_stream.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,11 @@ typedef struct fake_event {
 } fake_event;
 
 static fake_stream *streams;
+/* gpulab's watchdog thread calls cuCtxSynchronize while the script's thread goes on, and that call
+ * looks at every stream's capture (fake_capture_forbids): the list's changes, the captures' start
+ * and end and their invalidation happen under this lock. The script's thread reads the list
+ * without it, being its only writer. */
+static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_event *events;
 static fake_graph *graphs;
 static fake_exec *execs;
@@ -171,6 +177,7 @@ static void copy_nodes(fake_nodes *to, const fake_nodes *from) {
 bool fake_capture_implicit(CUstream h) {
     if (h != NULL && h != CU_STREAM_LEGACY) return false;
     bool any = false;
+    pthread_mutex_lock(&streams_mu);
     for (fake_stream *s = streams; s; s = s->next)
         if (s->capture && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
             !(s->flags & CU_STREAM_NON_BLOCKING)) {
@@ -178,17 +185,20 @@ bool fake_capture_implicit(CUstream h) {
             any = true;
             fake_log("capture_implicit %p", (void *)s);
         }
+    pthread_mutex_unlock(&streams_mu);
     return any;
 }
 
 bool fake_capture_forbids(const char *call) {
     bool any = false;
+    pthread_mutex_lock(&streams_mu);
     for (fake_stream *s = streams; s; s = s->next)
         if (s->capture && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
             s->capture_invalidated = true;
             any = true;
             fake_log("capture_unsupported %p %s", (void *)s, call);
         }
+    pthread_mutex_unlock(&streams_mu);
     return any;
 }
 
@@ -222,8 +232,10 @@ CUresult fake_cuStreamCreateWithPriority(CUstream *out, unsigned flags, int prio
     s->flags = flags;
     s->priority = priority;
     s->device = fake_current_device();
+    pthread_mutex_lock(&streams_mu);
     s->next = streams;
     streams = s;
+    pthread_mutex_unlock(&streams_mu);
     fake_log("stream_create %p flags=%u priority=%d", (void *)s, flags, priority);
     *out = (CUstream)s;
     return CUDA_SUCCESS;
@@ -233,7 +245,9 @@ CUresult fake_cuStreamDestroy(CUstream h) {
     FAKE_ENTER("cuStreamDestroy");
     fake_stream *s = is_default_stream(h) ? NULL : find_stream(h);
     if (s == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&streams_mu);
     UNLINK(streams, fake_stream, s);
+    pthread_mutex_unlock(&streams_mu);
     if (s->capture) free_nodes(&s->capture->n);
     if (s->capture) free(s->capture); /* an abandoned capture's graph was never handed out */
     fake_log("stream_destroy %p", (void *)s);
@@ -247,7 +261,9 @@ CUresult fake_cuStreamDestroy(CUstream h) {
 static CUresult refuse_in_capture(fake_stream *s, const char *call) {
     if (fake_capture_forbids(call)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (s == NULL || s->capture == NULL) return CUDA_SUCCESS;
+    pthread_mutex_lock(&streams_mu);
     s->capture_invalidated = true;
+    pthread_mutex_unlock(&streams_mu);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
@@ -366,10 +382,13 @@ CUresult fake_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
         mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         return CUDA_ERROR_INVALID_VALUE;
     if (s->capture) return CUDA_ERROR_ILLEGAL_STATE;
-    s->capture = calloc(1, sizeof *s->capture);
-    if (s->capture == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    fake_graph *g = calloc(1, sizeof *g);
+    if (g == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&streams_mu);
+    s->capture = g;
     s->capture_invalidated = false;
     s->capture_mode = mode;
+    pthread_mutex_unlock(&streams_mu);
     fake_log("capture_begin %p mode=%d", (void *)s, (int)mode);
     return CUDA_SUCCESS;
 }
@@ -382,11 +401,13 @@ CUresult fake_cuStreamEndCapture(CUstream h, CUgraph *out) {
     fake_stream *s = is_default_stream(h) ? NULL : find_stream(h);
     if (s == NULL) return CUDA_ERROR_INVALID_HANDLE;
     if (s->capture == NULL) return CUDA_ERROR_ILLEGAL_STATE;
+    pthread_mutex_lock(&streams_mu);
     fake_graph *g = s->capture;
     s->capture = NULL;
-    fake_log("capture_end %p nodes=%zu%s", (void *)s, g->n.nodes,
-             s->capture_invalidated ? " invalidated" : "");
-    if (s->capture_invalidated || injected != CUDA_SUCCESS) {
+    bool invalidated = s->capture_invalidated;
+    pthread_mutex_unlock(&streams_mu);
+    fake_log("capture_end %p nodes=%zu%s", (void *)s, g->n.nodes, invalidated ? " invalidated" : "");
+    if (invalidated || injected != CUDA_SUCCESS) {
         free_nodes(&g->n);
         free(g);
         return injected != CUDA_SUCCESS ? injected : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
