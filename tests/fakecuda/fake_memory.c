@@ -104,6 +104,7 @@ CUresult fake_cuMemFree(CUdeviceptr dptr) {
 CUresult fake_cuMemAllocHost(void **pp, size_t bytesize) {
     FAKE_ENTER("cuMemAllocHost");
     if (pp == NULL || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (fake_capture_forbids("cuMemAllocHost")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     void *p = malloc(bytesize);
     if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
     if (!track(p, bytesize, 1)) {

@@ -346,6 +346,7 @@ CUresult fake_cuEventQuery(CUevent h) {
     FAKE_ENTER("cuEventQuery");
     fake_event *e = find_event(h);
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    if (fake_capture_forbids("cuEventQuery")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return e->recorded && fake_device_blocked(e->device) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 

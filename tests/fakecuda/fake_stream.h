@@ -34,7 +34,8 @@ bool fake_capture_implicit(CUstream s);
 /* True (and every capture invalidated) while any stream captures in global or thread-local mode:
  * the calls the H200's driver (580.159) refuses then with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
  * whichever stream or thread makes them: cuCtxSynchronize, cuStreamSynchronize and cuStreamQuery
- * of any stream, cuEventSynchronize and cuMemAlloc (docs/RESULTS.md §43). `call` goes to the log. */
+ * of any stream, cuEventSynchronize, cuEventQuery, cuMemAlloc and cuMemAllocHost (docs/RESULTS.md
+ * §43). Creating streams and events and loading modules stay allowed. `call` goes to the log. */
 bool fake_capture_forbids(const char *call);
 
 #endif

@@ -198,6 +198,8 @@ T.test("syncs, queries and allocations inside a capture are refused; the stream 
     { "another stream's query", function() other:query() end },
     { "an event's sync", function() e:sync() end },
     { "an allocation", function() cuda.array("u8", 64) end },
+    { "an event's query", function() e:query() end },
+    { "a pinned allocation", function() cuda.host("f32", 4, { pinned = true }) end },
   }
   for _, case in ipairs(cases) do
     local s = cuda.stream { nonblocking = true }

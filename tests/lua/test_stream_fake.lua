@@ -323,6 +323,9 @@ T.test("capture: syncs, queries and allocations inside fn are refused and fail t
     { "another stream's query", function() other:query() end, "s:query: cuStreamQuery: " .. UNSUPPORTED },
     { "an event's sync", function() e:sync() end, "e:sync: cuEventSynchronize: " .. UNSUPPORTED },
     { "an allocation", function() cuda.array("f32", 4) end, "cuda.array: cuMemAlloc: " .. UNSUPPORTED },
+    { "an event's query", function() e:query() end, "e:query: cuEventQuery: " .. UNSUPPORTED },
+    { "a pinned allocation", function() cuda.host("f32", 4, { pinned = true }) end,
+      "cuda.host: cuMemAllocHost: " .. UNSUPPORTED },
   }
   for _, case in ipairs(cases) do
     local s = cuda.stream { nonblocking = true }

@@ -626,7 +626,7 @@ function cuda_host:view(first, shape) end
 ---@class cuda.stream
 local cuda_stream = {}
 
----captures what `fn(s)` enqueues on `s` into an executable graph `g`: `g:launch([s])`, `g.nodes`, `g:free()`; the graph keeps the objects its launches use. While `fn` runs, the driver refuses syncs and queries (`cuda.sync`, any `s:sync`/`s:query`, `e:sync`) and allocations (`cuda.array`) with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900), and the capture then fails; work on the default stream is refused (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, 906) when `s` is a blocking stream, and runs at once, outside the graph, when `s` is non-blocking. Frees inside `fn` wait for the capture's end. A prepared launch called as `prepared(s)` goes to `s`
+---captures what `fn(s)` enqueues on `s` into an executable graph `g`: `g:launch([s])`, `g.nodes`, `g:free()`; the graph keeps the objects its launches use. While `fn` runs, the driver refuses syncs and queries (`cuda.sync`, any `s:sync`/`s:query`, `e:sync`/`e:query`) and allocations (`cuda.array`, pinned `cuda.host`) with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900), and the capture then fails; work on the default stream is refused (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, 906) when `s` is a blocking stream, and runs at once, outside the graph, when `s` is non-blocking. Frees inside `fn` wait for the capture's end. A prepared launch called as `prepared(s)` goes to `s`
 ---@param fn function called as fn(s); enqueues work on s
 ---@return cuda.graph # the executable graph
 function cuda_stream:capture(fn) end
