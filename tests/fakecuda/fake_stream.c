@@ -170,37 +170,32 @@ static void copy_nodes(fake_nodes *to, const fake_nodes *from) {
     for (size_t i = 0; i < from->nodes; i++) add_node(to, i < from->cap ? from->texts[i] : NULL);
 }
 
+/* Invalidates every capture in global or thread-local mode (only those on blocking streams when
+ * blocking_only), logging "TAG STREAM[ CALL]" for each; returns whether there was any. */
+static bool invalidate_captures(bool blocking_only, const char *tag, const char *call) {
+    bool any = false;
+    pthread_mutex_lock(&streams_mu);
+    for (fake_stream *s = streams; s; s = s->next) {
+        if (!s->capture || s->capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) continue;
+        if (blocking_only && (s->flags & CU_STREAM_NON_BLOCKING)) continue;
+        s->capture_invalidated = true;
+        any = true;
+        fake_log("%s %p%s%s", tag, (void *)s, call ? " " : "", call ? call : "");
+    }
+    pthread_mutex_unlock(&streams_mu);
+    return any;
+}
+
 /* Work on the legacy default stream while a blocking stream captures in global or thread-local
  * mode (one thread here): the legacy stream would wait for the capturing stream, so the driver
  * refuses it with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates the capture. A non-blocking
  * stream has no such dependency: the work runs at once, outside the graph (H200, 580.159). */
 bool fake_capture_implicit(CUstream h) {
     if (h != NULL && h != CU_STREAM_LEGACY) return false;
-    bool any = false;
-    pthread_mutex_lock(&streams_mu);
-    for (fake_stream *s = streams; s; s = s->next)
-        if (s->capture && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
-            !(s->flags & CU_STREAM_NON_BLOCKING)) {
-            s->capture_invalidated = true;
-            any = true;
-            fake_log("capture_implicit %p", (void *)s);
-        }
-    pthread_mutex_unlock(&streams_mu);
-    return any;
+    return invalidate_captures(true, "capture_implicit", NULL);
 }
 
-bool fake_capture_forbids(const char *call) {
-    bool any = false;
-    pthread_mutex_lock(&streams_mu);
-    for (fake_stream *s = streams; s; s = s->next)
-        if (s->capture && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
-            s->capture_invalidated = true;
-            any = true;
-            fake_log("capture_unsupported %p %s", (void *)s, call);
-        }
-    pthread_mutex_unlock(&streams_mu);
-    return any;
-}
+bool fake_capture_forbids(const char *call) { return invalidate_captures(false, "capture_unsupported", call); }
 
 bool fake_stream_known(CUstream h) { return !is_default_stream(h) && find_stream(h) != NULL; }
 
