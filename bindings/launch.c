@@ -485,7 +485,8 @@ static void keep_objects(lua_State *L, int top, int stream, launch_cfg *cfg) {
  * (the mark, only __newindex: MARK_UPVALUE) that gpulab puts on a table checked again after a check of it
  * passed, when the table has no metatable of its own: a new key makes every kernel check its next
  * configuration in full, as a kernel attribute set does (gl_forget_launch_checks). A rawset past
- * __newindex is not seen.
+ * __newindex is not seen, nor a key added while a script had changed the mark's __newindex (docs/api.lua
+ * says both).
  * The kernel does not keep the table alive: its address is only compared, and a table that takes
  * a forgotten one's address gets the mark only by being checked twice, which forgets every
  * remembered check (a script that copies the mark onto its own table can get only a launch that

@@ -383,7 +383,8 @@ the driver stand-in; docs/RESULTS.md has the H200's times). To see keys added la
 again by the same kernel gets a metatable whose only field is `__newindex` (when it has no metatable of its
 own; `getmetatable(cfg)` shows it, and `setmetatable` replaces it as usual): a new key, or one set
 again after `nil`, makes every kernel check its next configuration in full. What the mark cannot
-see: a key added with `rawset`, or while the script had taken the mark off. Values that are tables
+see: a key added with `rawset`, while the script had taken the mark off, or while it had changed the
+mark's `__newindex` (the mark is a plain table a script can reach through `getmetatable`). Values that are tables
 (`grid = {x,y,z}`, `l2_window`) are read on every launch. The kernel does not keep the table, its
 stream or its values alive.
 
