@@ -87,6 +87,9 @@ enum { W_ARRAY, W_PTR, W_BYTES, W_RATIO, W_HIT, W_MISS, W_KEYS };
 static void collect_keys(lua_State *L, int value, int at[W_KEYS], const char *fn) {
     static const char *const known[] = {"array", "ptr", "bytes", "hit_ratio", "hit", "miss", NULL};
     bool unknown = false;
+    /* a value and a key copy for each known key, and the walk's key: the launch path calls this
+       with most of a C function's LUA_MINSTACK slots taken by the configuration's values */
+    luaL_checkstack(L, 2 * W_KEYS + 2, fn);
     lua_pushnil(L);
     while (lua_next(L, value)) {
         const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;

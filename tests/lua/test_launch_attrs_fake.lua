@@ -345,4 +345,29 @@ T.test("the configuration's key strings are gpulab's own: a replaced registry en
   T.raises(function() fresh:launch(cfg { clsuter = 2 }, out, 1) end, "unknown field 'clsuter'")
 end)
 
+T.test("every key and a full l2_window at any Lua stack depth: the stack the reads need is asked for", function()
+  -- k:launch reads nine keys, then the window's six: more than the 20 slots a C function is
+  -- promised. At some depths the unchecked pushes wrote past the Lua stack (a heap corruption).
+  local s = cuda.stream()
+  local function go()
+    local every_key = { grid = 1, block = 1, smem = 0, stream = s, cooperative = false, pdl = false, priority = 0,
+                        l2_window = { array = out, bytes = 16, hit_ratio = 1, hit = "persisting", miss = "streaming" } }
+    return pcall(k.launch, k, every_key, out, 1)
+  end
+  local function at_depth(n, ...)
+    if n == 0 then return go() end
+    local ok, e = at_depth(n - 1, ...)
+    return ok, e
+  end
+  local expected_ok, expected_err = go()
+  for depth = 0, 120 do
+    for pad = 0, 3 do
+      local ok, err = at_depth(depth, table.unpack({ 1, 2, 3 }, 1, pad))
+      T.eq(ok, expected_ok, "depth " .. depth)
+      if not ok then T.eq(err, expected_err) end
+    end
+  end
+  s:free()
+end)
+
 os.exit(T.done())
