@@ -108,7 +108,7 @@ typedef struct session {
     char *reason_text;
     pcs_buffer batch;  /* for cuptiPCSamplingGetData */
     pcs_buffer final;  /* the configured buffer: what Disable still had */
-    struct { char entry[128], shown[128]; } *launches; /* CUPTI's name, the script's */
+    struct { char *entry, *shown; } *launches; /* CUPTI's name, the script's (owned copies) */
     size_t nlaunches, caplaunches;
     bool launches_lost;
     char **names;      /* CUPTI's function name strings, freed once each (the caller owns them) */
@@ -132,9 +132,28 @@ void gl_pcsample_note_launch(const char *kernel, const char *entry) {
         s->launches = n;
         s->caplaunches = cap;
     }
-    snprintf(s->launches[s->nlaunches].entry, sizeof s->launches->entry, "%s", entry);
-    snprintf(s->launches[s->nlaunches].shown, sizeof s->launches->shown, "%s", kernel);
+    /* whole names: a mangled template name runs past any fixed size, and a cut one would never
+       match CUPTI's record of the function */
+    char *e = strdup(entry), *k = strdup(kernel);
+    if (e == NULL || k == NULL) {
+        free(e);
+        free(k);
+        s->launches_lost = true;
+        return;
+    }
+    s->launches[s->nlaunches].entry = e;
+    s->launches[s->nlaunches].shown = k;
     s->nlaunches++;
+}
+
+static void free_launches(session *s) {
+    for (size_t i = 0; i < s->nlaunches; i++) {
+        free(s->launches[i].entry);
+        free(s->launches[i].shown);
+    }
+    free(s->launches);
+    s->launches = NULL;
+    s->nlaunches = s->caplaunches = 0;
 }
 
 /* Remembers a function name string CUPTI handed over; it is freed with the session. */
@@ -195,11 +214,10 @@ static void session_release(session *s) {
     free(s->reason_index);
     free(s->reason_names);
     free(s->reason_text);
-    free(s->launches);
+    free_launches(s);
     s->reason_index = NULL;
     s->reason_names = NULL;
     s->reason_text = NULL;
-    s->launches = NULL;
 }
 
 static int session_close(lua_State *L) {
@@ -931,6 +949,9 @@ static int pcsample_body(lua_State *L) {
     active = s;
     gl_observers++;
     double elapsed = run_fn(L, &o);
+    if (s->closed) /* fn reached the session (debug.getlocal) and ended it: the buffers are gone */
+        luaL_error(L, "%s: the session was ended before fn returned (its __close or __gc was called "
+                      "by hand); nothing was sampled", FN);
     active = NULL;
     gl_observers--;
     s->started = false;
@@ -1027,12 +1048,22 @@ static const char *short_reason(const char *name) {
     return strncmp(name, STALL_PREFIX, n) == 0 && name[n] ? name + n : name;
 }
 
-/* "long_scoreboard 80%, wait 12%" for the (up to) three largest counts of stalls table t. */
+/* "long_scoreboard 80%, wait 12%" for the (up to) three largest counts of stalls table t. The
+ * result is the script's table: what it changed is shown as far as it still reads as
+ * {reason = count}, and the rest is left out (an empty string for a stalls value that is no table). */
 static void push_top_stalls(lua_State *L, int t, lua_Integer total) {
     const char *name[3] = {NULL, NULL, NULL};
     lua_Integer best[3] = {0, 0, 0};
+    if (lua_type(L, t) != LUA_TTABLE) {
+        lua_pushliteral(L, "");
+        return;
+    }
     lua_pushnil(L);
     while (lua_next(L, t)) {
+        if (lua_type(L, -2) != LUA_TSTRING || !lua_isinteger(L, -1)) { /* lua_tostring would convert a key in place */
+            lua_pop(L, 1);
+            continue;
+        }
         lua_Integer n = lua_tointeger(L, -1);
         const char *k = lua_tostring(L, -2); /* anchored by the table */
         for (int i = 0; i < 3; i++) {
@@ -1195,9 +1226,12 @@ static void add_source_line(lua_State *L, int parts, int by_line, lua_Integer li
 }
 
 static int l_annotate(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    if (lua_isnoneornil(L, 2) && lua_rawlen(L, 1) == 1) lua_pushinteger(L, 1); /* the only kernel */
+    if (!lua_istable(L, 1)) gl_typeerror(L, 1, "r:annotate", "cuda.pcsample result");
     lua_settop(L, 2);
+    if (lua_isnil(L, 2) && lua_rawlen(L, 1) == 1) { /* the only kernel */
+        lua_pushinteger(L, 1);
+        lua_replace(L, 2);
+    }
     int row = find_row(L, 2);
     gl_rawgetfield(L, row, "samples");
     lua_Integer total = lua_tointeger(L, -1);
@@ -1266,7 +1300,7 @@ static int l_annotate(lua_State *L) {
 }
 
 static int l_result_tostring(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
+    if (!lua_istable(L, 1)) gl_typeerror(L, 1, "cuda.pcsample result __tostring", "cuda.pcsample result");
     lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
     gl_rawgetfield(L, 1, "elapsed");
     lua_pushfstring(L, "cuda.pcsample: %I kernel(s), %f s", n, lua_tonumber(L, -1));

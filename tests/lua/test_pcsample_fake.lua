@@ -358,4 +358,57 @@ template <int N> __global__ void scale(float *x, int n) { int i = threadIdx.x; i
   T.raises(function() r:annotate("nothing") end, "no samples of kernel 'nothing' (sampled: scale<2>, lib_kernel)")
 end)
 
+T.test("a result the script edited still prints and annotates; r:annotate(nil) means its only kernel", function()
+  local r = cuda.pcsample(run_chase, {programs = prog, kernels = {chase}})
+  local text = r:annotate()
+  T.eq(r:annotate(nil), text, "nil is no argument")
+  r[1].stalls = nil
+  T.ok(tostring(r):find("chase: 46 samples, ", 1, true), tostring(r))
+  r[1].stalls = {[1] = 5, [LS] = 9, other = "x"} -- only {reason = count} entries are read
+  T.ok(tostring(r):find("long_scoreboard", 1, true) and not tostring(r):find("other", 1, true), tostring(r))
+  local p = cuda.pcsample(run_chase) -- no programs: annotate lists the PCs
+  p[1].pcs[1].stalls = false
+  T.ok(p:annotate(1):find("/*0020*/", 1, true), "the other PCs still print")
+  T.raises(function() r.annotate(5) end, "bad argument #1 to 'r:annotate' (cuda.pcsample result expected, got number)")
+end)
+
+T.test("a kernel name longer than any fixed buffer still counts its launches", function()
+  local name = "k_" .. string.rep("x", 300)
+  local lprog = cuda.compile('extern "C" __global__ void ' .. name .. '(int *o) { o[0] = 1; }', {name = "long.cu"})
+  local k = cuda.load(lprog):kernel(name)
+  local a = cuda.array("i32", 4)
+  local r = cuda.pcsample(function() k:launch({grid = 1, block = 1}, a) k:launch({grid = 1, block = 1}, a) end)
+  T.eq(r[1].kernel, name)
+  T.eq(r[1].launches, 2, "the launched kernel's row is matched with its launches")
+  T.eq(#cuda.pcsample(function() k:launch({grid = 1, block = 1}, a) end, {kernels = {k}}), 1, "kernels={k}")
+end)
+
+T.test("the session ended by hand from inside fn: a clear error, and tracing still works after", function()
+  local function close_running_session()
+    for level = 2, 12 do
+      local info = debug.getinfo(level, "S")
+      if not info then break end
+      if info.what == "C" then
+        for n = 1, 12 do
+          local name, v = debug.getlocal(level, n)
+          if not name then break end
+          local mt = type(v) == "userdata" and debug.getmetatable(v)
+          if mt and mt.__close and tostring(mt.__name):match("session") then mt.__close(v) return true end
+        end
+      end
+    end
+  end
+  local found
+  T.raises(function() cuda.pcsample(function() run_chase() found = close_running_session() end) end,
+           "cuda.pcsample: the session was ended before fn returned (its __close or __gc was called by hand)")
+  T.ok(found, "fn reached the session")
+  balanced("after the session was ended by hand")
+  local path = os.tmpname()
+  cuda.trace(path)
+  run_chase()
+  T.eq(cuda.trace(false).spans, 1, "launches are still observed")
+  os.remove(path)
+  T.eq(cuda.pcsample(run_chase)[1].kernel, "chase", "the next session works")
+end)
+
 T.done()
