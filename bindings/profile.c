@@ -190,7 +190,8 @@ typedef struct session {
     size_t counter_size, config_size;
     launch_rec *recs;
     size_t nrecs, caprecs;
-    size_t keep_recs;   /* max_launches + 1: past that CUPTI keeps no range, so gpulab no record */
+    size_t keep_recs;   /* the ranges CUPTI has room for: past that it keeps no range, so gpulab
+                           no record */
     size_t launches;    /* every launch fn made, kept or not */
     bool recs_overflow;
 } session;
@@ -399,10 +400,18 @@ typedef struct profile_opts {
     bool outer_range;
 } profile_opts;
 
+/* The ranges CUPTI is given room for: max_launches, and one more for the outer range, which
+ * CUPTI may report as a range of its own. */
+static size_t room_for_ranges(const profile_opts *o) {
+    return (size_t)o->max_launches + (o->outer_range ? 1 : 0);
+}
+
 static void read_opts(lua_State *L, profile_opts *o) {
-    if (!lua_isfunction(L, 1) && !luaL_getmetafield(L, 1, "__call"))
-        gl_typeerror(L, 1, FN, "function");
-    lua_settop(L, 2);
+    lua_settop(L, 2); /* first: a __call found below must not take the place of the options */
+    if (!lua_isfunction(L, 1)) {
+        if (luaL_getmetafield(L, 1, "__call") == LUA_TNIL) gl_typeerror(L, 1, FN, "function");
+        lua_pop(L, 1);
+    }
     if (!lua_istable(L, 2)) gl_typeerror(L, 2, FN, "table");
     static const char *const known[] = {"metrics", "max_launches", "timeout", "outer_range", NULL};
     gl_check_known_fields(L, 2, known, FN);
@@ -509,9 +518,8 @@ static void setup(lua_State *L, session *s, const profile_opts *o, const char **
     gl_cupti_rp_data_size_params ds = {.structSize = GL_CUPTI_RP_DATA_SIZE_SIZE,
                                         .pRangeProfilerObject = s->rp, .pMetricNames = names,
                                         .numMetrics = o->nmetrics,
-                                        /* + 1: room for the outer range */
-                                        .maxNumOfRanges = (size_t)o->max_launches + 1,
-                                        .maxNumRangeTreeNodes = (uint32_t)o->max_launches + 1};
+                                        .maxNumOfRanges = room_for_ranges(o),
+                                        .maxNumRangeTreeNodes = (uint32_t)room_for_ranges(o)};
     CUPTI_CALL(L, cuptiRangeProfilerGetCounterDataSize, &ds);
     s->counter = calloc(1, ds.counterDataSize ? ds.counterDataSize : 1);
     if (s->counter == NULL) luaL_error(L, FN ": out of memory for the counter data image");
@@ -528,7 +536,7 @@ static void setup(lua_State *L, session *s, const profile_opts *o, const char **
                                          .pCounterDataImage = s->counter,
                                          .range = GL_CUPTI_AUTO_RANGE,
                                          .replayMode = GL_CUPTI_KERNEL_REPLAY,
-                                         .maxRangesPerPass = (size_t)o->max_launches + 1,
+                                         .maxRangesPerPass = room_for_ranges(o),
                                          .numNestingLevels = 1, .minNestingLevel = 1,
                                          .passIndex = 0, .targetNestingLevel = 1};
     CUPTI_CALL(L, cuptiRangeProfilerSetConfig, &sc);
@@ -568,6 +576,10 @@ static void push_rows(lua_State *L, session *s, const profile_opts *o, const cha
     lua_Integer row = 0;
     for (size_t i = 0; i < n; i++) {
         if (i == outer) continue;
+        if (row == o->max_launches) { /* the outer range's room, taken by a launch: not a row */
+            dropped++;
+            continue;
+        }
         gl_cupti_rp_range_info_params ri = {.structSize = GL_CUPTI_RP_RANGE_INFO_SIZE,
                                              .pCounterDataImage = s->counter,
                                              .counterDataImageSize = s->counter_size,
@@ -646,7 +658,7 @@ static int l_profile(lua_State *L) {
                                        .pRangeProfilerObject = s->rp, .pRangeName = OUTER_RANGE};
         s->pushed = cp.cuptiRangeProfilerPushRange(&pr) == GL_CUPTI_SUCCESS; /* optional: see OUTER_RANGE */
     }
-    s->keep_recs = (size_t)o.max_launches + 1;
+    s->keep_recs = room_for_ranges(&o);
     active = s;
     gl_observers++;
 
@@ -657,6 +669,9 @@ static int l_profile(lua_State *L) {
         session_release(s);
         lua_error(L);
     }
+    if (s->closed) /* fn reached the session (debug.getlocal) and ended it: CUPTI's objects are gone */
+        luaL_error(L, FN ": the session was ended before fn returned (its __close or __gc was called "
+                      "by hand); nothing was profiled");
 
     active = NULL;
     gl_observers--;
