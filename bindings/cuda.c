@@ -80,7 +80,10 @@ const char *gl_opt_str_field(lua_State *L, int t, const char *name, const char *
     const char *v = def;
     if (!lua_isnil(L, -1)) {
         if (lua_type(L, -1) != LUA_TSTRING) gl_fieldtypeerror(L, t, fn, name, -1, "string");
-        v = lua_tostring(L, -1);
+        size_t len;
+        v = lua_tolstring(L, -1, &len);
+        if (strlen(v) != len) /* C compares up to the NUL: "min\0sum" would read as "min" */
+            gl_fielderror(L, t, fn, name, "contains a NUL byte");
     }
     lua_pop(L, 1);
     return v;

@@ -384,8 +384,8 @@ static void init_rank(lua_State *L, int t, nccl_comm *c, double timeout, const c
     gl_ncclUniqueId id;
     parse_id(L, t, &id, fn);
     int previous = gl_current_device();
+    make_events(L, c, fn); /* in the device's own context, and back: a failure leaves `previous` current */
     gl_select_device(L, c->device[0], fn); /* this process works on that device from now on */
-    make_events(L, c, fn);
     gl_ncclConfig_t cfg = {.size = offsetof(gl_ncclConfig_t, blocking) + sizeof(int),
                            .magic = GL_NCCL_CONFIG_MAGIC,
                            .version = GL_NCCL_VERSION(2, 14, 0),

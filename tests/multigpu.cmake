@@ -17,6 +17,8 @@ gl_add_lua_test(multigpu_fake_absent_peers tests/lua/test_multigpu_fake.lua FAKE
       GPULAB_FAKE_BUSY_FILE=${CMAKE_BINARY_DIR}/multigpu_fake_absent.busy)
 gl_add_lua_test(nccl_errors_fake tests/lua/test_nccl_errors_fake.lua FAKE
   ENV ${GL_MULTI_ENV} GPULAB_FAKENCCL_FAIL=ncclBroadcast:5,ncclCommInitAll:2 GPULAB_FAKENCCL_ASYNC_ERROR=6)
+gl_add_lua_test(nccl_errors_fake_event tests/lua/test_nccl_errors_fake.lua FAKE
+  ENV ${GL_MULTI_ENV} GPULAB_FAKE_FAIL=cuEventCreate:2)
 gl_add_lua_test(sweep_gpus_fake tests/lua/test_sweep_gpus.lua FAKE ENV GPULAB_FAKE_DEVICES=3)
 gl_add_lua_test(run_isolated_many tests/lua/test_run_isolated_many.lua)
 gl_add_lua_test(lab_multi_gpu_fake tests/lua/test_multi_gpu_lab.lua FAKE

@@ -4,6 +4,18 @@
 -- the function, the NCCL call, the result's name, number and text; no communicator is left.
 local T = dofile("tests/lua/t.lua")
 
+if os.getenv("GPULAB_FAKE_FAIL") == "cuEventCreate:2" then
+  T.test("an init that fails on its completion event leaves the device it found current", function()
+    T.eq(cuda.device().ordinal, 0)
+    T.raises(function() cuda.nccl.init { rank = 0, nranks = 1, device = 1, id = cuda.nccl.unique_id() } end,
+      "cuda.nccl.init: cuEventCreate: CUDA_ERROR_OUT_OF_MEMORY (2)")
+    T.eq(cuda.device().ordinal, 0, "device 0 is still current")
+  end)
+  collectgarbage()
+  T.eq(cuda.nccl.stats().communicators, 0)
+  os.exit(T.done())
+end
+
 T.test("an error code names the function, the NCCL call and NCCL's text", function()
   T.raises(function() cuda.nccl.init { devices = { 0, 1 } } end,
     "cuda.nccl.init: ncclCommInitAll: ncclSystemError (2): unhandled system error (fake); fake failure"
@@ -14,6 +26,9 @@ T.test("an error code names the function, the NCCL call and NCCL's text", functi
     "comm:broadcast: ncclBroadcast: ncclInvalidUsage (5): invalid usage (fake); fake failure injected into"
       .. " ncclBroadcast")
   T.eq(comm.aborted, false, "a refused call leaves the communicator usable")
+  -- C compares names up to a NUL byte: "min\0sum" must not pass as "min"
+  T.raises(function() comm:all_reduce(d, nil, { op = "min\0sum", timeout = 5 }) end,
+    "bad argument #3 to 'comm:all_reduce' (field 'op': contains a NUL byte)")
 end)
 
 T.test("an asynchronous error aborts the communicator and is raised by the wait", function()
