@@ -177,8 +177,7 @@ static int array_tostring(lua_State *L) {
     gl_format_bytes(size, sizeof size, a->nbytes);
     char addr[32];
     snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)a->ptr);
-    bool is_view = a->block && a->ptr != a->block->dev;
-    lua_pushfstring(L, "cuda.array %s%s (%s) %s", type, is_view ? " view" : "", size, addr);
+    lua_pushfstring(L, "cuda.array %s%s (%s) %s", type, a->is_view ? " view" : "", size, addr);
     return 1;
 }
 
@@ -194,6 +193,7 @@ static int array_view(lua_State *L) {
     gl_set_view_shape(&v->ndim, v->shape, &v->numel, &v->nbytes, &s);
     v->ptr = a->ptr + off * gl_dtype_size(a->dtype);
     v->device = a->device;
+    v->is_view = true;
     v->block = a->block;
     if (v->block) gl_block_hold(v->block);
     if (a->release_view) { /* a view of memory another object owns (a module variable): the owner

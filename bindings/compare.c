@@ -75,6 +75,7 @@ static compare_result compare_views(const view *a, const view *b, double atol, d
             bad = false;
         } else {
             double d = fabs(x - y), rel = y == 0 ? INFINITY : d / fabs(y);
+            if (isnan(rel)) rel = INFINITY; /* inf against -inf, or against a finite value: inf/inf */
             if (d > c.max_abs) c.max_abs = d;
             if (rel > c.max_rel) c.max_rel = rel;
             bad = !(d <= atol + rtol * fabs(y));

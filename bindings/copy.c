@@ -4,6 +4,8 @@
  * between devices, and the stream a copy is ordered on.
  */
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -284,6 +286,34 @@ static void copy_span(lua_State *L, gl_mem_ref dst, gl_mem_ref src, size_t dbyte
     }
 }
 
+/* The rows of a host-to-host copy. When the rows read overlap the rows written (views of one
+ * array), the source is staged first, so every row reads it as it was before the copy: memmove's
+ * rule, for the whole 2-D copy (row by row, a later row would read what an earlier one wrote). */
+static void copy_host_rows(lua_State *L, gl_mem_ref dst, gl_mem_ref src, const copy_plan *p, const row_plan *rp,
+                           const char *fn) {
+    size_t row_bytes = p->convert ? p->count * gl_dtype_size(src.host->dtype) : p->nbytes;
+    size_t src_span = (rp->rows - 1) * rp->src_step + row_bytes, dst_span = (rp->rows - 1) * rp->dst_step + p->nbytes;
+    const unsigned char *s0 = (const unsigned char *)src.host->data + p->src_byte;
+    const unsigned char *d0 = (const unsigned char *)dst.host->data + p->dst_byte;
+    bool overlap = rp->rows > 1 && (uintptr_t)d0 < (uintptr_t)s0 + src_span && (uintptr_t)s0 < (uintptr_t)d0 + dst_span;
+    if (!overlap) {
+        for (size_t r = 0; r < rp->rows; r++)
+            copy_span(L, dst, src, p->dst_byte + r * rp->dst_step, p->src_byte + r * rp->src_step, p, NULL, false,
+                      NULL, fn);
+        return;
+    }
+    unsigned char *stage = malloc(src_span);
+    if (stage == NULL) luaL_error(L, "%s: cannot allocate %zu bytes to stage an overlapping copy", fn, src_span);
+    memcpy(stage, s0, src_span);
+    gl_host staged = *src.host; /* the source as it was, at offset 0 of the stage */
+    staged.data = stage;
+    gl_mem_ref from = {.dev = NULL, .host = &staged};
+    /* no row raises: conversions of every row were checked before (copy_mem) */
+    for (size_t r = 0; r < rp->rows; r++)
+        copy_span(L, dst, from, p->dst_byte + r * rp->dst_step, r * rp->src_step, p, NULL, false, NULL, fn);
+    free(stage);
+}
+
 /* The copy itself: src (stack index 2) into dst (index 1). */
 static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
     bool on_stream = o->stream_idx != 0;
@@ -315,6 +345,10 @@ static void copy_mem(lua_State *L, const copy_opts *o, const char *fn) {
     gl_stream_track *track = on_stream ? gl_opt_stream_track(L, o->stream_idx, fn) : gl_default_track();
     CUstream s = host_only ? NULL : gl_track_handle(track);
     if (p.nbytes == 0) return;
+    if (host_only) {
+        copy_host_rows(L, dst, src, &p, &rp, fn);
+        return;
+    }
     long obs = !host_only && gl_observers ? gl_observe_begin(s, true) : -1; /* cuda.trace */
     for (size_t r = 0; r < rp.rows; r++)
         copy_span(L, dst, src, p.dst_byte + r * rp.dst_step, p.src_byte + r * rp.src_step, &p, s,

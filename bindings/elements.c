@@ -216,8 +216,8 @@ size_t gl_check_view_args(lua_State *L, size_t parent_numel, gl_dtype t, gl_shap
     }
     gl_check_shape(L, 3, t, s, fn);
     if (s->numel > parent_numel - off)
-        gl_argerror(L, 3, fn, "elements %lld..%lld are past the end (the array has %zu)", first,
-                    first - 1 + (lua_Integer)s->numel, parent_numel);
+        gl_argerror(L, 3, fn, "elements %lld..%llu are past the end (the array has %zu)", first,
+                    (unsigned long long)off + (unsigned long long)s->numel, parent_numel);
     return off;
 }
 

@@ -357,6 +357,7 @@ static int host_view(lua_State *L) {
     gl_set_view_shape(&v->ndim, v->shape, &v->numel, &v->nbytes, &s);
     v->data = (unsigned char *)h->data + off * gl_dtype_size(h->dtype);
     v->pinned = h->pinned;
+    v->is_view = true;
     v->block = h->block;
     gl_block_hold(v->block);
     gl_live.hosts++;
@@ -469,7 +470,7 @@ static int host_tostring(lua_State *L) {
     }
     if (shown < h->numel) snprintf(text + len, sizeof text - len, ", ...");
     lua_pushfstring(L, "cuda.host %s%s%s (%s) {%s}", type, h->pinned ? " pinned" : "",
-                    h->block && h->data != h->block->host ? " view" : "", size, text);
+                    h->is_view ? " view" : "", size, text);
     return 1;
 }
 

@@ -122,6 +122,14 @@ static __int128 load_int(gl_dtype t, const void *p) {
     return t == GL_U64 ? (__int128)(uint64_t)v : (__int128)v;
 }
 
+/* v as a register of dtype t holds it (wrapped): a divisor the GPU's integer unit would see, so
+ * that 10 / -1 into a u32 array divides by 4294967295, and 256 into a u8 array is a zero. */
+static __int128 wrap_to(gl_dtype t, __int128 v) {
+    unsigned char bits[8];
+    gl_dtype_store_bits(t, bits, (int64_t)(uint64_t)(unsigned __int128)v);
+    return load_int(t, bits);
+}
+
 /* The scalar at idx for destination dtype t. */
 static void check_scalar(lua_State *L, int idx, gl_dtype t, operand *o, const char *fn, const char *what) {
     if (lua_type(L, idx) != LUA_TNUMBER)
@@ -131,8 +139,9 @@ static void check_scalar(lua_State *L, int idx, gl_dtype t, operand *o, const ch
     if (gl_dtype_is_float(t)) return;
     if (lua_isinteger(L, idx)) {
         o->i = lua_tointeger(L, idx);
-    } else if (isfinite(o->f) && floor(o->f) == o->f && fabs(o->f) < 0x1p63) {
-        o->i = (__int128)o->f;
+    } else if (isfinite(o->f) && floor(o->f) == o->f && o->f >= -0x1p63 && o->f < 0x1p64) {
+        /* every integral float a 64-bit dtype can hold: 2^63 .. 2^64 for u64 */
+        o->i = o->f >= 0x1p63 ? (__int128)(uint64_t)o->f : (__int128)(int64_t)o->f;
     } else {
         gl_argerror(L, idx, fn, "%s must be an integer for a %s array, got %.17g",
                     what, gl_dtype_name(t), o->f);
@@ -196,11 +205,18 @@ static void arith_float(gl_host *h, arith_op op, const operand *x, double a) {
 }
 #undef ARITH_FAST
 
+/* Operand element i as the integer operation on h's dtype takes it: a divisor wrapped to that
+ * dtype first (sums, differences and products come out the same wrapped or not). */
+static __int128 int_operand(const gl_host *h, arith_op op, const operand *x, size_t i) {
+    __int128 v = operand_i(x, i);
+    return op == OP_DIV ? wrap_to(h->dtype, v) : v;
+}
+
 static void arith_int(gl_host *h, arith_op op, const operand *x, __int128 a) {
     size_t n = h->numel, es = gl_dtype_size(h->dtype);
     for (size_t i = 0; i < n; i++) {
         unsigned char *p = (unsigned char *)h->data + i * es;
-        __int128 r = apply_i(op, load_int(h->dtype, p), operand_i(x, i), a);
+        __int128 r = apply_i(op, load_int(h->dtype, p), int_operand(h, op, x, i), a);
         gl_dtype_store_bits(h->dtype, p, (int64_t)(uint64_t)(unsigned __int128)r);
     }
 }
@@ -217,9 +233,12 @@ static int host_arith(lua_State *L, arith_op op, int a_idx, int x_idx, const cha
     if (op == OP_DIV && !gl_dtype_is_float(h->dtype)) { /* refuse before writing anything */
         size_t zero = 0;
         for (size_t i = 0; i < h->numel && !zero; i++)
-            if (operand_i(&x, i) == 0) zero = i + 1;
+            if (int_operand(h, op, &x, i) == 0) zero = i + 1;
         if (zero) {
             free(x.copy);
+            if (x.scalar && x.i != 0)
+                gl_argerror(L, x_idx, fn, "integer division by zero (%lld wraps to 0 in a %s array)",
+                            (long long)x.i, gl_dtype_name(h->dtype));
             if (x.scalar) gl_argerror(L, x_idx, fn, "integer division by zero");
             gl_argerror(L, x_idx, fn, "integer division by zero (operand element %zu)", zero);
         }
@@ -421,6 +440,15 @@ static void check_matrix(lua_State *L, const gl_host *h, int argno, const char *
     if (gl_dtype_is_bool(h->dtype)) gl_argerror(L, argno, fn, "bool arrays take no arithmetic");
 }
 
+/* v rounded to nearest (halves away from zero) and wrapped modulo 2^64, as an integer c gets it;
+ * NaN and infinities, which have no integer, give 0. */
+static int64_t round_and_wrap(double v) {
+    if (!isfinite(v)) return 0;
+    double w = fmod(round(v), 0x1p64); /* exact: |w| < 2^64 */
+    uint64_t u = w < 0 ? (uint64_t)0 - (uint64_t)(-w) : (uint64_t)w;
+    return (int64_t)u;
+}
+
 static void matmul_rows(gl_host *c, const double *A, const double *B, double *row, size_t M,
                         size_t K, size_t N, double alpha, double beta) {
     size_t es = gl_dtype_size(c->dtype);
@@ -436,7 +464,7 @@ static void matmul_rows(gl_host *c, const double *A, const double *B, double *ro
         for (size_t j = 0; j < N; j++) {
             double v = alpha * row[j];
             if (beta != 0) v += beta * gl_dtype_load_double(c->dtype, out + j * es);
-            if (int_out) gl_dtype_store_bits(c->dtype, out + j * es, isfinite(v) && fabs(v) < 0x1p63 ? (int64_t)llround(v) : 0);
+            if (int_out) gl_dtype_store_bits(c->dtype, out + j * es, round_and_wrap(v));
             else gl_dtype_store_double(c->dtype, out + j * es, v);
         }
     }

@@ -119,8 +119,13 @@ static int cmp_double(const void *a, const void *b) {
 static void stats_compute(double *v, size_t n, sample_stats *s) {
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += v[i];
+    double mean = sum / (double)n;
+    if (isinf(mean)) { /* the sum overflowed where the mean need not: sum the shares instead */
+        mean = 0;
+        for (size_t i = 0; i < n; i++) mean += v[i] / (double)n;
+    }
     s->n = n;
-    s->mean = sum / (double)n;
+    s->mean = mean;
     double ss = 0;
     for (size_t i = 0; i < n; i++) ss += (v[i] - s->mean) * (v[i] - s->mean);
     qsort(v, n, sizeof *v, cmp_double);

@@ -48,6 +48,7 @@ typedef struct gl_array {
     void *view_owner;
     gl_mem_block *block;  /* shared with views; NULL for memory gpulab did not allocate */
     int device;           /* ordinal of the device whose context allocated it */
+    bool is_view;         /* made by d:view (tostring says so, even at element 1) */
 } gl_array;
 /* Raise "bad argument #n to 'fn' (cuda.array expected, got X)" / "(cuda.array was freed)". */
 gl_array *gl_check_array(lua_State *L, int idx, const char *fn);
@@ -72,6 +73,7 @@ typedef struct gl_host {
     bool pinned;
     gl_use use;           /* async copies from/to pinned memory mark it */
     gl_mem_block *block;  /* shared with views */
+    bool is_view;         /* made by h:view (tostring says so, even at element 1) */
 } gl_host;
 
 /* Stream "cuda.stream" ----------------------------------------------------------- stream.c */

@@ -569,13 +569,15 @@ and work on views; methods that change `h` return it. `h:fill(v)`, `h:iota()`, `
       params = { {"a", "cuda.host", "`{M,K}`"}, {"b", "cuda.host", "`{K,N}`"}, {"opts", "table?", "scalars"} },
       options = { {"alpha", "number", "1", "factor of a·b"}, {"beta", "number", "0", "factor of c"} },
       returns = { {"cuda.host", "c"} },
-      summary = "`c = alpha·a·b + beta·c` for row-major 2-D `a {M,K}`, `b {K,N}`, `c {M,N}`; accumulated in double over double copies of `a` and `b` (so `c` may alias them); integer operands are exact while partial sums stay below 2^53, an integer `c` gets the result rounded to nearest and wrapped to its dtype; naive O(MKN), for references at small sizes" },
+      summary = "`c = alpha·a·b + beta·c` for row-major 2-D `a {M,K}`, `b {K,N}`, `c {M,N}`; accumulated in double over double copies of `a` and `b` (so `c` may alias them); integer operands are exact while partial sums stay below 2^53, an integer `c` gets the result rounded to nearest and wrapped to its dtype (0 for NaN and infinities); naive O(MKN), for references at small sizes" },
   },
   after = [==[
 Arithmetic into a float array is computed in double and rounded once to its dtype (so `add`, `sub`, `mul`,
 `div` of two f32 arrays give the correctly rounded f32 result). Integer arrays take integer operands only (a float
 array or a fractional number is refused: convert first) and wrap around on overflow like the GPU's
-integer units; `div` truncates toward zero and a zero divisor is refused before anything is written.
+integer units; `div` truncates toward zero, takes the divisor as the destination's dtype holds it
+(`-1` divides a u32 array by 4294967295) and refuses a zero divisor (`256` for u8 too) before
+anything is written.
 An operand that is a shifted view of the destination is read as it was before the call. Bool arrays
 take no arithmetic. `gpulab tools/bench_host_ref.lua [N]` times an N² f32 transpose reference both ways
 and checks they agree; at N = 8192 on the 2-core Xeon build machine (2026-12-01, CPU time): the Lua

@@ -393,4 +393,61 @@ T.test("dtype names with an embedded NUL are refused", function()
   stats_zero()
 end)
 
+T.test("edge values: wrapped divisors, 64-bit scalars, wrapped matmul results, staged 2-D overlaps", function()
+  do
+    local u = cuda.host("u32", 2)
+    u[1], u[2] = 10, 7
+    u:div(-1) -- -1 is 4294967295 in a u32 register
+    T.eq(u[1], 0)
+    T.eq(u[2], 0)
+    u[1], u[2] = 10, 7
+    u:div(cuda.host("u32", 2):fill(4294967295))
+    T.eq(u[1], 0, "an array operand is wrapped too")
+    local i = cuda.host("i32", 1)
+    i[1] = 12
+    i:div(cuda.host("u32", 1):fill(4294967295)) -- as i32: -1
+    T.eq(i[1], -12)
+    local b = cuda.host("u8", 1)
+    b[1] = 9
+    T.raises(function() b:div(256) end, "integer division by zero (256 wraps to 0 in a u8 array)")
+    T.eq(b[1], 9, "nothing written")
+    -- every integral float a 64-bit dtype holds is an integer operand
+    T.eq(cuda.host("u64", 1):add(2^63)[1], 2^63)
+    T.eq(cuda.host("i64", 1):add(-2^63)[1], math.mininteger)
+    T.raises(function() cuda.host("u64", 1):add(2^64) end, "must be an integer for a u64 array")
+    -- matmul into an integer c: rounded, then wrapped modulo 2^64
+    local a1, one = cuda.host("f64", {1, 1}), cuda.host("f64", {1, 1})
+    one[1] = 1
+    a1[1] = 2^63
+    T.eq(cuda.host("u64", {1, 1}):matmul(a1, one)[1], 2^63)
+    a1[1] = 1e19
+    T.eq(cuda.host("i64", {1, 1}):matmul(a1, one)[1], -8446744073709551616)
+    a1[1] = -1
+    T.eq(cuda.host("u32", {1, 1}):matmul(a1, one)[1], 4294967295)
+    a1[1] = 0 / 0
+    T.eq(cuda.host("i32", {1, 1}):matmul(a1, one)[1], 0, "NaN has no integer")
+    -- a 2-D copy between overlapping views reads the source as it was (memmove's rule)
+    local h = cuda.host("i32", 8):iota(1)
+    h:copy_from(h, { rows = 2, count = 2, src_offset = 0, dst_offset = 2, src_pitch = 2, dst_pitch = 2 })
+    T.eq(table.concat(h:totable(), " "), "1 2 1 2 3 4 7 8")
+    h:iota(1)
+    h:copy_from(h, { rows = 3, count = 2, src_offset = 2, dst_offset = 0, src_pitch = 2, dst_pitch = 2 })
+    T.eq(table.concat(h:totable(), " "), "3 4 5 6 7 8 7 8")
+    -- views say so from element 1 on; an oversized view names its last element without overflow
+    T.ok(tostring(h:view(1, 4)):find("i32[4] view", 1, true), tostring(h:view(1, 4)))
+    T.ok(not tostring(h):find("view", 1, true), tostring(h))
+    T.raises(function() cuda.host("u8", 10):view(10, math.maxinteger) end,
+      "elements 10..9223372036854775816 are past the end (the array has 10)")
+    -- a mismatch against an infinity has an infinite relative difference
+    local x, y = cuda.host("f64", 1), cuda.host("f64", 1)
+    x[1], y[1] = 1, math.huge
+    local r = cuda.compare(x, y)
+    T.eq(r.max_rel, math.huge)
+    T.eq(r.ok, false)
+    -- the mean of large samples does not overflow
+    T.eq(cuda.stats_of({ 1e308, 1e308, 1e308 }).mean, 1e308)
+  end
+  stats_zero()
+end)
+
 T.done()

@@ -560,7 +560,7 @@ function cuda_host:iota(start, step) end
 ---@field alpha? number factor of a·b (default 1)
 ---@field beta? number factor of c (default 0)
 
----`c = alpha·a·b + beta·c` for row-major 2-D `a {M,K}`, `b {K,N}`, `c {M,N}`; accumulated in double over double copies of `a` and `b` (so `c` may alias them); integer operands are exact while partial sums stay below 2^53, an integer `c` gets the result rounded to nearest and wrapped to its dtype; naive O(MKN), for references at small sizes
+---`c = alpha·a·b + beta·c` for row-major 2-D `a {M,K}`, `b {K,N}`, `c {M,N}`; accumulated in double over double copies of `a` and `b` (so `c` may alias them); integer operands are exact while partial sums stay below 2^53, an integer `c` gets the result rounded to nearest and wrapped to its dtype (0 for NaN and infinities); naive O(MKN), for references at small sizes
 ---@param a cuda.host `{M,K}`
 ---@param b cuda.host `{K,N}`
 ---@param opts? cuda.host.matmul.opts scalars
