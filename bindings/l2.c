@@ -147,6 +147,8 @@ void gl_read_l2_window(lua_State *L, int arg, int value, const gl_device_limits 
     uint64_t base = 0, bytes = 0, limit = UINT64_MAX;
     read_range(L, arg, at, field, fn, out, &base, &bytes, &limit);
     if (at[W_BYTES]) bytes = read_window_int(L, arg, at[W_BYTES], "bytes", field, fn);
+    if (bytes < 1 && !at[W_ARRAY])
+        window_error(L, arg, fn, field, "bytes = %llu: a window covers at least 1 byte", (unsigned long long)bytes);
     if (bytes < 1 || bytes > limit)
         window_error(L, arg, fn, field, "bytes = %llu is outside the array's 1..%llu bytes",
                      (unsigned long long)bytes, (unsigned long long)limit);

@@ -103,6 +103,7 @@ T.test("s:set_l2_window: the launch key's rules and messages, before the driver"
   end
   refuses({ array = a, bytes = 4097 }, "bytes = 4097 is outside the array's 1..4096 bytes)")
   refuses({ array = a, bytes = 0 }, "bytes = 0 is outside the array's 1..4096 bytes")
+  refuses({ ptr = a.ptr, bytes = 0 }, "bytes = 0: a window covers at least 1 byte")
   refuses({ array = a, hit_ratio = 1.5 }, "hit_ratio = 1.5 is outside 0..1")
   refuses({ array = a, hit_ratio = -0.25 }, "hit_ratio = -0.25 is outside 0..1")
   refuses({ array = a, hit_ratio = 0 / 0 }, "hit_ratio = ")
