@@ -22,11 +22,20 @@ uint64_t gl_done_seq = 0;
 uint64_t gl_last_seq_on[GL_SEQ_DEVICES];
 int gl_seq_device = 0;
 
+/* Per device, the submission count when its context was last synced: its work up to there is
+ * complete. */
+static uint64_t synced_seq_on[GL_SEQ_DEVICES];
+
 void gl_mark_device_synced(int d) {
     if (d < 0 || d >= GL_SEQ_DEVICES - 1) return; /* the shared last slot never proves anything */
+    synced_seq_on[d] = gl_work_seq;
+    /* Every submission up to `done` is complete when each device either has nothing newer than its
+       last sync, or was synced at `done` or later (syncs of other devices are remembered, so one
+       device at a time proves the whole process done). */
+    uint64_t done = gl_work_seq;
     for (int e = 0; e < GL_SEQ_DEVICES; e++)
-        if (e != d && gl_last_seq_on[e] > gl_done_seq) return; /* another device may be busy */
-    gl_done_seq = gl_work_seq;
+        if (gl_last_seq_on[e] > synced_seq_on[e] && synced_seq_on[e] < done) done = synced_seq_on[e];
+    if (done > gl_done_seq) gl_done_seq = done;
 }
 gl_stats gl_live;
 
@@ -149,6 +158,15 @@ static bool record_event(gl_stream_track *t, CUevent *ev) {
     return true;
 }
 
+/* Whether a device other than the current one may still run work: the legacy default stream is
+ * one track for every device, and an event recorded on it now lands on the current device's
+ * stream, which proves nothing of another device's. */
+static bool other_device_busy(void) {
+    for (int e = 0; e < GL_SEQ_DEVICES; e++)
+        if (e != gl_seq_device && gl_last_seq_on[e] > gl_done_seq) return true;
+    return false;
+}
+
 void gl_use_forget(gl_use *u) {
     for (int i = 0; i < u->nstreams; i++) gl_track_unref(u->streams[i]);
     u->nstreams = 0;
@@ -197,9 +215,29 @@ static void park_for_capture(gl_use *u, gl_release_fn fn, void *handle, uintptr_
     park(&d);
 }
 
+/* The release functions that free host bookkeeping without a usable context (a few at most). */
+static gl_release_fn without_context[4];
+
+void gl_release_runs_without_context(gl_release_fn fn) {
+    for (int i = 0; i < 4; i++) {
+        if (without_context[i] == fn) return;
+        if (without_context[i] == NULL) {
+            without_context[i] = fn;
+            return;
+        }
+    }
+}
+
+static bool runs_without_context(gl_release_fn fn) {
+    for (int i = 0; i < 4 && without_context[i]; i++)
+        if (without_context[i] == fn) return true;
+    return false;
+}
+
 void gl_release(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra) {
     if (!gl_context_usable()) { /* poisoned or never created: the handles are not touched */
         gl_use_forget(u);
+        if (runs_without_context(fn)) fn(handle, extra);
         return;
     }
     if (gl_capture_active()) {
@@ -223,10 +261,11 @@ void gl_release(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra) {
             if (t->final == NULL) continue; /* it was idle when it was retired */
             gl_track_ref(t);
             d.finals[d.nfinals++] = t;
-        } else if (record_event(t, &d.events[d.nevents])) {
-            d.nevents++;
         } else {
-            d.full_sync = true;
+            /* the default stream's work may be another device's, which an event now would miss */
+            bool covered = !(t == &default_track && other_device_busy()) && record_event(t, &d.events[d.nevents]);
+            if (covered) d.nevents++;
+            else d.full_sync = true;
         }
     }
     gl_use_forget(u);
@@ -283,6 +322,7 @@ static void abandon_list(deferred_list *l) {
             if (d->finals[j]) gl_track_unref(d->finals[j]);
         d->nevents = d->nfinals = 0;
         gl_use_forget(&d->use);
+        if (runs_without_context(d->fn)) d->fn(d->handle, d->extra);
     }
     l->n = 0;
 }

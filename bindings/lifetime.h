@@ -47,8 +47,8 @@ static inline uint64_t gl_next_seq(void) {
     return seq;
 }
 
-/* After a sync of device d's whole context: every submission is known complete (gl_done_seq
- * moves up) only when no other device has had work since the last such point. */
+/* After a sync of device d's whole context: gl_done_seq moves up to the newest submission that
+ * every device's last sync (or idleness since) proves complete. */
 void gl_mark_device_synced(int d);
 
 /* Called once per submission that uses `u` on stream track `t` (cheap: no driver calls). */
@@ -76,8 +76,12 @@ void gl_use_forget(gl_use *u);
 
 typedef void (*gl_release_fn)(void *handle, uintptr_t extra);
 /* Releases `handle` with fn(handle, extra) now, or once the work recorded in `u` is done.
- * Never raises; without a usable context (poisoned, or no driver) the handle is dropped. */
+ * Never raises; without a usable context (poisoned, or no driver) the handle is dropped, and fn
+ * is called only when it was declared to run without one (below). */
 void gl_release(gl_use *u, gl_release_fn fn, void *handle, uintptr_t extra);
+/* fn checks gl_context_usable() itself and frees host bookkeeping in any case: a release that
+ * finds the context poisoned (a parked one included) still calls it. */
+void gl_release_runs_without_context(gl_release_fn fn);
 /* Frees deferred objects whose work completed (non-blocking; nothing during a capture). */
 void gl_release_drain(void);
 /* Releases made while a stream capture was under way are parked without any driver call;

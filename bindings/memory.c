@@ -104,8 +104,8 @@ static void block_unref(void *handle, uintptr_t extra) {
 
 static void release_nothing(void *handle, uintptr_t extra) { (void)handle; (void)extra; }
 
-/* One holder of b lets go; its reference is dropped once the work in u is complete. Without a
- * usable context gl_release forgets the work and calls nothing, so the reference goes now. */
+/* One holder of b lets go; its reference is dropped once the work in u is complete (without a
+ * usable context at once: block_unref runs without one). */
 void gl_block_release(gl_mem_block *b, gl_use *u) {
     if (b == NULL) { /* memory gpulab did not allocate: only the recorded uses go */
         gl_release(u, release_nothing, NULL, 0);
@@ -120,12 +120,11 @@ void gl_block_release(gl_mem_block *b, gl_use *u) {
         block_unref(b, 0);
         return;
     }
-    bool usable = gl_context_usable();
     gl_release(u, block_unref, b, 0);
-    if (!usable) block_unref(b, 0);
 }
 
 void gl_open_memory(lua_State *L) {
+    gl_release_runs_without_context(block_unref);
     gl_open_arrays(L);
     gl_open_hosts(L);
     gl_open_hostops(L); /* adds to cuda.host: after gl_open_hosts */

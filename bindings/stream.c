@@ -37,6 +37,7 @@
 #define EVENT_T "cuda.event"
 #define GRAPH_T "cuda.graph"
 #define NOTES_KEY "gpulab.capture_notes" /* private store: objects used by the capture under way */
+#define RESULT_KEY "gpulab.capture_graph" /* private store: the graph the capture under way fills */
 #define BENCH_MAX_REPS 1000000
 
 typedef struct gl_event {
@@ -524,6 +525,16 @@ static const void *push_capture_guard(lua_State *L) {
     return guard;
 }
 
+/* Pushes the graph the capture under way fills, and takes it out of the private store (which
+ * held it while fn ran). */
+static gl_graph *take_capture_result(lua_State *L) {
+    gl_private_get(L, RESULT_KEY);
+    gl_graph *g = gl_testudata(L, -1, GRAPH_T);
+    lua_pushnil(L);
+    gl_private_set(L, RESULT_KEY);
+    return g;
+}
+
 /* gl_select_device for a protected call: makes the stream's device current. */
 static int select_stream_device(lua_State *L) {
     const gl_stream *s = lua_touserdata(L, 1);
@@ -548,17 +559,26 @@ int gl_stream_capture(lua_State *L) {
         luaL_error(L, "%s: a timed-out cuda.sync is still waiting for the GPU, and its context sync "
                       "would invalidate the capture: let that work finish (cuda.sync()) first", fn);
     lua_settop(L, 2);
-    gl_graph *g = gl_newuserdatauv(L, sizeof *g, 1); /* 3: the result, empty until the end */
+    /* The result, made now (no allocation can fail once the driver holds a captured graph), and
+       the table of the objects the work uses (its user value) are kept in the private store while
+       fn runs, not in this function's stack slots: debug.getlocal reads those, and fn could free
+       the unfinished graph or empty the table (the replays would then use freed memory). */
+    gl_graph *g = gl_newuserdatauv(L, sizeof *g, 1);
     memset(g, 0, sizeof *g);
     gl_setmetatable(L, GRAPH_T);
-    lua_newtable(L);                                  /* 4: the objects the work uses */
-    lua_pushvalue(L, 4);
-    lua_setiuservalue(L, 3, 1);
-    const void *guard = push_capture_guard(L);        /* 5: ends the capture if fn never returns */
-    lua_pushvalue(L, 4);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, -3, 1);
     gl_private_set(L, NOTES_KEY);
-    GL_CHECK(L, gl_cu.cuStreamBeginCapture(s->handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), fn,
-             "cuStreamBeginCapture");
+    gl_private_set(L, RESULT_KEY);
+    const void *guard = push_capture_guard(L);        /* 3: ends the capture if fn never returns */
+    CUresult r = gl_cu.cuStreamBeginCapture(s->handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (r != CUDA_SUCCESS) {
+        lua_pushnil(L);
+        gl_private_set(L, NOTES_KEY);
+        take_capture_result(L);
+        gl_raise_cuda(L, r, fn, "cuStreamBeginCapture");
+    }
     cap.active = true;
     cap.stream = s;
     cap.free_after = false;
@@ -569,17 +589,20 @@ int gl_stream_capture(lua_State *L) {
     lua_gc(L, LUA_GCSTOP);
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 1); /* fn(s): the stream to launch on, as cuda.measure passes it */
-    int status = lua_pcall(L, 1, 0, 0);
+    int status = lua_pcall(L, 1, 0, 0); /* on an error, its value is at 4 */
     if (collecting) lua_gc(L, LUA_GCRESTART);
+    g = take_capture_result(L); /* pushes it (4, or 5 above the error) */
     if (!cap.active || cap.guard != guard) /* its guard's finalizer, called by hand, ended it */
         luaL_error(L, "%s: the capture was ended before fn returned (its guard's finalizer was called "
                       "by hand); nothing was captured", fn);
-    CUresult r;
     CUgraph graph = end_capture(L, s, &r);
-    if (status != LUA_OK) { /* the original error, with the partial graph discarded */
+    if (status != LUA_OK || g == NULL) { /* the original error, with the partial graph discarded */
         if (graph) gl_cu.cuGraphDestroy(graph);
-        lua_error(L);
+        if (status == LUA_OK) return luaL_error(L, "%s: the capture's graph is gone", fn); /* never by a script */
+        lua_pop(L, 1);
+        return lua_error(L);
     }
+    int result = lua_gettop(L);
     /* fn may have made another device current: the graph is made executable, and labelled, in
        the context of the stream's device, and fn's choice is restored after */
     int fn_device = gl_current_device();
@@ -594,9 +617,11 @@ int gl_stream_capture(lua_State *L) {
         }
         lua_pop(L, 1);
     }
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS) {
+        if (moved) gl_select_device(L, fn_device, fn); /* every exit leaves fn's choice current */
         gl_raise_cuda(L, r, fn, "cuStreamEndCapture (the function did something that cannot be "
                                 "captured: a sync, a synchronous copy, an allocation or a free)");
+    }
     size_t nodes = 0;
     r = gl_cu.cuGraphGetNodes(graph, NULL, &nodes);
     const char *step = "cuGraphGetNodes";
@@ -606,14 +631,18 @@ int gl_stream_capture(lua_State *L) {
         r = gl_cu.cuGraphInstantiateWithFlags(&exec, graph, 0);
     }
     gl_cu.cuGraphDestroy(graph); /* the executable graph does not need it */
-    if (r != CUDA_SUCCESS) gl_raise_cuda(L, r, fn, step);
+    if (r != CUDA_SUCCESS) {
+        if (moved) gl_select_device(L, fn_device, fn);
+        gl_raise_cuda(L, r, fn, step);
+    }
     g->exec = exec;
     g->nodes = nodes;
     g->device = s->device;
     gl_live.graphs++;
-    if (!collect_refs(L, 4, g)) luaL_error(L, "%s: out of host memory", fn); /* __gc frees it */
     if (moved) gl_select_device(L, fn_device, fn); /* as fn left it */
-    lua_settop(L, 3);
+    lua_getiuservalue(L, result, 1); /* the objects the work used: unreachable from scripts */
+    if (!collect_refs(L, lua_gettop(L), g)) luaL_error(L, "%s: out of host memory", fn); /* __gc frees it */
+    lua_settop(L, result);
     return 1;
 }
 

@@ -13,6 +13,8 @@ gl_add_lua_test(memory_fake_oom tests/lua/test_memory_errors.lua FAKE
   ENV GPULAB_FAKE_FAIL=cuMemAlloc:2:2,cuMemAllocHost:2,cuMemcpyHtoD:1:2,cuMemcpyDtoH:1:3)
 gl_add_lua_test(memory_gpu tests/lua/gpu_memory.lua GPU)
 gl_add_lua_test(memory_fake_sticky tests/lua/test_memory_errors.lua FAKE ENV GPULAB_FAKE_FAIL=cuMemcpyDtoD:700)
+gl_add_lua_test(memory_fake_sticky_capture tests/lua/test_memory_errors.lua FAKE
+  ENV GPULAB_FAKE_FAIL=cuMemcpyDtoD:700 GPULAB_MEMORY_CASE=capture)
 gl_add_lua_test(memory_host_generational tests/lua/test_memory.lua
   ENV GPULAB_LIBCUDA=/nonexistent/libcuda.so GPULAB_TEST_GC=generational)
 gl_add_lua_test(memory_host_gc_every_call tests/lua/test_memory.lua

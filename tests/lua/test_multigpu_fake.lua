@@ -98,6 +98,30 @@ T.test("a sync of one device proves nothing about another device's work", functi
   cuda.device(0)
 end)
 
+T.test("memory used on another device's default stream is not freed under its running kernel", function()
+  cuda.device(1)
+  local mod1 = cuda.load(PTX)
+  local a = cuda.array("f32", 16)
+  local freed = string.format("free 0x%x", a.ptr)
+  T.write(BUSY, "1\n")
+  mod1:kernel("touch"):launch({ grid = 1, block = 1 }, a) -- device 1's default stream
+  cuda.device(0)
+  a:free() -- an event on device 0's default stream would prove nothing of device 1's work
+  local held_ok, why = pcall(function()
+    T.ok(not T.log_text():find(freed, 1, true), "device 1's memory freed while its kernel ran")
+    T.eq(cuda.stats().deferred, 1, "the free waits")
+  end)
+  busy(false)
+  if not held_ok then error(why, 0) end
+  cuda.device(1)
+  cuda.sync { timeout = 5 }
+  cuda.device(0)
+  cuda.sync { timeout = 5 }
+  T.ok(T.log_text():find(freed, 1, true), "freed once both devices are known idle")
+  T.eq(cuda.stats().deferred, 0)
+  mod1:free()
+end)
+
 T.test("cuda.peer reports what the driver says and enables one direction or both", function()
   local r = cuda.peer(0, 1)
   T.eq(r.can, true); T.eq(r.enabled, false); T.eq(r.same, false)

@@ -256,6 +256,33 @@ T.test("capture: events and launches become graph nodes; replays", function()
   e:free(); e2:free(); a:free(); s:free()
 end)
 
+T.test("capture: fn reaching s:capture's own slots can neither free the graph nor drop its objects", function()
+  local s = cuda.stream { nonblocking = true }
+  local seen = 0
+  local a = cuda.array("u8", 8) -- allocated before: the driver refuses allocations in a capture
+  local g = s:capture(function()
+    work:launch({ grid = 1, block = 1, stream = s }, a)
+    a = nil -- held by the graph alone from here on
+    local n = 1
+    while true do -- every value of s:capture's frame (a C function), as debug.getlocal gives them
+      local name, v = debug.getlocal(2, n)
+      if not name then break end
+      seen = seen + 1
+      if type(v) == "table" then for key in pairs(v) do v[key] = nil end end
+      if type(v) == "userdata" and v ~= s then pcall(function() v:free() end) end
+      n = n + 1
+    end
+  end)
+  T.ok(seen >= 2, "fn saw s:capture's slots")
+  T.eq(g.objects, 2, "the graph still holds the kernel and the array")
+  collectgarbage()
+  collectgarbage()
+  g:launch(s) -- the array the graph alone holds is alive
+  s:sync()
+  g:free()
+  s:free()
+end)
+
 T.test("capture: an error in fn ends the capture, re-raises it, and the stream stays usable", function()
   local s = cuda.stream { nonblocking = true }
   clear_log()
