@@ -133,6 +133,7 @@ typedef struct scan {
     void *ctx;
     char **seen; /* paths (on disk) and "\1name" (in memory) already hashed */
     int nseen, capseen;
+    bool unresolved; /* the script's own text includes a header by macro: no key can cover it */
 } scan;
 
 static bool seen_before(scan *s, const char *id) {
@@ -268,7 +269,8 @@ static void memo_add(memo_file *m, char kind, const char *text, size_t len) {
     m->ninc++;
 }
 
-static void scan_text(scan *s, const char *text, size_t len, const char *dir, int depth, memo_file *rec);
+static void scan_text(scan *s, const char *text, size_t len, const char *dir, int depth, memo_file *rec,
+                      bool system);
 
 static bool under_system_dir(const scan *s, const char *path) {
     for (int i = 0; i < s->in->nsystem_dirs; i++) {
@@ -343,7 +345,7 @@ static void scan_disk_file(scan *s, const char *path, int depth) {
     if (s->on_file && realpath(path, abs)) s->on_file(abs, s->ctx);
     char dir[PATH_MAX];
     dir_of(path, dir, sizeof dir);
-    scan_text(s, text, len, dir, depth + 1, rec);
+    scan_text(s, text, len, dir, depth + 1, rec, system);
     if (rec && rec->capinc < 65536) rec->complete = true;
     free(text);
 }
@@ -359,7 +361,7 @@ static void resolve_include(scan *s, const char *name, bool quoted, const char *
         if (!seen_before(s, id)) {
             hash_str(s->sha, 'M', name);
             hash_item(s->sha, 'C', in->headers[i].text, in->headers[i].len);
-            scan_text(s, in->headers[i].text, in->headers[i].len, NULL, depth + 1, NULL);
+            scan_text(s, in->headers[i].text, in->headers[i].len, NULL, depth + 1, NULL, false);
         }
         return;
     }
@@ -377,45 +379,106 @@ static void resolve_include(scan *s, const char *name, bool quoted, const char *
     hash_str(s->sha, 'U', name); /* built into NVRTC or missing: its name is all we can key on */
 }
 
-/* Finds `#include "x"` / `<x>` lines (also inside #if 0 or comments: hashing a header too
- * many only costs a spurious miss, missing one would serve stale code). */
-static void scan_text(scan *s, const char *text, size_t len, const char *dir, int depth, memo_file *rec) {
-    if (depth > SCAN_MAX_DEPTH) {
-        if (rec) rec->capinc = 65536; /* cut short: not a complete record */
-        return;
+/* Skips blanks and (after splicing) comments that stay on the line. */
+static size_t skip_blanks(const char *text, size_t p, size_t eol) {
+    while (p < eol) {
+        if (text[p] == ' ' || text[p] == '\t' || text[p] == '\r' || text[p] == '\f' || text[p] == '\v') {
+            p++;
+        } else if (p + 1 < eol && text[p] == '/' && text[p + 1] == '*') {
+            size_t q = p + 2;
+            while (q + 1 < eol && !(text[q] == '*' && text[q + 1] == '/')) q++;
+            if (q + 1 >= eol) return eol;
+            p = q + 2;
+        } else {
+            break;
+        }
     }
+    return p;
+}
+
+/* One line's include directive, if it is one: `#` or `%:` first (after blanks and comments),
+ * then `include`. Resolves "x" and <x>; anything else is an include by macro. */
+static void scan_line(scan *s, const char *text, size_t i, size_t eol, const char *dir, int depth, memo_file *rec,
+                      bool system) {
+    size_t p = skip_blanks(text, i, eol);
+    if (p < eol && text[p] == '#') p++;
+    else if (p + 1 < eol && text[p] == '%' && text[p + 1] == ':') p += 2;
+    else return;
+    p = skip_blanks(text, p, eol);
+    if (eol - p < 7 || memcmp(text + p, "include", 7) != 0) return;
+    p = skip_blanks(text, p + 7, eol);
+    char close = (char)(p < eol ? (text[p] == '"' ? '"' : text[p] == '<' ? '>' : 0) : 0);
+    size_t q = p + 1;
+    while (close && q < eol && text[q] != close) q++;
+    if (close && q < eol && q - p - 1 < PATH_MAX / 2) {
+        char name[PATH_MAX / 2];
+        memcpy(name, text + p + 1, q - p - 1);
+        name[q - p - 1] = '\0';
+        memo_add(rec, close, name, q - p - 1);
+        resolve_include(s, name, close == '"', dir, depth);
+    } else {
+        size_t end = eol;
+        while (end > p && (text[end - 1] == '\r' || text[end - 1] == ' ' || text[end - 1] == '\t')) end--;
+        if (end > p && text[end - 1] == '\\') return; /* continued: the spliced pass reads it whole */
+        memo_add(rec, 'X', text + p, eol - p);
+        hash_item(s->sha, 'X', text + p, eol - p); /* #include MACRO */
+        /* an installed header's computed include changes only with the toolkit, which changes
+           its identity; the script's own cannot be followed, so its compile is not cached */
+        if (!system) s->unresolved = true;
+    }
+}
+
+/* The text with backslash-newlines spliced (NULL when it has none, or no memory). */
+static char *spliced(const char *text, size_t len, size_t *out_len) {
+    if (memchr(text, '\\', len) == NULL) return NULL;
+    char *out = malloc(len + 1);
+    if (out == NULL) return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == '\\' && i + 1 < len && text[i + 1] == '\n') {
+            i++;
+        } else if (text[i] == '\\' && i + 2 < len && text[i + 1] == '\r' && text[i + 2] == '\n') {
+            i += 2;
+        } else {
+            out[n++] = text[i];
+        }
+    }
+    out[n] = '\0';
+    *out_len = n;
+    return out;
+}
+
+static void scan_lines(scan *s, const char *text, size_t len, const char *dir, int depth, memo_file *rec,
+                       bool system) {
     size_t i = 0;
     while (i < len) {
-        size_t eol = i;
-        while (eol < len && text[eol] != '\n') eol++;
-        size_t p = i;
-        while (p < eol && (text[p] == ' ' || text[p] == '\t')) p++;
-        if (p < eol && text[p] == '#') {
-            p++;
-            while (p < eol && (text[p] == ' ' || text[p] == '\t')) p++;
-            if (eol - p >= 7 && memcmp(text + p, "include", 7) == 0) {
-                p += 7;
-                while (p < eol && (text[p] == ' ' || text[p] == '\t')) p++;
-                char close = (char)(p < eol ? (text[p] == '"' ? '"' : text[p] == '<' ? '>' : 0) : 0);
-                size_t q = p + 1;
-                while (close && q < eol && text[q] != close) q++;
-                if (close && q < eol && q - p - 1 < PATH_MAX / 2) {
-                    char name[PATH_MAX / 2];
-                    memcpy(name, text + p + 1, q - p - 1);
-                    name[q - p - 1] = '\0';
-                    memo_add(rec, close, name, q - p - 1);
-                    resolve_include(s, name, close == '"', dir, depth);
-                } else {
-                    memo_add(rec, 'X', text + p, eol - p);
-                    hash_item(s->sha, 'X', text + p, eol - p); /* #include MACRO */
-                }
-            }
-        }
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t eol = nl ? (size_t)(nl - text) : len;
+        scan_line(s, text, i, eol, dir, depth, rec, system);
         i = eol + 1;
     }
 }
 
-void gl_cache_key(const gl_cache_key_input *in, unsigned char key[32], gl_cache_file_fn on_file,
+/* Finds the include directives of a text: in its lines as written and again with backslash-newlines
+ * spliced (a directive or its file name can be split across lines). Also inside #if 0 or block
+ * comments: hashing a header too many only costs a spurious miss, missing one would serve stale
+ * code. */
+static void scan_text(scan *s, const char *text, size_t len, const char *dir, int depth, memo_file *rec,
+                      bool system) {
+    if (depth > SCAN_MAX_DEPTH) {
+        if (rec) rec->capinc = 65536; /* cut short: not a complete record */
+        return;
+    }
+    scan_lines(s, text, len, dir, depth, rec, system);
+    size_t n = 0;
+    char *joined = spliced(text, len, &n);
+    if (joined) {
+        scan_lines(s, joined, n, dir, depth, rec, system);
+        free(joined);
+    }
+}
+
+bool gl_cache_key(const gl_cache_key_input *in, unsigned char key[32], gl_cache_file_fn on_file,
                   void *ctx) {
     gl_sha256 c;
     gl_sha256_init(&c);
@@ -426,13 +489,19 @@ void gl_cache_key(const gl_cache_key_input *in, unsigned char key[32], gl_cache_
     hash_str(&c, 'N', in->nvrtc_version);
     hash_str(&c, 'A', in->arch);
     for (int i = 0; i < in->noptions; i++) hash_str(&c, 'O', in->options[i]);
+    hash_str(&c, 'n', in->source_name); /* __FILE__, line info and messages carry it */
     hash_item(&c, 'T', in->source, in->source_len);
     for (int i = 0; i < in->nnames; i++) hash_str(&c, 'L', in->names[i]);
-    scan s = {&c, in, on_file, ctx, NULL, 0, 0};
-    scan_text(&s, in->source, in->source_len, in->source_dir, 0, NULL);
+    scan s = {&c, in, on_file, ctx, NULL, 0, 0, false};
+    for (int i = 0; i < in->npre_includes; i++) { /* as if the source began with #include "x" */
+        hash_str(&c, 'P', in->pre_includes[i]);
+        resolve_include(&s, in->pre_includes[i], true, in->source_dir, 0);
+    }
+    scan_text(&s, in->source, in->source_len, in->source_dir, 0, NULL, false);
     for (int i = 0; i < s.nseen; i++) free(s.seen[i]);
     free(s.seen);
     gl_sha256_final(&c, key);
+    return !s.unresolved;
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 /* Bumped whenever the key's inputs or the entry layout change. */
-#define GL_CACHE_SCHEMA 2
+#define GL_CACHE_SCHEMA 3
 
 /* SHA-256 ------------------------------------------------------------------------------------ */
 typedef struct gl_sha256 {
@@ -42,6 +42,7 @@ typedef struct gl_cache_key_input {
     const char *arch;              /* exactly as passed: sm_90a differs from sm_90 */
     const char *const *options;    /* the ordered list given to nvrtcCompileProgram */
     int noptions;
+    const char *source_name;       /* NVRTC's name for the source (__FILE__, line info) */
     const char *source;
     size_t source_len;
     const char *source_dir;        /* where `#include "x"` of the source is looked up first */
@@ -57,14 +58,19 @@ typedef struct gl_cache_key_input {
      * header still changes the key. Its includes are followed as for any header. */
     const char *const *system_dirs;
     int nsystem_dirs;
+    const char *const *pre_includes; /* --pre-include / -include headers, in order */
+    int npre_includes;
 } gl_cache_key_input;
 
 /* Called with the absolute path of every header file found on disk (for --watch). */
 typedef void (*gl_cache_file_fn)(const char *path, void *ctx);
 
 /* Hashes every input above plus, recursively, the path and contents of each header the
- * source includes (an include that cannot be resolved is hashed by its name). */
-void gl_cache_key(const gl_cache_key_input *in, unsigned char key[32], gl_cache_file_fn on_file,
+ * source includes (an include that cannot be resolved is hashed by its name). False when the key
+ * cannot cover the compile: the script's source or one of its own headers includes a header
+ * named by a macro (`#include HEADER`), which the key cannot follow; such a compile must not use
+ * the cache. */
+bool gl_cache_key(const gl_cache_key_input *in, unsigned char key[32], gl_cache_file_fn on_file,
                   void *ctx);
 
 /* Entries ----------------------------------------------------------------------------------- */

@@ -207,6 +207,7 @@ typedef struct request {
     int include_dirs;        /* stack index: array of directories searched, in order */
     int system_dirs;         /* stack index: the toolkit's folders among them */
     int names;               /* stack index: array of name expressions */
+    int pre_includes;        /* stack index: array of headers the options pre-include */
     int headers;             /* stack index: array of {name, text}, sorted by name */
     bool use_cache;
 } request;
@@ -470,6 +471,46 @@ static void push_toolkit_include_dirs(lua_State *L, int list, int system) {
     lua_pop(L, 1);
 }
 
+/* The value of option `o` when it is one of the spellings of `short_name` / `long_name` that
+ * NVRTC accepts: "-Ix", "-I=x", "--include-path=x" (the value in the same item), or "-I",
+ * "--include-path" alone (the value is the next item: *takes_next). NULL otherwise. */
+static const char *option_value(const char *o, const char *short_name, bool short_joined, const char *long_name,
+                                bool *takes_next) {
+    *takes_next = false;
+    size_t ns = strlen(short_name), nl = strlen(long_name);
+    if (strcmp(o, short_name) == 0 || strcmp(o, long_name) == 0) {
+        *takes_next = true;
+        return NULL;
+    }
+    if (strncmp(o, long_name, nl) == 0 && o[nl] == '=') return o + nl + 1;
+    if (strncmp(o, short_name, ns) == 0 && o[ns] == '=') return o + ns + 1;
+    if (short_joined && strncmp(o, short_name, ns) == 0 && o[ns]) return o + ns;
+    return NULL;
+}
+
+/* Include folders and pre-included headers given as plain options: NVRTC searches and reads them
+ * too (the folders after gpulab's own), so the cache key must see them in every spelling. */
+static void note_user_include_options(lua_State *L, const request *rq, int first) {
+    int n = (int)lua_rawlen(L, rq->options);
+    for (int i = first; i <= n; i++) {
+        lua_rawgeti(L, rq->options, i);
+        const char *o = lua_tostring(L, -1);
+        bool next_dir = false, next_pre = false;
+        const char *dir = option_value(o, "-I", true, "--include-path", &next_dir);
+        const char *pre = option_value(o, "-include", false, "--pre-include", &next_pre);
+        if ((next_dir || next_pre) && i < n) {
+            lua_rawgeti(L, rq->options, ++i); /* the value is the next item */
+            push_option(L, next_dir ? rq->include_dirs : rq->pre_includes, lua_tostring(L, -1));
+            lua_pop(L, 1);
+        } else if (dir && *dir) {
+            push_option(L, rq->include_dirs, dir);
+        } else if (pre && *pre) {
+            push_option(L, rq->pre_includes, pre);
+        }
+        lua_pop(L, 1);
+    }
+}
+
 /* Reads the options table at `t` (0: none) into `rq`, pushing its arrays. */
 static void read_request(lua_State *L, int t, int argn, request *rq, const char *default_name) {
     const char *fn = rq->fn;
@@ -530,14 +571,9 @@ static void read_request(lua_State *L, int t, int argn, request *rq, const char 
     if (lineinfo) push_option(L, rq->options, "-lineinfo");
     int user_first = (int)lua_rawlen(L, rq->options) + 1;
     append_string_list(L, t, "options", rq->options, "", argn, fn);
-    /* -I given as a plain option is searched too (after ours), so the key must see it */
-    for (int i = user_first; i <= (int)lua_rawlen(L, rq->options); i++) {
-        lua_rawgeti(L, rq->options, i);
-        const char *o = lua_tostring(L, -1);
-        if (strncmp(o, "-I", 2) == 0 && o[2]) push_option(L, rq->include_dirs, o + 2);
-        else if (strncmp(o, "--include-path=", 15) == 0) push_option(L, rq->include_dirs, o + 15);
-        lua_pop(L, 1);
-    }
+    lua_newtable(L);
+    rq->pre_includes = lua_gettop(L);
+    note_user_include_options(L, rq, user_first);
 
     lua_newtable(L);
     rq->names = lua_gettop(L);
@@ -559,8 +595,8 @@ static const char **string_array(lua_State *L, int list, int *n) {
 }
 
 typedef struct inputs {
-    const char **options, **names, **include_dirs, **system_dirs;
-    int noptions, nnames, ninclude_dirs, nsystem_dirs, nheaders;
+    const char **options, **names, **include_dirs, **system_dirs, **pre_includes;
+    int noptions, nnames, ninclude_dirs, nsystem_dirs, npre_includes, nheaders;
     gl_cache_header *headers;
 } inputs;
 
@@ -598,6 +634,7 @@ static void collect_inputs(lua_State *L, const request *rq, inputs *in) {
     in->names = string_array(L, rq->names, &in->nnames);
     in->include_dirs = string_array(L, rq->include_dirs, &in->ninclude_dirs);
     in->system_dirs = string_array(L, rq->system_dirs, &in->nsystem_dirs);
+    in->pre_includes = string_array(L, rq->pre_includes, &in->npre_includes);
     collect_headers(L, rq->headers, in);
 }
 
@@ -619,7 +656,8 @@ static void record_dependency(const char *path, void *ctx) {
     observe_compiled_file(path);
 }
 
-static void compute_key(const request *rq, const inputs *in, const char *nvrtc_version,
+/* The compile's cache key; false when no key can cover it (see gl_cache_key). */
+static bool compute_key(const request *rq, const inputs *in, const char *nvrtc_version,
                         unsigned char key[32]) {
     gl_cache_key_input k = {
         .gpulab_version = GPULAB_VERSION,
@@ -627,6 +665,7 @@ static void compute_key(const request *rq, const inputs *in, const char *nvrtc_v
         .arch = rq->arch,
         .options = in->options,
         .noptions = in->noptions,
+        .source_name = rq->name,
         .source = rq->src,
         .source_len = rq->src_len,
         .source_dir = rq->name_dir,
@@ -638,8 +677,10 @@ static void compute_key(const request *rq, const inputs *in, const char *nvrtc_v
         .ninclude_dirs = in->ninclude_dirs,
         .system_dirs = in->system_dirs,
         .nsystem_dirs = in->nsystem_dirs,
+        .pre_includes = in->pre_includes,
+        .npre_includes = in->npre_includes,
     };
-    gl_cache_key(&k, key, compile_observer ? record_dependency : NULL, NULL);
+    return gl_cache_key(&k, key, compile_observer ? record_dependency : NULL, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -984,7 +1025,7 @@ static int compile_request(lua_State *L, request *rq, int opts, const char *defa
     unsigned char key[32];
     if (cached || compile_observer) {
         push_nvrtc_identity(L);
-        compute_key(rq, &in, lua_tostring(L, -1), key);
+        if (!compute_key(rq, &in, lua_tostring(L, -1), key)) cached = false; /* #include MACRO */
         lua_pop(L, 1);
     }
     gl_cache_entry e;
@@ -1077,10 +1118,11 @@ static int l_cache_key(lua_State *L) {
     }
     unsigned char key[32];
     char hex[65];
-    compute_key(&rq, &in, version, key);
+    bool cacheable = compute_key(&rq, &in, version, key);
     gl_hex(key, 32, hex);
     lua_pushstring(L, hex);
-    return 1;
+    lua_pushboolean(L, cacheable);
+    return 2;
 }
 
 /* ------------------------------------------------------------------------------------------

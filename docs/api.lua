@@ -167,7 +167,8 @@ local mod = cuda.load(prog)]==] },
       params = { {"src", "string", "CUDA C++ source"}, {"opts", "table?", "as cuda.compile's"},
                  {"nvrtc_version", "string?", "the NVRTC identity to key with (default: the library's)"} },
       options_of = "cuda.compile",
-      returns = { {"string", "the SHA-256 key in hex"} },
+      returns = { {"string", "the SHA-256 key in hex"},
+                  {"boolean", "false when the compile would bypass the cache (a header included by macro)"} },
       summary = "the compile cache key a `cuda.compile(src, opts)` would use (see Compile cache, below)" },
     { "cuda.program", kind = "class",
       summary = "what cuda.compile returns: a table of the compile's results",
@@ -253,9 +254,14 @@ folder beside the library `GPULAB_LIBNVRTC` names, else beside the NVRTC the bui
 **Compile cache.** On by default in `$GPULAB_CACHE_DIR`, else `$XDG_CACHE_HOME/gpulab`, else
 `~/.cache/gpulab`; `GPULAB_CACHE=0` or `{cache=false}` turns it off. The key is a SHA-256 over a schema
 version, gpulab's version, the NVRTC library (its real file name, which carries the full version, size and
-time), the exact arch, the ordered options, the source, the name expressions and the contents of every
-header the source includes (followed recursively through in-memory headers, the source's folder and the
-include directories). Toolkit headers are keyed by identity rather than contents — path, size,
+time), the exact arch, the ordered options, the source and its name (`__FILE__` and line info carry
+it), the name expressions and the contents of every header the source includes or an option
+pre-includes (`-include`, `--pre-include`), followed recursively through in-memory headers, the
+source's folder and the include directories (`include_dirs`, and `-I`/`--include-path` options in
+every spelling NVRTC takes). Include directives are found as the preprocessor reads them: after
+line splices and comments, and with the `%:` digraph. A header the script's own source or headers
+include by macro (`#include HEADER`) cannot be followed, so such a compile is never served from or
+stored in the cache (`cuda.cache_key`'s second result says so). Toolkit headers are keyed by identity rather than contents — path, size,
 modification time (ns) and inode of every one the source reaches — so editing or replacing one
 changes the key without hashing megabytes of headers. Each installed header's include lines are
 remembered for the process with its identity, so later keys stat it instead of reading it again.

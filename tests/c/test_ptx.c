@@ -325,6 +325,41 @@ static void count_file(const char *path, void *ctx) {
 
 static void key_of(gl_cache_key_input in, unsigned char out[32]) { gl_cache_key(&in, out, count_file, NULL); }
 
+/* The key of `src` (otherwise as `base`) follows header c.h, wherever the spelling hides it. */
+static void key_follows(gl_cache_key_input base, const char *c, const char *src, const char *what) {
+    unsigned char k0[32], k1[32];
+    base.source = src;
+    base.source_len = strlen(src);
+    write_text(c, "#define C 1\n");
+    CHECK(gl_cache_key(&base, k0, NULL, NULL), "%s: the key covers the compile", what);
+    write_text(c, "#define C 2\n");
+    gl_cache_key(&base, k1, NULL, NULL);
+    CHECK(memcmp(k0, k1, 32) != 0, "key ignores a header included by %s", what);
+}
+
+static void test_key_spellings(gl_cache_key_input base, const char *inc) {
+    char c[1100];
+    snprintf(c, sizeof c, "%s/c.h", inc);
+    key_follows(base, c, "#include \\\n\"c.h\"\n", "a directive continued on the next line");
+    key_follows(base, c, "#inc\\\nlude \"c.h\"\n", "a keyword split by a line splice");
+    key_follows(base, c, "/**/#include \"c.h\"\n", "a directive after a comment");
+    key_follows(base, c, "#/* x */include /* y */ \"c.h\"\n", "comments inside the directive");
+    key_follows(base, c, "%:include \"c.h\"\n", "the %: digraph");
+    const char *pre[] = {"c.h"};
+    gl_cache_key_input with_pre = base;
+    with_pre.pre_includes = pre;
+    with_pre.npre_includes = 1;
+    key_follows(with_pre, c, "__global__ void k(){}\n", "a pre-include option");
+    /* a header named by a macro cannot be followed: the key says it does not cover the compile */
+    unsigned char k[32];
+    gl_cache_key_input by_macro = base;
+    by_macro.source = "#define H \"c.h\"\n#include H\n";
+    by_macro.source_len = strlen(by_macro.source);
+    CHECK(!gl_cache_key(&by_macro, k, NULL, NULL), "an include by macro was taken as covered");
+    CHECK(gl_cache_key(&base, k, NULL, NULL), "a plain source was not taken as covered");
+    unlink(c);
+}
+
 static void test_key(void) {
     char inc[1024], a[1100], b[1100];
     snprintf(inc, sizeof inc, "%s/inc", scratch_dir);
@@ -339,7 +374,10 @@ static void test_key(void) {
     const char *dirs[] = {inc};
     const char *names[] = {"k"};
     gl_cache_header mem[] = {{"mem.h", "#define M 3\n", 12}, {"unused.h", "x", 1}};
-    gl_cache_key_input base = {"0.1.0", "13.0", "sm_90a", opts, 3, src, strlen(src), ".", names, 1, mem, 2, dirs, 1, NULL, 0};
+    gl_cache_key_input base = {.gpulab_version = "0.1.0", .nvrtc_version = "13.0", .arch = "sm_90a", .options = opts,
+                               .noptions = 3, .source_name = "k.cu", .source = src, .source_len = strlen(src),
+                               .source_dir = ".", .names = names, .nnames = 1, .headers = mem, .nheaders = 2,
+                               .include_dirs = dirs, .ninclude_dirs = 1};
     unsigned char k0[32], k1[32];
     key_of(base, k0);
     CHECK(seen_files == 2, "a.h and b.h reported (%d)", seen_files);
@@ -360,6 +398,7 @@ static void test_key(void) {
     DIFFERS(in.noptions = 2, "a dropped option");
     DIFFERS(in.nnames = 0, "the name expressions");
     DIFFERS(in.source_len -= 1, "the source");
+    DIFFERS(in.source_name = "other.cu", "the source's name (__FILE__, line info)");
     gl_cache_header mem2[] = {{"mem.h", "#define M 4\n", 12}, {"unused.h", "x", 1}};
     DIFFERS(in.headers = mem2, "an in-memory header's contents");
 
@@ -415,6 +454,7 @@ static void test_key(void) {
     key_of(sys, s1);
     CHECK(memcmp(s0, s1, 32) != 0, "identity key ignores an edited system header two includes deep");
     write_text(b, "#define B 2\n");
+    test_key_spellings(base, inc);
 }
 
 /* The body analysis behind GL_PARAM_COPIED: a 128-byte parameter copied whole is flagged, one

@@ -153,6 +153,43 @@ T.test("headers beside the program's name and in the working directory are keyed
   T.ok(a and b and a ~= b, "a header in the working directory is keyed: " .. out)
 end)
 
+T.test("the name, pre-included headers, every -I spelling and split directives are keyed", function()
+  local c = new_case()
+  local src = "__global__ void k() {}"
+  T.ok(cuda.cache_key(src, { name = "a.cu" }) ~= cuda.cache_key(src, { name = "b.cu" }),
+    "the name (__FILE__ and line info carry it)")
+  write(c.inc .. "/pre.h", "#define PRE 1\n")
+  local function key_with(options) return (cuda.cache_key(src, { options = options })) end
+  local pre_forms = { { "--pre-include=" .. c.inc .. "/pre.h" }, { "--pre-include", c.inc .. "/pre.h" },
+                      { "-include", c.inc .. "/pre.h" }, { "-include=" .. c.inc .. "/pre.h" } }
+  local dir_forms = { { "-I" .. c.inc }, { "-I", c.inc }, { "-I=" .. c.inc }, { "--include-path=" .. c.inc },
+                      { "--include-path", c.inc } }
+  local before = {}
+  for i, o in ipairs(pre_forms) do before[i] = key_with(o) end
+  local inc_src = '#include "pre.h"\n' .. src
+  local dir_before = {}
+  for i, o in ipairs(dir_forms) do dir_before[i] = cuda.cache_key(inc_src, { options = o }) end
+  write(c.inc .. "/pre.h", "#define PRE 2\n")
+  for i, o in ipairs(pre_forms) do T.ok(key_with(o) ~= before[i], "pre-included by " .. table.concat(o, " ")) end
+  for i, o in ipairs(dir_forms) do
+    T.ok(cuda.cache_key(inc_src, { options = o }) ~= dir_before[i], "a header found through " .. table.concat(o, " "))
+  end
+  -- a directive split across lines is followed; a header named by a macro cannot be, and such a
+  -- compile does not use the cache at all
+  local split = '#include \\\n"pre.h"\n' .. src
+  local k1, covered = cuda.cache_key(split, { include_dirs = { c.inc } })
+  T.eq(covered, true)
+  write(c.inc .. "/pre.h", "#define PRE 3\n")
+  T.ok(cuda.cache_key(split, { include_dirs = { c.inc } }) ~= k1, "a directive continued on the next line")
+  local by_macro = '#define H "pre.h"\n#include H\n' .. src
+  T.eq(select(2, cuda.cache_key(by_macro, { include_dirs = { c.inc } })), false)
+  local opts = { include_dirs = { c.inc } }
+  T.eq(cuda.compile(by_macro, opts).cache_hit, false)
+  T.eq(cuda.compile(by_macro, opts).cache_hit, false, "an include by macro is never served from the cache")
+  cuda.compile(split, opts)
+  T.eq(cuda.compile(split, opts).cache_hit, true, "while the same compile without one is")
+end)
+
 T.test("in-process hits, cache=false and GPULAB_CACHE=0", function()
   local c = new_case()
   local out = sh(string.format("GPULAB_CACHE_DIR='%s' '%s' -e \"local a = cuda.compile('__global__ void k(){}'); " ..

@@ -87,6 +87,7 @@ function cuda.compile_file(path, opts) end
 ---@param opts? cuda.compile.opts as cuda.compile's
 ---@param nvrtc_version? string the NVRTC identity to key with (default: the library's)
 ---@return string # the SHA-256 key in hex
+---@return boolean # false when the compile would bypass the cache (a header included by macro)
 function cuda.cache_key(src, opts, nvrtc_version) end
 
 ---parses a disassembly's text into the list `prog:sass` returns
