@@ -95,15 +95,29 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
 /* Tokens quoted in messages are cut to 64 characters. */
 static int tok_width(token t) { return t.len > 64 ? 64 : (int)t.len; }
 
-/* A decimal number that fits in 32 bits; false otherwise. */
+/* The value of digit c in base `base`, or -1. */
+static int digit_value(char c, unsigned base) {
+    int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return v >= 0 && (unsigned)v < base ? v : -1;
+}
+
+/* A PTX integer literal that fits in 32 bits: decimal, 0x hexadecimal, 0b binary, or octal with a
+ * leading 0 (as ptxas reads `010`: eight), with an optional U suffix; false otherwise. */
 static bool tok_number(token t, unsigned *out) {
-    if (t.len == 0 || t.len > 10) return false;
+    size_t len = t.len, i = 0;
+    if (len > 0 && (t.text[len - 1] == 'U' || t.text[len - 1] == 'u')) len--;
+    if (len == 0 || len > 40) return false;
+    unsigned base = 10;
+    if (len > 2 && t.text[0] == '0' && (t.text[1] == 'x' || t.text[1] == 'X')) base = 16, i = 2;
+    else if (len > 2 && t.text[0] == '0' && (t.text[1] == 'b' || t.text[1] == 'B')) base = 2, i = 2;
+    else if (len > 1 && t.text[0] == '0') base = 8, i = 1;
     uint64_t v = 0;
-    for (size_t i = 0; i < t.len; i++) {
-        if (t.text[i] < '0' || t.text[i] > '9') return false;
-        v = v * 10 + (uint64_t)(t.text[i] - '0');
+    for (; i < len; i++) {
+        int d = digit_value(t.text[i], base);
+        if (d < 0) return false;
+        v = v * base + (uint64_t)d;
+        if (v > UINT32_MAX) return false;
     }
-    if (v > UINT32_MAX) return false;
     *out = (unsigned)v;
     return true;
 }
@@ -141,6 +155,8 @@ static bool is_power_of_two(unsigned v) { return v != 0 && (v & (v - 1)) == 0; }
 static bool parse_param(lexer *lx, gl_param *p, token *name_out, int index, char *err, size_t errlen) {
     unsigned align = 0;
     const ptx_type *type = NULL;
+    bool pointer = false; /* after .ptr, .align is the pointed-to memory's (PTX ISA, kernel parameter
+                             attributes), not the parameter's */
     token t;
     /* attributes and the type, in any order, until the name */
     for (;;) {
@@ -151,10 +167,14 @@ static bool parse_param(lexer *lx, gl_param *p, token *name_out, int index, char
         }
         if (tok_is(t, ".align")) {
             token n = next_token(lx);
-            if (!tok_number(n, &align) || !is_power_of_two(align) || align > PTX_MAX_ALIGN) {
+            unsigned value = 0;
+            if (!tok_number(n, &value) || !is_power_of_two(value) || (!pointer && value > PTX_MAX_ALIGN)) {
                 set_err(err, errlen, "parameter %d: bad .align value '%.*s'", index, tok_width(n), n.text);
                 return false;
             }
+            if (!pointer) align = value;
+        } else if (tok_is(t, ".ptr")) {
+            pointer = true;
         } else if (find_type(t)) {
             if (type) {
                 set_err(err, errlen, "parameter %d: two types ('%s' and '%.*s')", index, type->name + 1,

@@ -149,7 +149,8 @@ static bool read_uint(lua_State *L, int idx, uint64_t max, const char *what, con
     double d = lua_tonumber(L, idx);
     if (isnan(d)) return fail(e, "%s = NaN: must be an integer (%s)", what, rule);
     if (d != floor(d)) return fail(e, "%s = %.17g: must be an integer (%s)", what, d, rule);
-    if (d < 0 || d > (double)max) return fail(e, "%s = %.17g: %s", what, d, rule);
+    /* compared as an integer: (double)max rounds up (2^63 - 1 reads as 2^63) */
+    if (d < 0 || d >= 0x1p64 || (uint64_t)d > max) return fail(e, "%s = %.17g: %s", what, d, rule);
     *out = (uint64_t)d;
     return true;
 }

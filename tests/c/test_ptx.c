@@ -131,17 +131,28 @@ static void test_edge_cases(void) {
         ".entry emptyparens( )\n{ ret; }\n"
         ".visible .entry shared_ptr(.param .u32 .ptr .shared .align 8 s, .param .pred flag, .param .s16 t)\n"
         "{ ret; }\n"
-        ".entry big(.param .align 64 .b8 tm[128], .param .u8 after)\n{ ret; }\n";
+        ".entry big(.param .align 64 .b8 tm[128], .param .u8 after)\n{ ret; }\n"
+        ".entry ptrs(.param .u64 .ptr .global .align 4096 a, .param .u64 .ptr .align 16 b, .param .u32 n)\n"
+        "{ ret; }\n"
+        ".entry literals(.param .b8 oct[010], .param .b8 hex[0x10], .param .b8 bin[0b11], .param .align 0x8 .b8 u[2U])\n"
+        "{ ret; }\n";
     size_t len = strlen(ptx);
-    const want weird[] = {{"u64", 8, 16, 0}, {"f32", 4, 4, 8}, {"b8", 6, 8, 16}, {"f16", 2, 2, 22},
+    /* .align 16 after .ptr is the pointee's: the pointer keeps 8 */
+    const want weird[] = {{"u64", 8, 8, 0}, {"f32", 4, 4, 8}, {"b8", 6, 8, 16}, {"f16", 2, 2, 22},
                           {"b32", 16, 4, 24}};
     expect_params("edge", ptx, len, "w$eird$name", weird, 5);
     expect_params("edge", ptx, len, "noparens", NULL, 0);
     expect_params("edge", ptx, len, "emptyparens", NULL, 0);
-    const want shared[] = {{"u32", 4, 8, 0}, {"pred", 1, 1, 4}, {"s16", 2, 2, 6}};
+    /* after .ptr, .align is the pointed-to memory's: the parameter keeps its natural alignment */
+    const want shared[] = {{"u32", 4, 4, 0}, {"pred", 1, 1, 4}, {"s16", 2, 2, 6}};
     expect_params("edge", ptx, len, "shared_ptr", shared, 3);
     const want big[] = {{"b8", 128, 64, 0}, {"u8", 1, 1, 128}};
     expect_params("edge", ptx, len, "big", big, 2);
+    const want ptrs[] = {{"u64", 8, 8, 0}, {"u64", 8, 8, 8}, {"u32", 4, 4, 16}};
+    expect_params("edge", ptx, len, "ptrs", ptrs, 3);
+    /* PTX integer literals: 010 is octal (eight), 0x10 sixteen, 0b11 three, a U suffix */
+    const want literals[] = {{"b8", 8, 1, 0}, {"b8", 16, 1, 8}, {"b8", 3, 1, 24}, {"b8", 2, 8, 32}};
+    expect_params("edge", ptx, len, "literals", literals, 4);
     expect_error(ptx, "commented", "no .entry named 'commented'");
     expect_error(ptx, "inside", "no .entry named");
     expect_error(ptx, "helper", "no .entry named"); /* a .func is not a kernel */

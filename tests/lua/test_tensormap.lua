@@ -84,6 +84,9 @@ end)
 T.test("global address: 16-byte aligned, 32 with interleave 32B, not null", function()
   invalid(spec { address = 0x100008 }, "address = 0x100008: the global address must be 16-byte aligned")
   valid(spec { address = 0x100010 })
+  -- 2^63 as a float is past the largest address (it once passed a check against (double)(2^63 - 1))
+  invalid(spec { address = 2 ^ 63 }, "a device address is a non-negative integer")
+  valid(spec { address = 2 ^ 63 - 2 ^ 11 })
   local il = { interleave = "32B", swizzle = "32B", dims = { 64, 64, 4 }, box = { 16, 8, 1 }, address = 0x100010 }
   invalid(spec(il), "address = 0x100010: the global address must be 32-byte aligned with interleave 32B")
   il.address = 0x100020
