@@ -1156,6 +1156,18 @@ local function sweep_gpu_list(L)
   return list
 end
 
+-- Writes the whole text to path (a full disk shows at the write or only at the close, the
+-- buffer's flush: both are checked). Returns true, or false and why. Callers make the text first,
+-- so a failure to make it leaves an earlier file alone.
+local function write_text_file(path, text)
+  local f, err = io.open(path, "w")
+  if not f then return false, err end
+  local wrote, werr = f:write(text)
+  local closed, cerr = f:close()
+  if not (wrote and closed) then return false, werr or cerr end
+  return true
+end
+
 local function read_json_file(path)
   local f = io.open(path, "r")
   if not f then return nil end
@@ -1165,8 +1177,9 @@ local function read_json_file(path)
 end
 
 local function write_json_file(path, value)
+  local text = json.encode(value) -- first: a value that cannot be encoded leaves the file alone
   local f = assert(io.open(path, "w"))
-  local wrote, werr = f:write(json.encode(value))
+  local wrote, werr = f:write(text)
   local closed, cerr = f:close()
   if not (wrote and closed) then error("cannot write " .. path .. ": " .. tostring(werr or cerr), 2) end
 end
@@ -1228,15 +1241,24 @@ local function sweep_in_children(L, index, configs, gpus, opts)
   for j, e in ipairs(entries) do list[j] = { e[1], e[2] } end
   local runs = children_by_host() and cuda.run_isolated(list) or run_children_here(list)
   local results, device, per_gpu = {}, {}, {}
+  local function remove_files()
+    for _, e in ipairs(entries) do os.remove(outs[e.k]) end
+    if prior then os.remove(prior) end
+  end
   for j, e in ipairs(entries) do
-    local run, data = runs[j], read_json_file(outs[e.k])
-    os.remove(outs[e.k])
-    if run.status ~= "ok" or not data then
-      error(string.format("L:sweep: the child on GPU %d ended with %s%s\n%s", e.g, run.status,
-        run.code and (" " .. run.code) or "", (run.stderr or ""):sub(-2000)), 3)
+    local run, read_ok, data = runs[j], false, nil
+    if run.status == "ok" then read_ok, data = pcall(read_json_file, outs[e.k]) end
+    if run.status ~= "ok" or not read_ok or type(data) ~= "table" or type(data.results) ~= "table" then
+      remove_files()
+      local why = run.status ~= "ok" and "" or
+        (": its results could not be read (" .. (read_ok and "no results" or tostring(data)) .. ")")
+      error(string.format("L:sweep: the child on GPU %d ended with %s%s%s\n%s", e.g, run.status,
+        run.code and (" " .. run.code) or "", why, (run.stderr or ""):sub(-2000)), 3)
     end
+    os.remove(outs[e.k])
     for _, item in ipairs(data.results) do
       if item.error then
+        remove_files()
         error(string.format("L:sweep: configuration %d on GPU %d failed: %s", item.i, e.g, item.error), 3)
       end
       results[item.i], device[item.i] = item.result, e.g
@@ -1526,32 +1548,25 @@ function Lab:finish()
     if not ok then
       self:fail("cannot make the HTML report: " .. tostring(page))
     else
-      local f, err = io.open(self.html_path, "w")
-      local wrote, werr, closed, cerr = false, err, false, nil
-      if f then
-        wrote, werr = f:write(page)
-        closed, cerr = f:close()
-      end
-      if wrote and closed then
+      local written, werr = write_text_file(self.html_path, page)
+      if written then
         print("report: " .. self.html_path)
       else
-        self:fail("cannot write the HTML report to " .. self.html_path .. ": " .. tostring(werr or cerr))
+        self:fail("cannot write the HTML report to " .. self.html_path .. ": " .. tostring(werr))
       end
     end
   end
   if self.json_path then
-    local f, err = io.open(self.json_path, "w")
-    if not f then
-      self:fail("cannot write the JSON results: " .. tostring(err))
+    -- encoded first: a value that cannot be encoded leaves the results of an earlier run as they were
+    local encoded, text = pcall(json.encode, results, { indent = "  " })
+    local written, werr = false, nil
+    if encoded then written, werr = write_text_file(self.json_path, text .. "\n") end
+    if written then
+      print("results: " .. self.json_path)
+    elseif not encoded then
+      self:fail("cannot encode the JSON results (" .. self.json_path .. " left as it was): " .. tostring(text))
     else
-      -- a full disk shows at the write or only at the close (the buffer's flush): check both
-      local wrote, werr = f:write(json.encode(results, { indent = "  " }), "\n")
-      local closed, cerr = f:close()
-      if wrote and closed then
-        print("results: " .. self.json_path)
-      else
-        self:fail("cannot write the JSON results to " .. self.json_path .. ": " .. tostring(werr or cerr))
-      end
+      self:fail("cannot write the JSON results to " .. self.json_path .. ": " .. tostring(werr))
     end
   end
   -- short runs (a cached compile) in milliseconds: "0.00 s" says nothing

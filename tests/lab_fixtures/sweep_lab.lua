@@ -4,7 +4,8 @@
 local lab = require("gpulab.lab")
 local L = lab.new { name = "sweep_lab", title = "configurations spread over GPUs",
   params = { { name = "n", default = 7, help = "configurations" },
-             { name = "fail_at", default = 0, help = "this configuration raises (0: none)" } } }
+             { name = "fail_at", default = 0, help = "this configuration raises (0: none)" },
+             { name = "exit_at", default = 0, help = "this configuration ends its process with code 7 (0: none)" } } }
 L:claim { id = "sums", own = true, text = "every configuration reads back n x size" }
 -- made before the sweep and used in it: in a child it is on the child's only GPU
 local touch = cuda.load([[
@@ -18,6 +19,7 @@ local configs = {}
 for i = 1, L.params.n do configs[i] = { size = 16 * i } end
 local results, info = L:sweep(configs, function(c, i)
   if i == L.params.fail_at then error("configuration " .. i .. " was told to fail") end
+  if i == L.params.exit_at then os.exit(7) end
   local d = cuda.array("f32", c.size)
   d:fill(c.size)
   touch:launch({ grid = 1, block = 1 }, d)

@@ -286,6 +286,30 @@ T.test("an unwritable JSON path fails the lab before any work (exit 1)", functio
   T.ok(not r.stdout:find("results: /dev/full", 1, true), r.stdout)
 end)
 
+T.test("results that cannot be encoded fail the lab and leave an earlier JSON file as it was", function()
+  local dir = tmpdir()
+  local script, out = dir .. "/unencodable.lua", dir .. "/out.json"
+  local f = assert(io.open(script, "w"))
+  f:write([[
+local L = require("gpulab.lab").new { name = "unencodable" }
+L:claim { id = "c", own = true, text = "a claim" }
+L:table({ "a" }, { { 1 } }, { title = print }) -- a function cannot be encoded
+L:verdict("c", "measured", true)
+os.exit(L:finish())
+]])
+  f:close()
+  f = assert(io.open(out, "w"))
+  f:write('{"earlier": true}\n')
+  f:close()
+  local r = run(script, { "--json", out })
+  T.eq(r.code, 1, r.stderr)
+  T.ok(r.stderr:find("cannot encode the JSON results (" .. out .. " left as it was)", 1, true), r.stderr)
+  f = assert(io.open(out))
+  T.eq(f:read("a"), '{"earlier": true}\n', "the earlier results are kept")
+  f:close()
+  os.execute("rm -rf '" .. dir .. "'")
+end)
+
 T.test("lab:fail makes finish() return 1 and is listed in the JSON", function()
   local dir = tmpdir()
   local r = run(DEMO, { "--fail", "--json", dir .. "/f.json" })

@@ -78,4 +78,11 @@ T.test("a configuration that fails in a child names itself and its GPU", functio
   T.ok(text:find("L:sweep: configuration 5 on GPU 1 failed:", 1, true) and text:find("was told to fail", 1, true), text)
 end)
 
+T.test("a child that ends without its results is named with its exit, not a decoding error", function()
+  local ok, text = run("--gpus=all", "--exit_at=5")
+  T.ok(not ok, text)
+  T.ok(text:find("L:sweep: the child on GPU 1 ended with error 7", 1, true), text)
+  T.ok(not text:find("json.decode", 1, true), text)
+end)
+
 T.done()
