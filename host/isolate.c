@@ -382,7 +382,8 @@ static bool child_step(child *c, double t) {
         c->drain_until = t + DRAIN_AFTER_EXIT_S;
     }
     if (o->reaped && ((c->io[0].fd < 0 && c->io[1].fd < 0) || t >= c->drain_until)) return true;
-    if (!o->signalled_by_us && (t >= c->deadline || interrupted)) {
+    /* reaped: it ended on its own, and a process it left behind holding the pipes is no timeout */
+    if (!o->reaped && !o->signalled_by_us && (t >= c->deadline || interrupted)) {
         kill(-c->pid, SIGTERM);
         o->signalled_by_us = true;
         o->interrupted = interrupted;

@@ -450,8 +450,8 @@ static unsigned char complete(EditLine *el, int ch) {
 static const char pretty_source[] =
     "local max_depth, width, lib = ...\n"
     /* the library as it was at start-up: a script replacing a global does not change printing */
-    "local print, tostring, type, next, rawget, select, ipairs = lib.print, lib.tostring, lib.type,\n"
-    "  lib.next, lib.rawget, lib.select, lib.ipairs\n"
+    "local print, tostring, type, next, rawget, rawlen, select, ipairs = lib.print, lib.tostring, lib.type,\n"
+    "  lib.next, lib.rawget, lib.rawlen, lib.select, lib.ipairs\n"
     "local format, match, find, gsub = lib.format, lib.match, lib.find, lib.gsub\n"
     "local sort, concat, mathtype = lib.sort, lib.concat, lib.mathtype\n"
     "local function key_less(a, b)\n"
@@ -477,7 +477,7 @@ static const char pretty_source[] =
     "  if next(v) == nil then return '{}' end\n"
     "  if depth >= max_depth then return '{...}' end\n"
     "  open[v] = true\n"
-    "  local n, keys = #v, {}\n"
+    "  local n, keys = rawlen(v), {}\n" /* a __len the table's own entries do not back is not shown */
     "  for k in next, v do\n"
     "    if not (mathtype(k) == 'integer' and k >= 1 and k <= n) then keys[#keys + 1] = k end\n"
     "  end\n"
@@ -621,11 +621,18 @@ static const char *skip_long_bracket(const char *p) {
     return q;
 }
 
-/* Whether a chunk (one that compiled) declares a local or a label, or returns, outside every
- * block and function of its own: such a chunk is saved inside do ... end. A small scan of Lua's
- * tokens: strings and comments are skipped, blocks counted by their keywords. */
-static bool needs_own_block(const char *p) {
-    int depth = 0;
+/* How a chunk (one that compiled) must be saved to run as it ran at the prompt, where each input
+ * is a chunk of its own. OWN_BLOCK: it declares a local or a label outside every block and
+ * function of its own (saved inside do ... end, which scopes them). OWN_FUNCTION: it returns
+ * outside every function of its own, even inside a block (saved as a function called in place: a
+ * `return` in do ... end would end the whole saved script). A small scan of Lua's tokens: strings
+ * and comments are skipped, blocks counted by their keywords. */
+typedef enum { SAVE_AS_IS, OWN_BLOCK, OWN_FUNCTION } save_shape;
+
+static save_shape needs_own_scope(const char *p) {
+    int depth = 0, fn_depth = 0;
+    unsigned char opened_fn[256] = {0}; /* per open block (up to 256 deep): a function? */
+    save_shape shape = SAVE_AS_IS;
     while (*p) {
         if (p[0] == '-' && p[1] == '-') { /* comment */
             const char *end = p[2] == '[' ? skip_long_bracket(p + 2) : NULL;
@@ -638,22 +645,32 @@ static bool needs_own_block(const char *p) {
             while (*p && *p != quote) p += p[0] == '\\' && p[1] ? 2 : 1;
             if (*p) p++;
         } else if (p[0] == ':' && p[1] == ':') {
-            if (depth == 0) return true;
+            if (depth == 0) shape = shape == SAVE_AS_IS ? OWN_BLOCK : shape;
             p += 2;
         } else if (is_ident_char(*p)) {
             const char *w = p;
             while (is_ident_char(*p) || (*p == '.' && w[0] >= '0' && w[0] <= '9')) p++;
             size_t n = (size_t)(p - w);
 #define IS(kw) (n == sizeof kw - 1 && memcmp(w, kw, n) == 0)
-            if (IS("function") || IS("do") || IS("if") || IS("repeat")) depth++;
-            else if (IS("end") || IS("until")) depth--;
-            else if ((IS("local") || IS("return")) && depth == 0) return true;
+            if (IS("function") || IS("do") || IS("if") || IS("repeat")) {
+                bool fn = IS("function");
+                if (depth >= 0 && depth < 256) opened_fn[depth] = fn;
+                fn_depth += fn;
+                depth++;
+            } else if (IS("end") || IS("until")) {
+                depth--;
+                if (depth >= 0 && depth < 256 && opened_fn[depth]) fn_depth--;
+            } else if (IS("return") && fn_depth == 0) {
+                return OWN_FUNCTION;
+            } else if (IS("local") && depth == 0 && shape == SAVE_AS_IS) {
+                shape = OWN_BLOCK;
+            }
 #undef IS
         } else {
             p++;
         }
     }
-    return false;
+    return shape;
 }
 
 static char *joined(const char *fmt, const char *body) {
@@ -690,8 +707,12 @@ static char *save_code(lua_State *L, const char *typed, bool is_expr, bool print
         lua_pop(L, 1);
         if (st != LUA_OK) return joined("do local _ = %s\nend", body);
     }
-    if (needs_own_block(body)) return joined("do\n%s\nend", body);
-    return strdup(body);
+    switch (needs_own_scope(body)) {
+    case OWN_FUNCTION: /* the ";" keeps the line before from being read as a call of this one */
+        return joined(";(function(...)\n%s\nend)(...)", body);
+    case OWN_BLOCK: return joined("do\n%s\nend", body);
+    default: return strdup(body);
+    }
 }
 
 static void print_poison_hint(lua_State *L, const char *msg) {
@@ -977,7 +998,8 @@ static void cmd_save(lua_State *L, const char *arg) {
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
     fprintf(f, "-- gpulab session saved %s; run it with: gpulab %s\n"
                "-- The inputs that ran without error, in order. Values the REPL printed are printed\n"
-               "-- with print(); inputs with locals run in do ... end; help() calls are comments.\n",
+               "-- with print(); inputs with locals run in do ... end, inputs that return as a function\n"
+               "-- called in place; help() calls are comments.\n",
             when, file);
     for (int i = 0; i < session.n; i++) fprintf(f, "%s\n", session.items[i].code);
     bool ok = !ferror(f);
@@ -1199,6 +1221,9 @@ static char *append_line(char *chunk, const char *line) {
 
 int gl_repl(lua_State *L, const char *replay) {
     bool tty = isatty(STDIN_FILENO);
+    /* Piped input is read a byte at a time: :restart execs a new gpulab on the same stdin, and
+       lines stdio had read ahead into its buffer would be lost with this process. */
+    if (!tty) setvbuf(stdin, NULL, _IONBF, 0);
     char *replay_path = replay && *replay ? strdup(replay) : NULL;
     unsetenv("GPULAB_REPLAY"); /* for this process only, never for its children */
     setlocale(LC_CTYPE, ""); /* libedit edits in the terminal's character set */

@@ -136,7 +136,9 @@ static int l_loadfile(lua_State *L) {
     const char *path = luaL_optstring(L, 1, NULL);
     const char *mode = luaL_optstring(L, 2, NULL);
     int env = lua_isnone(L, 3) ? 0 : 3;
-    return load_result(L, gl_loadfilex(L, path, mode), env);
+    int status = gl_loadfilex(L, path, mode);
+    if (status == LUA_OK) gl_watch_record(path); /* under --watch, a helper file is a dependency */
+    return load_result(L, status, env);
 }
 
 static int dofile_done(lua_State *L, int status, lua_KContext ctx) {
@@ -226,7 +228,8 @@ static void install_loaders(lua_State *L) {
 
 /* The functions the REPL's printer uses, as they were before any user code ran. */
 static void save_pristine_library(lua_State *L) {
-    static const char *const base[] = {"print", "tostring", "type", "next", "rawget", "select", "ipairs", NULL};
+    static const char *const base[] = {"print", "tostring", "type", "next", "rawget", "rawlen", "select",
+                                       "ipairs", NULL};
     static const char *const from_libs[][3] = {{"string", "format", "format"}, {"string", "match", "match"},
                                               {"string", "find", "find"},     {"string", "gsub", "gsub"},
                                               {"table", "sort", "sort"},      {"table", "concat", "concat"},

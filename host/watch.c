@@ -54,29 +54,13 @@ static int recording_searcher(lua_State *L) {
     return lua_gettop(L);
 }
 
-/* Wraps loadfile (dofile goes through it): a script's helper files are dependencies too. */
-static int recording_loadfile(lua_State *L) {
-    const char *path = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
-    char *copy = path ? strdup(path) : NULL;
-    int n = lua_gettop(L);
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, n, LUA_MULTRET);
-    if (copy && lua_isfunction(L, 1)) gl_watch_record(copy);
-    free(copy);
-    return lua_gettop(L);
-}
-
 static void record_compiled_file(const char *path, void *ctx) {
     (void)ctx;
     gl_watch_record(path);
 }
 
 void gl_watch_child_setup(lua_State *L) {
-    gl_set_compile_observer(record_compiled_file, NULL);
-    lua_getglobal(L, "loadfile");
-    lua_pushcclosure(L, recording_loadfile, 1);
-    lua_setglobal(L, "loadfile");
+    gl_set_compile_observer(record_compiled_file, NULL); /* loadfile and dofile record their own */
 
     lua_getglobal(L, "package");
     if (lua_getfield(L, -1, "searchers") == LUA_TTABLE) {

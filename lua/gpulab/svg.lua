@@ -11,8 +11,24 @@ local palette = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564
 
 local FONT = 'font-family="sans-serif"'
 
+-- s with every byte that does not start a valid UTF-8 sequence replaced by U+FFFD: an XML file
+-- must be well-formed UTF-8, and a label cut with string.sub can end inside a character ("µs").
+local function valid_utf8(s)
+  local out, from = {}, 1
+  while true do
+    local _, bad = utf8.len(s, from)
+    if not bad then break end
+    out[#out + 1] = s:sub(from, bad - 1)
+    out[#out + 1] = "\u{FFFD}"
+    from = bad + 1
+  end
+  if from == 1 then return s end
+  out[#out + 1] = s:sub(from)
+  return table.concat(out)
+end
+
 function svg.escape(s)
-  s = tostring(s)
+  s = valid_utf8(tostring(s))
   -- characters XML 1.0 forbids outright are dropped; the five specials become entities
   s = s:gsub("[%z\1-\8\11\12\14-\31]", "")
   return (s:gsub("[&<>\"']", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;", ["'"] = "&apos;" }))

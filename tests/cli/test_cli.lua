@@ -269,5 +269,11 @@ T.test("GPULAB_REPLAY never deletes a file :restart did not write", function()
   has(out, "nil\n")
 end)
 
+T.test(":restart with piped input goes on with the lines after it", function()
+  local out, err = run({ "-i" }, { stdin = 'x = 41\n:restart\nprint("after restart", x + 1)\n' })
+  has(out, "replayed 1 input", "stdout (stderr: " .. tostring(err) .. ")")
+  has(out, "after restart\t42")
+end)
+
 H.cleanup()
 T.done()

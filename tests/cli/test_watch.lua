@@ -40,6 +40,8 @@ write("wdo.lua", "return 'helper'\n")
 local script_text = [[
 local v = require('wmod')
 assert(dofile('wdo.lua') == 'helper')
+local ok, e = pcall(loadfile, 'wdo.lua', {}) -- under --watch loadfile is still itself
+assert(not ok and e:find("to 'loadfile'", 1, true), e)
 assert(cuda.compile_file('wk.cu').ptx:find('wk', 1, true))
 local f = assert(io.open('runs.txt', 'a')); f:write(v, '\n'); f:close()
 print('ran with ' .. v)

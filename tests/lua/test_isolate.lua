@@ -46,6 +46,13 @@ T.test("exit 0: status ok, args in order, stdout and stderr apart", function()
   T.ok(type(r.seconds) == "number" and r.seconds >= 0 and r.seconds < 30, "seconds: " .. tostring(r.seconds))
 end)
 
+T.test("a child that ended before its deadline is ok, though a process it left holds the pipes", function()
+  local r = cuda.run_isolated(F .. "child_leaves_process.lua", { timeout = 0.5 })
+  T.eq(r.status, "ok", "not a timeout: " .. tostring(r.status))
+  T.eq(r.code, 0)
+  T.eq(r.stdout, "child done\n")
+end)
+
 T.test("os.exit(3): status error with code 3", function()
   local r = cuda.run_isolated(F .. "child_exit.lua", { args = { 3 } })
   T.eq(r.status, "error")

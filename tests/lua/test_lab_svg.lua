@@ -166,6 +166,15 @@ T.test("line chart: well-formed, escaped, a polyline per series, legend", functi
   T.eq(#find_all(root, "circle"), 5)
 end)
 
+T.test("labels that are not valid UTF-8 (a string cut inside a character) still give valid UTF-8", function()
+  local cut = ("GB µs"):sub(1, 4) -- ends inside the two bytes of µ
+  local text = svg.lines{ title = cut, x_label = "\xFF\xFE", y_label = "ok",
+    series = { { name = "\xC3(", points = { { 1, 1 }, { 2, 2 } } } } }
+  T.ok(utf8.len(text) ~= nil, "the file is valid UTF-8")
+  check_svg(text, "invalid UTF-8 labels")
+  T.ok(text:find("GB \u{FFFD}", 1, true), "the cut character became U+FFFD")
+end)
+
 T.test("line chart: points land where the ticks say (linear and log x)", function()
   for _, log in ipairs({ false, true }) do
     local spec = { log_x = log, series = { { name = "s", points = { { 10, 50 }, { 1000, 100 } } } } }
