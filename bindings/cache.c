@@ -384,7 +384,7 @@ static size_t skip_blanks(const char *text, size_t p, size_t eol) {
     while (p < eol) {
         if (text[p] == ' ' || text[p] == '\t' || text[p] == '\r' || text[p] == '\f' || text[p] == '\v') {
             p++;
-        } else if (p + 1 < eol && text[p] == '/' && text[p + 1] == '*') {
+        } else if (eol - p >= 2 && text[p] == '/' && text[p + 1] == '*') {
             size_t q = p + 2;
             while (q + 1 < eol && !(text[q] == '*' && text[q + 1] == '/')) q++;
             if (q + 1 >= eol) return eol;
@@ -401,8 +401,9 @@ static size_t skip_blanks(const char *text, size_t p, size_t eol) {
 static void scan_line(scan *s, const char *text, size_t i, size_t eol, const char *dir, int depth, memo_file *rec,
                       bool system) {
     size_t p = skip_blanks(text, i, eol);
-    if (p < eol && text[p] == '#') p++;
-    else if (p + 1 < eol && text[p] == '%' && text[p + 1] == ':') p += 2;
+    if (p >= eol) return;
+    if (text[p] == '#') p++;
+    else if (eol - p >= 2 && text[p] == '%' && text[p + 1] == ':') p += 2;
     else return;
     p = skip_blanks(text, p, eol);
     if (eol - p < 7 || memcmp(text + p, "include", 7) != 0) return;
@@ -431,7 +432,7 @@ static void scan_line(scan *s, const char *text, size_t i, size_t eol, const cha
 /* The text with backslash-newlines spliced (NULL when it has none, or no memory). */
 static char *spliced(const char *text, size_t len, size_t *out_len) {
     if (memchr(text, '\\', len) == NULL) return NULL;
-    char *out = malloc(len + 1);
+    char *out = calloc(len + 1, 1); /* zeroed: the analyzer cannot see that only [0, n) is read */
     if (out == NULL) return NULL;
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
@@ -453,7 +454,7 @@ static void scan_lines(scan *s, const char *text, size_t len, const char *dir, i
     size_t i = 0;
     while (i < len) {
         const char *nl = memchr(text + i, '\n', len - i);
-        size_t eol = nl ? (size_t)(nl - text) : len;
+        size_t eol = nl && (size_t)(nl - text) < len ? (size_t)(nl - text) : len;
         scan_line(s, text, i, eol, dir, depth, rec, system);
         i = eol + 1;
     }

@@ -512,8 +512,14 @@ static void note_user_include_options(lua_State *L, const request *rq, int first
 }
 
 /* Reads the options table at `t` (0: none) into `rq`, pushing its arrays. */
+/* Slots a compile keeps on the stack, from its request to the program it pushes (about 40): more
+ * than the LUA_MINSTACK a C function is promised, so asked for. Pushing past the stack writes past
+ * it (no check in a release Lua): a compile that pushed one list more lost its headers table. */
+#define COMPILE_STACK 64
+
 static void read_request(lua_State *L, int t, int argn, request *rq, const char *default_name) {
     const char *fn = rq->fn;
+    luaL_checkstack(L, COMPILE_STACK, fn);
     if (t) gl_check_known_fields(L, t, known_options, fn);
 
     get_field(L, t, "name", LUA_TSTRING, argn, fn);
@@ -1139,6 +1145,7 @@ void gl_check_program(lua_State *L, int idx, const char *fn) {
 }
 
 void gl_program_recompile(lua_State *L, int prog, const char *option, const char *fn) {
+    luaL_checkstack(L, COMPILE_STACK, fn);
     if (gl_program_private(L, prog) != LUA_TTABLE)
         luaL_error(L, "%s: this program's inputs are gone (a script removed gpulab's private store)", fn);
     int priv = lua_gettop(L);
