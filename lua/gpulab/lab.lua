@@ -562,6 +562,12 @@ function harness.measure(fn, opts)
 end
 
 local function check_result(r, fn, argn)
+  if type(r) == "table" and finite(r.mean) and type(r.ci95) == "table" and type(r.ci95[1]) == "number"
+      and type(r.ci95[2]) == "number" and not (finite(r.ci95[1]) and finite(r.ci95[2])) then
+    -- a summary of fewer than two samples has no interval: say so rather than "not a result"
+    arg_error(fn, argn, string.format("the result's 95%% interval is {%s, %s}: a result of %s sample(s) bounds"
+      .. " nothing; take at least 2", tostring(r.ci95[1]), tostring(r.ci95[2]), tostring(r.samples or r.n or "?")), 3)
+  end
   if type(r) ~= "table" or not finite(r.mean) or type(r.ci95) ~= "table" or not finite(r.ci95[1])
       or not finite(r.ci95[2]) or r.ci95[1] > r.ci95[2] then
     arg_error(fn, argn, "measure result {mean=, ci95={lo, hi}, ...} or a function returning one expected", 3)

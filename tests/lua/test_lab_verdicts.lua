@@ -61,6 +61,10 @@ T.test("harness.ratio: interval from the bounds of the two intervals", function(
     "bad argument #1 to 'harness.ratio' (measure result {mean=, ci95={lo, hi}, ...} or a function returning one " ..
     "expected)")
   T.raises(function() harness.ratio(a, { mean = 0, ci95 = { 0, 0 } }) end, "mean time of 0")
+  -- one sample has no interval: the message says so, not "not a result"
+  T.raises(function() harness.ratio(harness.summarize({ 1.0 }), b) end,
+    "bad argument #1 to 'harness.ratio' (the result's 95% interval is {0, inf}: a result of 1 sample(s) bounds " ..
+    "nothing; take at least 2)")
 end)
 
 T.test("lab:compare: clearly faster, clearly slower, the same within the margin", function()
