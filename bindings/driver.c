@@ -326,10 +326,12 @@ typedef struct {
     unsigned grid[3], block[3];
     CUstream stream;
 } log_entry;
-static struct {
+typedef struct launch_log {
     log_entry ring[LOG_SLOTS];
     unsigned long long count; /* launches since the last sync covering everything */
-} lg;
+    unsigned valid;           /* of those, the newest this many are in the ring (<= LOG_SLOTS) */
+} launch_log;
+static launch_log lg;
 
 void gl_log_name(char out[GL_LOG_NAME], const char *name) {
     size_t n = strnlen(name, GL_LOG_NAME - 1);
@@ -341,6 +343,7 @@ void gl_log_name(char out[GL_LOG_NAME], const char *name) {
 /* The next entry of the ring with everything but the kernel's name written. */
 static log_entry *next_log_entry(const unsigned grid[3], const unsigned block[3], CUstream stream) {
     log_entry *e = &lg.ring[lg.count++ % LOG_SLOTS];
+    if (lg.valid < LOG_SLOTS) lg.valid++;
     memcpy(e->grid, grid, sizeof e->grid);
     memcpy(e->block, block, sizeof e->block);
     e->stream = stream;
@@ -362,20 +365,19 @@ void gl_log_sync_ok(CUstream stream) {
      * everything only on a full sync, and on a stream sync drop that stream's trailing entries. */
     if (stream == NULL) {
         lg.count = 0;
+        lg.valid = 0;
         return;
     }
-    while (lg.count > 0 && lg.ring[(lg.count - 1) % LOG_SLOTS].stream == stream) lg.count--;
+    /* only entries still in the ring: past them, the stream of older launches is unknown */
+    while (lg.valid > 0 && lg.ring[(lg.count - 1) % LOG_SLOTS].stream == stream) {
+        lg.count--;
+        lg.valid--;
+    }
 }
 
-static struct {
-    log_entry ring[LOG_SLOTS];
-    unsigned long long count;
-} poison_log; /* the launch log when the context was poisoned */
+static launch_log poison_log; /* the launch log when the context was poisoned */
 
-static void snapshot_poison_launches(void) {
-    memcpy(poison_log.ring, lg.ring, sizeof lg.ring);
-    poison_log.count = lg.count;
-}
+static void snapshot_poison_launches(void) { poison_log = lg; }
 
 static void push_dim(lua_State *L, const unsigned d[3]) {
     lua_createtable(L, 3, 0);
@@ -388,10 +390,11 @@ static void push_dim(lua_State *L, const unsigned d[3]) {
 /* The entries the message lists (the most recent LOG_SLOTS), oldest first, as
  * {kernel=, grid={x,y,z}, block={x,y,z}, stream="default"|"stream"}; n = all since the last
  * good sync. The entries are copied before the first allocation (which may run a finalizer). */
-static void push_launches(lua_State *L, const log_entry *ring, unsigned long long count) {
-    log_entry copy[LOG_SLOTS];
-    memcpy(copy, ring, sizeof copy);
-    unsigned long long shown = count < LOG_SLOTS ? count : LOG_SLOTS;
+static void push_launches(lua_State *L, const launch_log *log) {
+    launch_log snap = *log;
+    const log_entry *copy = snap.ring;
+    unsigned long long count = snap.count;
+    unsigned long long shown = count < snap.valid ? count : snap.valid;
     lua_createtable(L, (int)shown, 1);
     for (unsigned long long i = count - shown; i < count; i++) {
         const log_entry *e = &copy[i % LOG_SLOTS];
@@ -407,8 +410,8 @@ static void push_launches(lua_State *L, const log_entry *ring, unsigned long lon
     gl_set_integer_field(L, "n", (lua_Integer)count);
 }
 
-static void push_launch_list(lua_State *L) { push_launches(L, lg.ring, lg.count); }
-static void push_poison_launches(lua_State *L) { push_launches(L, poison_log.ring, poison_log.count); }
+static void push_launch_list(lua_State *L) { push_launches(L, &lg); }
+static void push_poison_launches(lua_State *L) { push_launches(L, &poison_log); }
 
 static void fmt_dim(char *buf, size_t len, const unsigned d[3]) {
     if (d[1] == 1 && d[2] == 1)
@@ -426,7 +429,8 @@ static void gl_log_describe(luaL_Buffer *b) {
     snprintf(line, sizeof line, "; %llu launch%s since the last good sync", lg.count,
              lg.count == 1 ? "" : "es");
     luaL_addstring(b, line);
-    unsigned long long shown = lg.count < LOG_SLOTS ? lg.count : LOG_SLOTS;
+    unsigned long long shown = lg.count < lg.valid ? lg.count : lg.valid;
+    if (shown == 0) return; /* the ones kept were another stream's, since synced */
     if (lg.count > shown) {
         snprintf(line, sizeof line, " (last %llu shown)", shown);
         luaL_addstring(b, line);
@@ -610,6 +614,13 @@ bool gl_ctx_sync_deadline(double timeout_s, CUresult *res) {
     bool done = wd.completed >= mine;
     *res = wd.result;
     pthread_mutex_unlock(&wd.mu);
+    if (!done) { /* a deadline of 0 (or one shorter than the watchdog's wake-up) on idle streams */
+        CUresult q = gl_query_all_streams();
+        if (q != CUDA_ERROR_NOT_READY) {
+            *res = q;
+            done = true;
+        }
+    }
     return done;
 }
 

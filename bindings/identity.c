@@ -375,6 +375,13 @@ static int guardian_gc(lua_State *L) {
     if (lua_getiuservalue(L, 1, 1) != LUA_TUSERDATA || lua_getiuservalue(L, 1, 2) != LUA_TTABLE) return 0;
     unsigned char *slot = tag_slot(L, 2);
     if (slot == NULL || !(read_tag(slot) & TAG_REPLACED)) return 0; /* its own metatable is back */
+    /* only the object's current guardian acts: one left from an earlier replacement (the
+       metatable given back, then replaced again) would finalize an object still in use */
+    push_replaced(L);
+    lua_pushvalue(L, 2);
+    bool current = lua_rawget(L, -2) == LUA_TUSERDATA && lua_touserdata(L, -1) == lua_touserdata(L, 1);
+    lua_pop(L, 2);
+    if (!current) return 0;
     write_tag(slot, read_tag(slot) & ~TAG_REPLACED);
     lua_pushvalue(L, 3);
     lua_setmetatable(L, 2);
@@ -433,6 +440,12 @@ static int l_setmetatable(lua_State *L) {
     } else if (slot && push_own_metatable_if_replaced(L, 1) != LUA_TNIL) { /* 3: its own */
         if (lua_rawequal(L, 2, 3)) {
             push_replaced(L);
+            lua_pushvalue(L, 1);
+            if (lua_rawget(L, -2) == LUA_TUSERDATA) { /* the guardian lets the object go */
+                lua_pushnil(L);
+                lua_setiuservalue(L, -2, 1);
+            }
+            lua_pop(L, 1);
             lua_pushvalue(L, 1);
             lua_pushnil(L);
             lua_rawset(L, -3);

@@ -58,11 +58,12 @@ static const char *kernel_entry(lua_State *L, int prog, int arg, const char *fn)
 /* Pushes the program's cubin (the one compiled, from the private record; else prog.cubin). */
 static const char *program_cubin(lua_State *L, int prog, size_t *len, const char *fn) {
     *len = 0;
+    int top = lua_gettop(L);
     if (gl_program_private(L, prog) == LUA_TTABLE && gl_rawgetfield(L, -1, "cubin") == LUA_TSTRING) {
         lua_remove(L, -2);
         return lua_tolstring(L, -1, len);
     }
-    lua_settop(L, lua_gettop(L) - (lua_istable(L, -2) ? 2 : 1));
+    lua_settop(L, top); /* what the lookup pushed (a nil when there is no private record), no more */
     lua_pushliteral(L, "cubin");
     if (lua_rawget(L, prog) == LUA_TSTRING) return lua_tolstring(L, -1, len);
     lua_pushliteral(L, "arch");
@@ -282,6 +283,25 @@ static void drain(int fd, pid_t pid, double timeout, child_output *o) {
     }
 }
 
+/* Waits for the child until the deadline (a child that closed its output need not have ended),
+ * then kills it; it is always reaped. */
+static void reap_by(pid_t pid, double deadline, child_output *o) {
+    long sleep_ns = 1000000;
+    for (;;) {
+        pid_t w = waitpid(pid, &o->status, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR)) return;
+        if (w == 0 && now_s() >= deadline) {
+            o->timed_out = true;
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &o->status, 0) < 0 && errno == EINTR) {}
+            return;
+        }
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 50000000) sleep_ns *= 2;
+    }
+}
+
 /* Runs argv with stdout and stderr into one pipe; no Lua call happens in here. */
 static void run_child(char *const argv[], double timeout, child_output *o) {
     int fds[2];
@@ -303,9 +323,10 @@ static void run_child(char *const argv[], double timeout, child_output *o) {
         snprintf(o->why, sizeof o->why, "cannot run %s: %s", argv[0], strerror(rc));
         return;
     }
+    double deadline = now_s() + timeout;
     drain(fds[0], pid, timeout, o);
     close(fds[0]);
-    while (waitpid(pid, &o->status, 0) < 0 && errno == EINTR) {}
+    reap_by(pid, deadline, o);
 }
 
 /* Writes the cubin to a private temporary file; returns false with errno set. */
@@ -647,15 +668,20 @@ static int l_sass_count(lua_State *L) {
     return 1;
 }
 
+/* A field of row t as text, or "?" (the listing is the script's table: any field may be edited). */
+static const char *text_field(lua_State *L, int idx) { return lua_isstring(L, idx) ? lua_tostring(L, idx) : "?"; }
+
 static int l_sass_tostring(lua_State *L) {
+    if (!lua_istable(L, 1)) gl_typeerror(L, 1, "cuda.sass __tostring", "cuda.sass listing");
+    lua_settop(L, 1);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+    gl_rawgetfield(L, 1, "kernel");
+    /* the header is made before the buffer: luaL_addvalue needs the value right above the buffer */
+    lua_pushfstring(L, "SASS of %s (%I instructions)\n", text_field(L, 2), n);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    lua_pushliteral(L, "kernel");
-    lua_rawget(L, 1);
-    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
-    lua_pushfstring(L, "SASS of %s (%I instructions)\n", luaL_optstring(L, -1, "?"), n);
+    lua_pushvalue(L, 3);
     luaL_addvalue(&b);
-    lua_pop(L, 1);
     for (lua_Integer i = 1; i <= n; i++) {
         if (lua_rawgeti(L, 1, i) != LUA_TTABLE) {
             lua_pop(L, 1);
@@ -667,9 +693,9 @@ static int l_sass_tostring(lua_State *L) {
         gl_rawgetfield(L, -4, "line");
         char head[512]; /* instruction texts are far shorter; a longer one is cut */
         snprintf(head, sizeof head, "  /*%04llx*/  %-56.400s", (unsigned long long)lua_tointeger(L, -4),
-                 luaL_optstring(L, -3, "?"));
+                 text_field(L, -3));
         lua_pushstring(L, head);
-        if (lua_isstring(L, -3)) {
+        if (lua_type(L, -3) == LUA_TSTRING) {
             const char *file = lua_tostring(L, -3), *slash = strrchr(file, '/');
             lua_pushfstring(L, " %s:%I", slash ? slash + 1 : file, lua_tointeger(L, -2));
             lua_concat(L, 2);

@@ -1374,7 +1374,11 @@ tensor-map encoding. A lab's verdicts under the stand-in are never evidence.]==]
 - A freed stream's later releases wait on a final event recorded when it was freed; if the driver cannot
   create that event while the stream is busy, they wait for the next full `cuda.sync()`.
 - `cuda.sync{timeout=}` uses one watchdog thread for the whole process. `GPULAB_NO_WATCHDOG=1` makes gpulab
-  behave as if that thread could not be started (for tests): the wait then polls every stream.
+  behave as if that thread could not be started (for tests): the wait then polls every stream. While a
+  timed-out sync leaves the watchdog waiting on one device, a timed `cuda.sync` of another device
+  returns at its deadline only when every stream is idle (it cannot sync that context meanwhile), and
+  otherwise times out too. A free of memory last used on another device's default stream waits for a
+  full sync (an event on the current device's default stream would not cover that work).
 - Objects carry their device: `k:launch`, `k:prepare`, `g:launch` and any call taking `stream=` raise
   "bad argument #2 to 'k:launch' (the cuda.array belongs to device 0, but device 1 is current ...)" for
   another device's object.

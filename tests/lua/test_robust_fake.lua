@@ -316,6 +316,39 @@ test("an object under another metatable is refused even by its own methods, unti
   s:free()
 end)
 
+test("a metatable replaced, given back and replaced again: the first guardian finalizes nothing", function()
+  local a = cuda.array("f32", 64)
+  local own = debug.getmetatable(a)
+  debug.setmetatable(a, {}) -- a guardian holds it while the metatable is foreign
+  debug.setmetatable(a, own) -- back: that guardian becomes garbage
+  debug.setmetatable(a, {}) -- a second guardian
+  full_collect() -- the first one's finalizer runs
+  T.eq(cuda.stats().arrays, 1, "the array the script holds is alive")
+  debug.setmetatable(a, own)
+  a:fill(1)
+  a:free()
+end)
+
+test("timed syncs: a deadline of 0 on idle work succeeds; a stream sync keeps older launches counted", function()
+  cuda.sync()
+  cuda.sync { timeout = 0 }
+  local s = cuda.stream()
+  local m = cuda.load(PTX) -- an earlier test freed the shared module
+  local kk = m:kernel("use_array")
+  for _ = 1, 2 do kk:launch({ grid = 1, block = 1 }, 0) end -- the default stream
+  for _ = 1, 8 do kk:launch({ grid = 1, block = 1, stream = s }, 0) end -- overwrites the log's ring
+  s:sync()
+  busy(true)
+  local ok, e = pcall(cuda.sync, { timeout = 0.1 })
+  busy(false)
+  T.eq(ok, false)
+  T.ok(tostring(e):find("2 launches since the last good sync", 1, true), tostring(e))
+  T.eq(e.launches.n, 2)
+  cuda.sync { timeout = 5 }
+  s:free()
+  m:free()
+end)
+
 test("the debug library does not reach a loader that runs binary chunks", function()
   local dumped = string.dump(function() return 42 end)
   T.eq(debug.getupvalue(load, 1), nil, "load keeps no upvalue")

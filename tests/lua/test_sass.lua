@@ -176,12 +176,33 @@ T.test("sass: runs the disassembler on the cubin, recompiling with line info onc
   T.ok(calls2:find("lineinfo=yes") and not calls2:find("lineinfo=no"), calls2)
 end)
 
+T.test("sass: a listing prints whatever its kernel name or edited rows hold", function()
+  local out, ok = sass_child("GPULAB_NVDISASM=" .. FAKE, [[
+    local s = p:sass("fmachain")
+    s.kernel = string.rep("k", 3000) -- longer than the text buffer's first block
+    local text = tostring(s)
+    assert(text:sub(1, 20) == "SASS of " .. string.rep("k", 12), text:sub(1, 40))
+    assert(select(2, text:gsub("\n", "")) == 11, text)
+    s.kernel, s[1].text, s[2] = 42, {}, "not a row"
+    print(tostring(s):match("^[^\n]+"))
+    print(pcall(debug.getmetatable(s).__tostring, 42))
+  ]])
+  T.ok(ok and out:find("SASS of 42 (10 instructions)", 1, true), out)
+  T.ok(out:find("bad argument #1 to 'cuda.sass __tostring' (cuda.sass listing expected, got number)", 1, true), out)
+end)
+
 T.test("sass: the disassembler's failures are clear errors", function()
   local out = sass_child("FAKE_NVDISASM_MODE=fail GPULAB_NVDISASM=" .. FAKE, [[
     local ok, e = pcall(p.sass, p, "fmachain"); print(e)
   ]])
   T.ok(out:find("prog:sass: .*fake_nvdisasm.sh failed %(exit status 2%): nvdisasm fatal : Could not open"), out)
   out = sass_child("FAKE_NVDISASM_MODE=hang GPULAB_NVDISASM=" .. FAKE, [[
+    local t0 = os.time()
+    local ok, e = pcall(p.sass, p, "fmachain", {timeout = 0.5}); print(e, os.time() - t0 < 10)
+  ]])
+  T.ok(out:find("did not finish within 0%.5") and out:find("true"), out)
+  -- a disassembler that closes its output but never ends is held to the deadline too
+  out = sass_child("FAKE_NVDISASM_MODE=close GPULAB_NVDISASM=" .. FAKE, [[
     local t0 = os.time()
     local ok, e = pcall(p.sass, p, "fmachain", {timeout = 0.5}); print(e, os.time() - t0 < 10)
   ]])
