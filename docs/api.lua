@@ -1094,8 +1094,8 @@ seconds) before the counters are read.
   is CUPTI's name for it. When CUPTI's ranges cannot be matched one to one with gpulab's launches
   (graph launches inside `fn`, more launches than `max_launches`), rows carry only `kernel = range` and
   `dropped` / `truncated` say what was lost. There are never more than `max_launches` rows; `dropped`
-  counts the ranges that got none (those CUPTI dropped, which can include the outer range, and those
-  past `max_launches`).
+  counts what got none: the launches without a row, or the ranges CUPTI says it dropped (which can
+  include the outer range) where those are more.
 - Unknown metric names raise before anything runs, with the nearest names the chip knows (edit
   distance over CUPTI's base metrics and their submetrics):
   `cuda.profile: unknown metric 'dram__byte.sum' for this GPU (did you mean: dram__bytes.sum, ...?)`.

@@ -61,6 +61,21 @@ T.test("DRAM bytes of a copy and scheduler bounds, one row per launch", function
   end
 end)
 
+T.test("more launches than max_launches: that many rows, the rest counted, with and without the outer range",
+  function()
+  for _, outer in ipairs({ true, false }) do
+    local rows = cuda.profile(function()
+      for _ = 1, 5 do spin:launch({ grid = 1, block = 32 }, out, 10) end
+    end, { metrics = { M[1] }, max_launches = 2, outer_range = outer })
+    print(string.format("outer_range=%s: %d rows, launches %d, dropped %d, truncated %s", tostring(outer), #rows,
+      rows.launches, rows.dropped, tostring(rows.truncated)))
+    T.eq(#rows, 2)
+    T.eq(rows.launches, 5)
+    T.eq(rows.truncated, true)
+    T.ok(rows.dropped >= 3, "dropped " .. rows.dropped)
+  end
+end)
+
 T.test("repeated calls, an error inside fn and nesting leave no CUPTI state", function()
   for _ = 1, 5 do
     T.eq(#cuda.profile(function() spin:launch({ grid = 1, block = 32 }, out, 10) end, { metrics = { M[1] } }), 1)
