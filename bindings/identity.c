@@ -359,9 +359,13 @@ static int push_own_metatable_if_replaced(lua_State *L, int idx) {
     }
     push_replaced(L);
     lua_pushvalue(L, idx);
-    int t = lua_rawget(L, -2) == LUA_TUSERDATA ? lua_getiuservalue(L, -1, 2) : LUA_TNIL;
-    lua_replace(L, -3);
-    lua_pop(L, 1);
+    int t = LUA_TNIL;
+    if (lua_rawget(L, -2) == LUA_TUSERDATA) { /* its guardian: the own metatable is its user value */
+        t = lua_getiuservalue(L, -1, 2);
+        lua_remove(L, -2);
+    }
+    lua_remove(L, -2); /* exactly one value pushed: a foreign userdata whose last bytes read as a
+                          replaced tag has no guardian and gets nil */
     return t;
 }
 

@@ -935,6 +935,9 @@ static void set_totals(lua_State *L, int out, const totals *t, const session *s,
 /* The sampled run, called protected by l_pcsample: 1 fn, 2 the session, 3 the kernels set or
  * nil, 4 the programs list, 5 the options (light userdata). */
 static int pcsample_body(lua_State *L) {
+    /* the result is built about 33 slots deep (rows, their PCs, lines and stall counts): past the
+       20 a C function is promised (a Lua built with API checks aborts there) */
+    luaL_checkstack(L, 48, FN);
     session *s = lua_touserdata(L, 2);
     pcs_opts o = *(const pcs_opts *)lua_touserdata(L, 5);
     o.kernels = lua_isnil(L, 3) ? 0 : 3;
@@ -1227,6 +1230,7 @@ static void add_source_line(lua_State *L, int parts, int by_line, lua_Integer li
 
 static int l_annotate(lua_State *L) {
     if (!lua_istable(L, 1)) gl_typeerror(L, 1, "r:annotate", "cuda.pcsample result");
+    luaL_checkstack(L, 40, "r:annotate"); /* the listing is built about 24 slots deep */
     lua_settop(L, 2);
     if (lua_isnil(L, 2) && lua_rawlen(L, 1) == 1) { /* the only kernel */
         lua_pushinteger(L, 1);
