@@ -438,8 +438,9 @@ static bool collect_cfg(lua_State *L, int idx, const void *const keys[CFG_KEYS],
         while (i < CFG_KEYS && key != keys[i]) i++;
         if (i < CFG_KEYS) {
             /* a C function is promised LUA_MINSTACK (20) free slots: grid, block and two more
-               keys fit in them; a configuration with attributes asks for room */
-            if (key_at - first_key >= 8 && !lua_checkstack(L, 4))
+               keys fit in them; a configuration with attributes asks for room, also for the
+               error paths after the walk (an unknown key's or a cluster's message: 6 more) */
+            if (key_at - first_key >= 8 && !lua_checkstack(L, 12))
                 luaL_error(L, "launch configuration: stack overflow");
             at[i] = key_at + 1;
             lua_pushvalue(L, key_at); /* the key, for lua_next; the value stays */
@@ -1269,9 +1270,12 @@ static int prepared_launch(lua_State *L, const char *fn, bool with_count) {
         gl_use_mark(&P->cfg.window_array->use, track, seq);
     }
     if (gl_capture_active()) {
-        note_prepared_objects(L, P);
+        note_prepared_objects(L, P); /* allocates: a finalizer may free what this launch uses */
+        if (P->freed) luaL_error(L, "%s: the prepared launch was freed during the call", fn);
         recheck_refs(L, k, P->refs, P->nargs, fn);
         recheck_window(L, &P->cfg, fn);
+        const gl_stream *s = given ? given : P->cfg.stream;
+        if (s && s->track != track) luaL_error(L, "%s: stream: the cuda.stream was freed during the call", fn);
     }
     submit(L, k, &P->cfg, track, P->ptrs, count, fn);
     return 0;

@@ -185,4 +185,35 @@ T.test("cuda.tensormap pins the array it encoded", function()
   released()
 end)
 
+T.test("a prepared launch whose stream a finalizer frees inside the call (during a capture) raises", function()
+  -- noting a captured launch's objects allocates; in generational mode with a big young
+  -- generation, that allocation runs the pending finalizer inside the call
+  for _, form in ipairs({ "configured", "given" }) do
+    local cap = cuda.stream { nonblocking = true }
+    local s2 = cuda.stream { nonblocking = true }
+    local p = form == "configured" and k:prepare({ grid = 1, block = 32, stream = s2 })
+      or k:prepare({ grid = 1, block = 32 })
+    local fired_inside, inside, ok, err = nil, false, nil, nil
+    clear_log()
+    cap:capture(function()
+      collectgarbage("restart")
+      collectgarbage("generational", 1, 100)
+      setmetatable({}, { __gc = function() fired_inside = inside; s2:free() end })
+      local big = {} -- luacheck: ignore 241 (allocated for the collector's sake)
+      for j = 1, 1 << 16 do big[j] = true end
+      inside = true
+      if form == "configured" then ok, err = pcall(p) else ok, err = pcall(p, s2) end
+      inside = false
+    end)
+    collectgarbage("incremental")
+    T.eq(fired_inside, true, form .. ": the finalizer ran inside the call")
+    T.eq(ok, false, form)
+    T.ok(tostring(err):find("stream: the cuda.stream was freed during the call", 1, true), tostring(err))
+    T.ok(not (last_launch() or ""):find("stream=0 ", 1, true), "nothing went to the default stream")
+    p:free()
+    cap:free()
+  end
+  released()
+end)
+
 T.done()
