@@ -1183,11 +1183,8 @@ local function read_json_file(path)
 end
 
 local function write_json_file(path, value)
-  local text = json.encode(value) -- first: a value that cannot be encoded leaves the file alone
-  local f = assert(io.open(path, "w"))
-  local wrote, werr = f:write(text)
-  local closed, cerr = f:close()
-  if not (wrote and closed) then error("cannot write " .. path .. ": " .. tostring(werr or cerr), 2) end
+  local written, err = write_text_file(path, json.encode(value)) -- encoded first: see write_text_file
+  if not written then error("cannot write " .. path .. ": " .. tostring(err), 2) end
 end
 
 -- In a child: the sweep it was started for runs its share, writes it and ends the process.

@@ -384,22 +384,8 @@ T.test("a kernel name longer than any fixed buffer still counts its launches", f
 end)
 
 T.test("the session ended by hand from inside fn: a clear error, and tracing still works after", function()
-  local function close_running_session()
-    for level = 2, 12 do
-      local info = debug.getinfo(level, "S")
-      if not info then break end
-      if info.what == "C" then
-        for n = 1, 12 do
-          local name, v = debug.getlocal(level, n)
-          if not name then break end
-          local mt = type(v) == "userdata" and debug.getmetatable(v)
-          if mt and mt.__close and tostring(mt.__name):match("session") then mt.__close(v) return true end
-        end
-      end
-    end
-  end
   local found
-  T.raises(function() cuda.pcsample(function() run_chase() found = close_running_session() end) end,
+  T.raises(function() cuda.pcsample(function() run_chase() found = T.close_running_session() end) end,
            "cuda.pcsample: the session was ended before fn returned (its __close or __gc was called by hand)")
   T.ok(found, "fn reached the session")
   balanced("after the session was ended by hand")

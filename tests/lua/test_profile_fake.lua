@@ -265,23 +265,9 @@ T.test("bad arguments name the function and the argument", function()
 end)
 
 T.test("the session ended by hand from inside fn: a clear error, and nothing is left behind", function()
-  local function close_running_session()
-    for level = 2, 12 do
-      local info = debug.getinfo(level, "S")
-      if not info then break end
-      if info.what == "C" then
-        for n = 1, 12 do
-          local name, v = debug.getlocal(level, n)
-          if not name then break end
-          local mt = type(v) == "userdata" and debug.getmetatable(v)
-          if mt and mt.__close and tostring(mt.__name):match("session") then mt.__close(v) return true end
-        end
-      end
-    end
-  end
   local found
   T.raises(function()
-    cuda.profile(function() other:launch({grid = 1, block = 1}) found = close_running_session() end,
+    cuda.profile(function() other:launch({grid = 1, block = 1}) found = T.close_running_session() end,
                  {metrics = {"dram__bytes.sum"}})
   end, "cuda.profile: the session was ended before fn returned (its __close or __gc was called by hand)")
   T.ok(found, "fn reached the session")
