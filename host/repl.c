@@ -645,7 +645,7 @@ static save_shape needs_own_scope(const char *p) {
             while (*p && *p != quote) p += p[0] == '\\' && p[1] ? 2 : 1;
             if (*p) p++;
         } else if (p[0] == ':' && p[1] == ':') {
-            if (depth == 0) shape = shape == SAVE_AS_IS ? OWN_BLOCK : shape;
+            if (depth == 0) shape = OWN_BLOCK;
             p += 2;
         } else if (is_ident_char(*p)) {
             const char *w = p;
@@ -662,7 +662,7 @@ static save_shape needs_own_scope(const char *p) {
                 if (depth >= 0 && depth < 256 && opened_fn[depth]) fn_depth--;
             } else if (IS("return") && fn_depth == 0) {
                 return OWN_FUNCTION;
-            } else if (IS("local") && depth == 0 && shape == SAVE_AS_IS) {
+            } else if (IS("local") && depth == 0) {
                 shape = OWN_BLOCK;
             }
 #undef IS
