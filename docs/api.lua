@@ -945,7 +945,12 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
   work (a missing folder, a path without write permission, a full device such as `/dev/full`): the lab
   stops at once with exit 1 and a message naming the option and the path. Later, one output failing
   (a picture whose folder disappeared, a disk filling up) is a failure of the run (exit 1) that never
-  keeps the others from being written.
+  keeps the others from being written, and a file that could not be written whole is put back as it
+  was (an earlier run's results are never left half-overwritten). The trial writes nothing into a pipe
+  or a terminal, and never reads one. The lab's own standard output and error (`/dev/stdout`, `-`,
+  `/dev/fd/1`, ...) are refused: its report is printed there. JSON, HTML and SVG text is valid UTF-8
+  (a byte that starts no character is written as U+FFFD). Two pictures of one run with the same
+  `file=` raise. `provenance.cwd` is the folder the lab ran in (`$PWD` only when it names that folder).
 - `--html FILE` writes one self-contained HTML page per run (`gpulab.html`: no script, no link, no
   external file; the pictures are inline SVG): the title, every claim with its verdict, source,
   measurement and evidence (the intervals as a table, the time ratio with its interval in words and
@@ -999,7 +1004,7 @@ lab:verdict("overlap", measured_text, holds, detail)   -- prints both intervals 
 lab:verdict("overlap", "2 stages vs 1", harness.holds(d, {holds = {"faster"}, refuted = {"slower"}, valid = exact}), detail)]] },
     { "harness.format_result", sig = "harness.format_result(r[, unit[, scale]])",
       params = { {"r", "table", "a result"}, {"unit", "string?", "unit name"}, {"scale", "number?", "factor"} },
-      returns = { {"string", "text"} }, summary = "a result as `mean ± half-width unit`" },
+      returns = { {"string", "text"} }, summary = "a result as `mean unit [lo, hi] n=N noise P% regime` (`1.234 ms [1.230, 1.238] n=40 noise 0.3% hot`)" },
     { "harness.format_number", sig = "harness.format_number(v)", params = { {"v", "number", "a value"} },
       returns = { {"string", "text"} }, summary = "a number as the lab's tables print it" },
     { "Lab:compile", sig = "lab:compile(path, opts)",
@@ -1455,7 +1460,12 @@ lab:sweep(configs, function(config, i) ... return result end, {name=}) --> resul
   its GPU (`CUDA_VISIBLE_DEVICES`: it is the child's device 0), runs its share of the sweep
   (configuration i on GPU (i-1) mod n) and ends; the parent merges the
   results in order and records `sweep:NAME` = {gpus, device per configuration, per_gpu} in the JSON.
-  In children a result must be JSON-able and not nil. Earlier sweeps are handed to the children.
+  In children a result must not be nil and must be plain data (numbers, strings, booleans and tables
+  of them, any keys of those types: NaN, ±inf and integer subtypes arrive as they were); a function,
+  userdata or cycle fails the run naming the configuration. The configurations must come out the
+  same in every run (the parent compares each child's with its own: a shuffled order is refused).
+  Children write no `--json`, `--svg` or `--html` output: the parent writes all of it.
+  Earlier sweeps are handed to the children.
 - `require("gpulab.ranks")`: `ranks.from_env()` → `{rank, nranks, local_rank, launcher}` from Open MPI,
   Slurm, PMI or `GPULAB_RANK`/`GPULAB_NRANKS`/`GPULAB_LOCAL_RANK`; `ranks.share_id(path, me, {timeout=})`
   writes (rank 0) or waits for (the others) the NCCL id in a shared file.

@@ -7,6 +7,8 @@ gl_add_lua_test(lab_svg tests/lua/test_lab_svg.lua ENV ${GL_NO_DRIVER})
 gl_add_lua_test(lab_json tests/lua/test_lab_json.lua ENV ${GL_NO_DRIVER})
 # harness.holds: a claim's verdict from lab:compare's decisions (what labs map by rule).
 gl_add_lua_test(lab_holds tests/lua/test_lab_holds.lua ENV ${GL_NO_DRIVER})
+# What the harness writes and refuses: output trials, a failed write put back, UTF-8, argument errors.
+gl_add_lua_test(lab_outputs tests/lua/test_lab_outputs.lua ENV ${GL_NO_DRIVER} GPULAB_BIN=$<TARGET_FILE:gpulab>)
 gl_add_lua_test(lab_sanitize tests/lua/test_lab_sanitize.lua ENV ${GL_NO_DRIVER} GPULAB_BIN=$<TARGET_FILE:gpulab>)
 # The pictures open in a browser: headless Chromium (skipped, exit 77, where it is not installed).
 gl_deadline(deadline 300)

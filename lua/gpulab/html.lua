@@ -6,12 +6,13 @@
 -- and there is no script, link, image source or font from anywhere else, so the page reads the
 -- same offline, attached to a mail or kept in a repository.
 local svg = require("gpulab.svg")
+local output = require("gpulab.output")
 
 local html = {}
 
 -- Text for HTML content and attribute values.
 function html.escape(s)
-  s = tostring(s)
+  s = output.valid_utf8(tostring(s)) -- the page is UTF-8: a byte that starts no character is U+FFFD
   s = s:gsub("[%z\1-\8\11\12\14-\31]", "")
   return (s:gsub("[&<>\"']", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;", ["'"] = "&#39;" }))
 end
@@ -109,10 +110,14 @@ local function claims_html(out, res)
   out[#out + 1] = '<h2 id="verdicts">Claims and verdicts</h2>'
   out[#out + 1] = string.format('<p class="summary"><span>%d holds</span><span>%d refuted</span>' ..
     '<span>%d unclear</span></p>', count.HOLDS, count.REFUTED, count.UNCLEAR)
+  local ids = {}
   for i, v in ipairs(res.verdicts or {}) do
     local word = tostring(v.verdict or "UNCLEAR")
-    out[#out + 1] = string.format('<div class="claim %s" id="%s">', esc(word:lower()),
-      esc(v.id and ("claim-" .. v.id) or ("verdict-" .. i)))
+    -- a claim judged more than once (one verdict per size) gets claim-ID, claim-ID-2, ...: ids are unique
+    local id = v.id and ("claim-" .. v.id) or ("verdict-" .. i)
+    ids[id] = (ids[id] or 0) + 1
+    if ids[id] > 1 then id = id .. "-" .. ids[id] end
+    out[#out + 1] = string.format('<div class="claim %s" id="%s">', esc(word:lower()), esc(id))
     out[#out + 1] = string.format('<p><span class="badge">%s</span><b>%s</b>%s</p>', esc(word), esc(v.claim or ""),
       v.id and (' <span class="id">(' .. esc(v.id) .. ")</span>") or "")
     if v.source then out[#out + 1] = '<p class="source">source: ' .. esc(v.source) .. "</p>" end

@@ -5,6 +5,9 @@
 -- (JSON has no spelling for them); integers print as integers and floats with enough digits
 -- to read back the same double. A table is an array when its keys are exactly 1..n (an empty
 -- table is an object unless marked with json.array()); mixed or non-string keys are an error.
+-- Strings are written as UTF-8: a byte that starts no valid UTF-8 sequence becomes U+FFFD.
+local output = require("gpulab.output")
+
 local json = {}
 
 local array_mark = setmetatable({}, { __mode = "k" })
@@ -22,8 +25,9 @@ local escapes = {
 }
 
 local function encode_string(s)
-  -- control characters (and DEL) are escaped; other bytes, UTF-8 included, pass through
-  return '"' .. s:gsub('[%c"\\]', function(c)
+  -- control characters (and DEL) are escaped; UTF-8 passes through, and a byte that starts no
+  -- valid UTF-8 sequence (binary data, a label cut inside "µ") becomes U+FFFD: JSON is UTF-8
+  return '"' .. output.valid_utf8(s):gsub('[%c"\\]', function(c)
     return escapes[c] or string.format("\\u%04x", c:byte())
   end) .. '"'
 end

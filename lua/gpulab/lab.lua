@@ -14,6 +14,7 @@
 local json = require("gpulab.json")
 local svg = require("gpulab.svg")
 local html = require("gpulab.html")
+local output = require("gpulab.output")
 
 local harness = {}
 local Lab = {}
@@ -28,6 +29,22 @@ end
 local function field_error(fn, n, field, msg, level)
   arg_error(fn, n, string.format("field '%s': %s", field, msg), (level or 2) + 1)
 end
+-- The first index in 1..n that holds nil, n being the largest positive integer key: a list with a
+-- hole stops ipairs early, and # may count to either side of it. nil for a list without holes.
+local function first_hole(t)
+  local count, max = 0, 0
+  for k in next, t do
+    if math.type(k) == "integer" and k > 0 then
+      count = count + 1
+      if k > max then max = k end
+    end
+  end
+  if count == max then return nil end
+  for i = 1, max do
+    if rawget(t, i) == nil then return i end
+  end
+end
+
 Lab.__index = Lab
 Lab.__name = "gpulab.lab"
 
@@ -183,6 +200,11 @@ local function check_spec(spec)
   if type(spec.name) ~= "string" or spec.name == "" then
     error("harness.new: field 'name' must be a non-empty string", 3)
   end
+  for _, f in ipairs { "title", "claims" } do
+    if spec[f] ~= nil and type(spec[f]) ~= "string" then
+      error(string.format("harness.new: field '%s' must be a string, got %s", f, type(spec[f])), 3)
+    end
+  end
   local params = spec.params or {}
   if type(params) ~= "table" then error("harness.new: field 'params' must be a list", 3) end
   local seen = {}
@@ -209,6 +231,18 @@ local function check_spec(spec)
     if p.quick ~= nil and type(p.quick) ~= t then
       error(string.format("harness.new: param '%s': its quick value must have the default's type", p.name), 3)
     end
+    for _, bound in ipairs { "min", "max" } do
+      local b = p[bound]
+      if b ~= nil and (t ~= "number" or type(b) ~= "number" or b ~= b) then
+        error(string.format("harness.new: param '%s': %s must be a number and the default a number", p.name, bound), 3)
+      end
+    end
+    for _, v in ipairs { p.default, p.quick } do -- the command line's bounds hold for these too
+      if type(v) == "number" and ((p.min and v < p.min) or (p.max and v > p.max)) then
+        error(string.format("harness.new: param '%s': %s is outside [%s, %s]", p.name, tostring(v),
+          tostring(p.min or "-inf"), tostring(p.max or "inf")), 3)
+      end
+    end
     seen[p.name] = true
   end
   return params
@@ -221,33 +255,6 @@ local function is_dir(path)
   local f = io.open(path .. "/.", "r")
   if f then f:close() end
   return f ~= nil
-end
-
--- Whether `path` can take the lab's output, tried by writing: an existing file gets its first
--- byte written back in place (a device such as /dev/full fails the flush; the content is kept),
--- a new file is created with one byte and removed again. --> true | false, why
-local function probe_output(path)
-  if is_dir(path) then return false, path .. ": is a folder" end
-  local f = io.open(path, "r")
-  local existed = f ~= nil
-  if f then f:close() end
-  local g, err = io.open(path, existed and "r+" or "w")
-  if not g then return false, tostring(err) end
-  local ok, werr = true, nil
-  if existed then
-    local c = g:read(1)
-    if c then
-      g:seek("set", 0)
-      ok, werr = g:write(c)
-    end
-  else
-    ok, werr = g:write("\n")
-  end
-  if ok then ok, werr = g:flush() end
-  local closed, cerr = g:close()
-  if not existed then os.remove(path) end
-  if not (ok and closed) then return false, path .. ": " .. tostring(werr or cerr) end
-  return true
 end
 
 local OutputError = { __tostring = function(e) return e.message end }
@@ -264,19 +271,19 @@ local function probe_pictures(lab)
     fail_output(lab, "the pictures", "--svg", p, "no such folder")
   end
   local probe = lab:picture_path(".gpulab-write-check.svg")
-  local ok, why = probe_output(probe)
+  local ok, why = output.probe(probe)
   if not ok then fail_output(lab, "the pictures", "--svg", p, why) end
 end
 
 -- Every output the lab was asked for is tried before it measures anything.
 local function check_outputs(lab)
   if lab.json_path then
-    local ok, why = probe_output(lab.json_path)
+    local ok, why = output.probe(lab.json_path)
     if not ok then fail_output(lab, "the JSON results", "--json", lab.json_path, why) end
   end
   if lab.svg_prefix then probe_pictures(lab) end
   if lab.html_path then
-    local ok, why = probe_output(lab.html_path)
+    local ok, why = output.probe(lab.html_path)
     if not ok then fail_output(lab, "the HTML report", "--html", lab.html_path, why) end
   end
 end
@@ -336,6 +343,12 @@ function harness.new(spec)
   lab.budget_s = lab.quick and (spec.quick_budget_s or 30) or (spec.budget_s or 180)
   lab.json_path = lab.json_path or host_json_option() or os.getenv("GPULAB_JSON")
   if lab.json_path == "" then lab.json_path = nil end
+  if os.getenv("GPULAB_SWEEP_CHILD") then
+    -- a sweep's child runs the lab up to the sweep for its share of configurations alone: the
+    -- parent writes the results, the report and every picture (children that wrote them too
+    -- would overwrite the parent's files with their own, at the same moment)
+    lab.json_path, lab.svg_prefix, lab.html_path = nil, nil, nil
+  end
   check_outputs(lab)
   local head = lab.name .. (lab.title and (" — " .. lab.title) or "")
   print(head)
@@ -400,6 +413,11 @@ end
 function Lab:table(header, rows, opts)
   if type(header) ~= "table" then arg_error("lab:table", 1, "list of column names expected") end
   if type(rows) ~= "table" then arg_error("lab:table", 2, "list of rows expected") end
+  local hole = first_hole(rows)
+  if hole then
+    arg_error("lab:table", 2, string.format("row %d is nil; a list of rows without holes expected", hole))
+  end
+  if opts ~= nil and type(opts) ~= "table" then arg_error("lab:table", 3, "options table {title=} expected") end
   local ncol = #header
   local text, numeric, width = {}, {}, {}
   for c = 1, ncol do width[c] = utf8.len(tostring(header[c])) or #tostring(header[c]) end
@@ -498,6 +516,11 @@ function harness.summarize(times, extra)
   if type(times) ~= "table" or #times == 0 then
     arg_error("harness.summarize", 1, "non-empty list of times in ms expected")
   end
+  local hole = first_hole(times)
+  if hole then
+    arg_error("harness.summarize", 1, string.format("sample %d is nil; a list of times without holes expected", hole))
+  end
+  if extra ~= nil and type(extra) ~= "table" then arg_error("harness.summarize", 2, "table of fields expected") end
   local v, sum = {}, 0
   for i, t in ipairs(times) do
     if not finite(t) or t < 0 then
@@ -526,6 +549,12 @@ end
 
 -- The pool of two results of the same measurement: samples concatenated, summarised again.
 function harness.pool(a, b)
+  for argn, r in ipairs { a, b } do
+    if type(r) ~= "table" or type(r.times) ~= "table" then
+      arg_error("harness.pool", argn, "a result with its list of times (times=) expected; cuda.stats_of and " ..
+        "cuda.bench results keep no times to pool")
+    end
+  end
   local times = {}
   for _, t in ipairs(a.times) do times[#times + 1] = t end
   for _, t in ipairs(b.times) do times[#times + 1] = t end
@@ -542,6 +571,9 @@ local MEASURE_OPTS = { "regime", "min_samples", "max_samples", "min_time", "max_
 local MEASURE_KNOWN = { label = true }
 for _, k in ipairs(MEASURE_OPTS) do MEASURE_KNOWN[k] = true end
 function harness.measure(fn, opts)
+  if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
+    arg_error("harness.measure", 1, "function that enqueues the work expected, got " .. type(fn))
+  end
   opts = opts or {}
   if type(opts) ~= "table" then arg_error("harness.measure", 2, "options table expected") end
   for k in pairs(opts) do
@@ -590,6 +622,15 @@ end
 
 -- The decision for a time ratio interval against `against` (default 1) ± margin.
 function harness.decide(ci, margin, against)
+  if type(ci) ~= "table" or type(ci[1]) ~= "number" or type(ci[2]) ~= "number" or ci[1] > ci[2] then
+    arg_error("harness.decide", 1, "a ratio interval {lo, hi} expected")
+  end
+  if not finite(margin) or margin < 0 then
+    arg_error("harness.decide", 2, "a band half-width >= 0 expected (0.01 is 1%), got " .. tostring(margin))
+  end
+  if against ~= nil and (not finite(against) or against <= 0) then
+    arg_error("harness.decide", 3, "a positive ratio expected, got " .. tostring(against))
+  end
   local t = against or 1
   if ci[2] < t * (1 - margin) then return "faster" end
   if ci[1] > t * (1 + margin) then return "slower" end
@@ -639,6 +680,18 @@ function harness.holds(decisions, rule)
     arg_error("harness.holds", 1, "a decision or a list of decisions expected, got " .. type(decisions))
   end
   local list = type(decisions) == "table" and decisions or { decisions }
+  local n = 0
+  for k in next, list do -- a hole would end ipairs early, and the decisions after it go unread
+    n = n + 1
+    if math.type(k) ~= "integer" or k < 1 then
+      arg_error("harness.holds", 1, "a list of decisions expected, got a " .. type(k) .. " key")
+    end
+  end
+  for i = 1, n do
+    if rawget(list, i) == nil then
+      arg_error("harness.holds", 1, string.format("entry %d is nil; a list of decisions without holes expected", i))
+    end
+  end
   for i, d in ipairs(list) do
     if not DECISION_WORDS[d] then
       arg_error("harness.holds", 1, string.format("%s is %s; faster, slower, same or unclear expected",
@@ -674,6 +727,15 @@ local function unclear_reason(ci, margin, spent, against)
   end
   if spent then why = why .. "; " .. spent end
   return why
+end
+
+-- A result and its re-measurement pooled, for lab:compare: both must keep their samples.
+local function pool_for_compare(r, again, argn)
+  if type(r.times) ~= "table" or type(again.times) ~= "table" then
+    arg_error("lab:compare", argn, "re-measuring pools the samples, and this result keeps none (times=): " ..
+      "cuda.measure's results do, cuda.stats_of's and cuda.bench's do not; pass rounds = 0 to compare once", 4)
+  end
+  return harness.pool(r, again)
 end
 
 -- lab:compare(a, b, {margin=0.01, against=1, rounds=3, remeasure=fn}) --> decision, ratio, {lo, hi}, detail
@@ -723,11 +785,11 @@ function Lab:compare(a, b, opts)
     if remeasure then a2, b2 = remeasure(done) else a2, b2 = fa and fa(), fb and fb() end
     if a2 then
       check_result(a2, "lab:compare (re-measure)", 1)
-      a = harness.pool(a, a2)
+      a = pool_for_compare(a, a2, 1)
     end
     if b2 then
       check_result(b2, "lab:compare (re-measure)", 2)
-      b = harness.pool(b, b2)
+      b = pool_for_compare(b, b2, 2)
     end
     ratio, ci = harness.ratio(a, b)
     decision = harness.decide(ci, margin, against)
@@ -743,19 +805,30 @@ function Lab:compare(a, b, opts)
   return decision, ratio, ci, detail
 end
 
--- "1.234 ms [1.230, 1.238] n=40 ±0.3% hot" for people.
+-- How many samples a result holds: cuda.measure's `samples` is a count, cuda.bench's the list.
+local function sample_count(r)
+  if math.type(r.samples) == "integer" then return r.samples end
+  local list = type(r.samples) == "table" and r.samples or r.times
+  return type(list) == "table" and #list or 0
+end
+
+-- "1.234 ms [1.230, 1.238] n=40 noise 0.3% hot" for people.
 function harness.format_result(r, unit, scale)
+  if type(r) ~= "table" or type(r.mean) ~= "number" or type(r.ci95) ~= "table" or type(r.ci95[1]) ~= "number"
+      or type(r.ci95[2]) ~= "number" then
+    arg_error("harness.format_result", 1, "a result {mean=, ci95={lo, hi}, ...} expected")
+  end
   unit, scale = unit or "ms", scale or 1
   local f = harness.format_number
   return string.format("%s %s [%s, %s] n=%d noise %s %s", f(r.mean * scale), unit, f(r.ci95[1] * scale),
-    f(r.ci95[2] * scale), r.samples or #(r.times or {}), pct(r.noise or 0), tostring(r.regime or "?"))
+    f(r.ci95[2] * scale), sample_count(r), pct(r.noise or 0), tostring(r.regime or "?"))
 end
 
 -- What the JSON keeps of a result: no raw samples beyond the first 1000.
 local function result_summary(r)
   if type(r) ~= "table" then return nil end
   local out = { mean = r.mean, median = r.median, min = r.min, max = r.max, stdev = r.stdev, noise = r.noise,
-    ci95 = json.array({ r.ci95[1], r.ci95[2] }), samples = r.samples, rejected = r.rejected,
+    ci95 = json.array({ r.ci95[1], r.ci95[2] }), samples = sample_count(r), rejected = r.rejected,
     sm_clock_mhz = r.sm_clock_mhz, regime = r.regime, engine = r.engine, label = r.label }
   return out
 end
@@ -769,6 +842,10 @@ local function evidence_of(ev)
   local list = ev.results or { ev.a, ev.b }
   for i, r in ipairs(list) do
     if type(r) == "table" and r.ci95 then
+      if type(r.mean) ~= "number" or type(r.ci95) ~= "table" or type(r.ci95[1]) ~= "number"
+          or type(r.ci95[2]) ~= "number" then
+        arg_error("lab:verdict", 4, string.format("evidence result %d: {mean=, ci95={lo, hi}, ...} expected", i), 3)
+      end
       local label = r.label or (i == 1 and "a" or i == 2 and "b" or ("#" .. i))
       lines[#lines + 1] = string.format("%s: %s", label, harness.format_result(r, ev.unit, ev.scale))
       local sum = result_summary(r)
@@ -777,6 +854,10 @@ local function evidence_of(ev)
     end
   end
   if ev.ci then
+    if type(ev.ci) ~= "table" or type(ev.ci[1]) ~= "number" or type(ev.ci[2]) ~= "number"
+        or type(ev.ratio) ~= "number" then
+      arg_error("lab:verdict", 4, "a compare detail needs ratio= and ci={lo, hi} (lab:compare's fourth result)", 3)
+    end
     lines[#lines + 1] = string.format("time ratio a/b %.4f [%.4f, %.4f] against %.4f ± %s -> %s", ev.ratio,
       ev.ci[1], ev.ci[2], ev.against or 1, pct(ev.margin or 0), tostring(ev.decision))
     out.ratio, out.ratio_ci, out.margin = ev.ratio, json.array({ ev.ci[1], ev.ci[2] }), ev.margin
@@ -969,6 +1050,9 @@ end
 -- Where lab:compile finds `path`: an absolute path as is; a relative one beside the lab file
 -- (lab.dir) first, then under the gpulab home. Raises naming every place it looked.
 function Lab:kernel_path(path)
+  if type(path) ~= "string" or path == "" then
+    arg_error("lab:kernel_path", 1, "path of a file (beside the lab, under the gpulab home, or absolute) expected")
+  end
   if path:sub(1, 1) == "/" then return path end
   local tried = {}
   local home = type(cuda) == "table" and cuda.home or nil
@@ -989,13 +1073,14 @@ function Lab:compile(rel, opts)
   if type(rel) ~= "string" or rel == "" then
     arg_error("lab:compile", 1, "path of a .cu file (beside the lab, under the gpulab home, or absolute) expected")
   end
+  if opts ~= nil and type(opts) ~= "table" then arg_error("lab:compile", 2, "cuda.compile's options table expected") end
   local o, what = {}, nil
   for k, v in pairs(opts or {}) do if k == "what" then what = v else o[k] = v end end
   local full = self:kernel_path(rel)
   local t0 = clock_s()
   local prog = cuda.compile_file(full, o)
   local ms = (clock_s() - t0) * 1e3
-  self:note(string.format("%s compiled for %s in %.1f ms (cache %s)%s", rel, tostring(o.arch or "sm_90a"),
+  self:note(string.format("%s compiled for %s in %.1f ms (cache %s)%s", rel, tostring(prog.arch or o.arch),
     ms, prog.cache_hit and "hit" or "miss", what and (": " .. what) or ""))
   self.compiled = self.compiled or {}
   self.compiled[#self.compiled + 1] = { file = rel, path = full, options = o, prog = prog, ms = ms,
@@ -1022,6 +1107,10 @@ end
 -- applies unless given. Native: a sanitizer's injection is not passed on.
 function Lab:child(script, opts)
   opts = opts or {}
+  if type(opts) ~= "table" then arg_error("lab:child", 2, "options table {args=, env=, timeout=} expected") end
+  if opts.env ~= nil and type(opts.env) ~= "table" then
+    field_error("lab:child", 2, "env", "table of NAME = value (or false to unset) expected")
+  end
   local env = { CUDA_INJECTION64_PATH = false }
   for k, v in pairs(opts.env or {}) do env[k] = v end
   local o = { args = opts.args, env = env, timeout = opts.timeout or self.child_timeout or 60 }
@@ -1162,28 +1251,63 @@ local function sweep_gpu_list(L)
   return list
 end
 
--- Writes the whole text to path (a full disk shows at the write or only at the close, the
--- buffer's flush: both are checked). Returns true, or false and why. Callers make the text first,
--- so a failure to make it leaves an earlier file alone.
-local function write_text_file(path, text)
-  local f, err = io.open(path, "w")
-  if not f then return false, err end
-  local wrote, werr = f:write(text)
-  local closed, cerr = f:close()
-  if not (wrote and closed) then return false, werr or cerr end
-  return true
+-- Writes the whole text to path (output.write: a failure puts the earlier file back). Callers
+-- make the text first, so a failure to make it leaves an earlier file alone.
+local write_text_file = output.write
+
+-- Sweep results cross from a child to the parent as a Lua literal: numbers keep their subtype and
+-- every bit (NaN and ±inf included, which JSON has no spelling for), and tables keep any string,
+-- number or boolean keys (sparse lists, sizes as keys), so the parent gets what fn returned, as a
+-- sweep in one process does. A value that cannot cross (a function, a userdata, a cycle) raises,
+-- naming where it is in the result.
+local function to_literal(v, where, out, open)
+  local t = type(v)
+  if t == "number" or t == "string" then
+    out[#out + 1] = string.format("%q", v)
+  elseif t == "boolean" or t == "nil" then
+    out[#out + 1] = tostring(v)
+  elseif t == "table" then
+    if open[v] then error(where .. " contains itself", 0) end
+    open[v] = true
+    out[#out + 1] = "{"
+    for k, x in next, v do -- next: a __pairs cannot hide or invent entries
+      local kt = type(k)
+      if kt ~= "string" and kt ~= "number" and kt ~= "boolean" then
+        error(string.format("%s has a %s key", where, kt), 0)
+      end
+      out[#out + 1] = "["
+      to_literal(k, where, out, open)
+      out[#out + 1] = "]="
+      to_literal(x, where .. "[" .. (kt == "string" and string.format("%q", k) or tostring(k)) .. "]", out, open)
+      out[#out + 1] = ","
+    end
+    out[#out + 1] = "}"
+    open[v] = nil
+  else
+    error(string.format("%s is a %s, which cannot cross to another process", where, t), 0)
+  end
 end
 
-local function read_json_file(path)
+local function literal_of(v, where)
+  local out = {}
+  to_literal(v, where, out, {})
+  return table.concat(out)
+end
+
+-- The value written by write_literal_file: the text is loaded with no environment, so it can
+-- only build the tables and values it spells.
+local function read_literal_file(path)
   local f = io.open(path, "r")
   if not f then return nil end
   local text = f:read("a")
   f:close()
-  return json.decode(text)
+  local chunk, err = load("return " .. text, "=" .. path, "t", {})
+  if not chunk then error(err, 0) end
+  return chunk()
 end
 
-local function write_json_file(path, value)
-  local written, err = write_text_file(path, json.encode(value)) -- encoded first: see write_text_file
+local function write_literal_file(path, value, where)
+  local written, err = write_text_file(path, literal_of(value, where)) -- made first: see write_text_file
   if not written then error("cannot write " .. path .. ": " .. tostring(err), 2) end
 end
 
@@ -1191,17 +1315,20 @@ end
 local function sweep_child_share(index, configs, fn)
   local prior = os.getenv("GPULAB_SWEEP_PRIOR")
   if index < tonumber(os.getenv("GPULAB_SWEEP_CHILD")) then
-    local all = prior and prior ~= "" and read_json_file(prior) or {}
+    local all = prior and prior ~= "" and read_literal_file(prior) or {}
     return all[index] or error("L:sweep: the parent did not hand over sweep " .. index, 3)
   end
   local out = {}
   for part in (os.getenv("GPULAB_SWEEP_CONFIGS") or ""):gmatch("%d+") do
     local i = tonumber(part)
     local ok, r = pcall(fn, configs[i], i)
-    if ok and r == nil then ok, r = false, "fn returned nothing (a sweep in children needs a JSON-able result)" end
-    out[#out + 1] = ok and { i = i, result = r } or { i = i, error = tostring(r) }
+    if ok and r == nil then ok, r = false, "fn returned nothing (a sweep in children needs a result)" end
+    if ok then ok, r = pcall(literal_of, r, "the result") end -- checked here, to name the configuration
+    local config_ok, config = pcall(literal_of, configs[i], "the configuration")
+    out[#out + 1] = { i = i, result = ok and r or nil, error = not ok and tostring(r) or nil,
+      config = config_ok and config or nil }
   end
-  write_json_file(os.getenv("GPULAB_SWEEP_OUT"), { results = out })
+  write_literal_file(os.getenv("GPULAB_SWEEP_OUT"), { results = out }, "the results")
   io.stdout:flush()
   os.exit(0)
 end
@@ -1226,7 +1353,7 @@ local function sweep_in_children(L, index, configs, gpus, opts)
   local prior = nil
   if index > 1 then
     prior = os.tmpname()
-    write_json_file(prior, L.sweep_results)
+    write_literal_file(prior, L.sweep_results, "an earlier sweep's results")
   end
   local args, script = {}, (_G.arg or {})[0]
   for i = 1, #(_G.arg or {}) do args[i] = tostring(_G.arg[i]) end
@@ -1250,7 +1377,7 @@ local function sweep_in_children(L, index, configs, gpus, opts)
   end
   for j, e in ipairs(entries) do
     local run, read_ok, data = runs[j], false, nil
-    if run.status == "ok" then read_ok, data = pcall(read_json_file, outs[e.k]) end
+    if run.status == "ok" then read_ok, data = pcall(read_literal_file, outs[e.k]) end
     if run.status ~= "ok" or not read_ok or type(data) ~= "table" or type(data.results) ~= "table" then
       remove_files()
       local why = run.status ~= "ok" and "" or
@@ -1260,11 +1387,24 @@ local function sweep_in_children(L, index, configs, gpus, opts)
     end
     os.remove(outs[e.k])
     for _, item in ipairs(data.results) do
-      if item.error then
-        remove_files()
-        error(string.format("L:sweep: configuration %d on GPU %d failed: %s", item.i, e.g, item.error), 3)
+      local why = item.error
+      local mine_ok, mine = pcall(literal_of, configs[item.i], "the configuration")
+      if not why and mine_ok and item.config ~= mine then
+        why = "the child's configuration differs from this process's (a sweep in children runs the " ..
+          "lab again in each child: its configurations must come out the same in every run, in the same order)"
       end
-      results[item.i], device[item.i] = item.result, e.g
+      local value
+      if not why then
+        local chunk, err = load("return " .. tostring(item.result), "=(sweep result)", "t", {})
+        local ok, got = false, err
+        if chunk then ok, got = pcall(chunk) end
+        if ok then value = got else why = "its result could not be read back: " .. tostring(got) end
+      end
+      if why then
+        remove_files()
+        error(string.format("L:sweep: configuration %d on GPU %d failed: %s", item.i, e.g, why), 3)
+      end
+      results[item.i], device[item.i] = value, e.g
     end
     per_gpu[#per_gpu + 1] = { gpu = e.g, configurations = #data.results, seconds = run.seconds }
   end
@@ -1277,6 +1417,8 @@ function Lab:sweep(configs, fn, opts)
     .. " configurations", 2) end
   if type(fn) ~= "function" then error("L:sweep: argument 2 must be a function(config, i)", 2) end
   opts = opts or {}
+  if type(opts) ~= "table" then arg_error("L:sweep", 3, "options table {name=, timeout=} expected") end
+  if opts.name ~= nil and type(opts.name) ~= "string" then field_error("L:sweep", 3, "name", "string expected") end
   self.sweep_results = self.sweep_results or {}
   local index = #self.sweep_results + 1
   local name = opts.name or ("sweep " .. index)
@@ -1336,12 +1478,15 @@ end
 -- lab:progress(i, n, label): a bar on stderr while a sweep runs (terminal only).
 function Lab:progress(i, n, label)
   if not progress_enabled(self) then return end
-  if type(i) ~= "number" or type(n) ~= "number" or n <= 0 then return end
+  if not finite(i) or not finite(n) or n <= 0 then return end
   local frac = math.max(0, math.min(1, i / n))
   local w = 30
   local filled = math.floor(frac * w + 0.5)
-  io.stderr:write(string.format("\r  %s [%s%s] %d/%d\27[K", label and tostring(label) or "",
-    string.rep("#", filled), string.rep(".", w - filled), math.floor(i), math.floor(n)))
+  local function count(x)
+    return math.abs(x) < 1e15 and string.format("%.0f", math.floor(x)) or string.format("%.3g", x)
+  end
+  io.stderr:write(string.format("\r  %s [%s%s] %s/%s\27[K", label and tostring(label) or "",
+    string.rep("#", filled), string.rep(".", w - filled), count(i), count(n)))
   if i >= n then io.stderr:write("\n") end
   io.stderr:flush()
 end
@@ -1364,6 +1509,12 @@ local function picture(lab, kind, spec, render)
     error("lab:svg_" .. kind .. ": field 'file' must be a plain file name like 'sweep.svg'", 3)
   end
   if not file:match("%.svg$") then file = file .. ".svg" end
+  for _, earlier in ipairs(lab.pictures) do
+    if earlier.file == file then -- the second would overwrite the first, both listed in the results
+      error(string.format("lab:svg_%s: field 'file': '%s' was drawn earlier in this run; each picture needs a " ..
+        "file of its own", kind, file), 3)
+    end
+  end
   local text = render(spec) -- rendered even when not written, so bad data shows up in CI
   local path = lab:picture_path(file)
   if path then
@@ -1413,6 +1564,15 @@ local function host_name()
     p:close()
   end
   return (h and h ~= "") and h or "unknown"
+end
+
+-- The working folder. $PWD alone can be stale (a parent that changed folder without updating it
+-- starts the lab): the shell's pwd prints $PWD only when it names the folder the process is in.
+local function working_folder()
+  local p = io.popen("pwd 2>/dev/null")
+  local dir = p and p:read("l")
+  if p then p:close() end
+  return (dir and dir ~= "") and dir or os.getenv("PWD")
 end
 
 -- The command that ran the lab, as a list (interpreter, its options, the script, its arguments)
@@ -1508,7 +1668,7 @@ function Lab:provenance()
     device = device_provenance(self),
     gpu = self.gpu_state,
     date_utc = os.date("!%Y-%m-%dT%H:%M:%SZ"), host = host_name(),
-    command = list, command_line = line, cwd = os.getenv("PWD"),
+    command = list, command_line = line, cwd = working_folder(),
     lab_dir = self.dir, quick = self.quick, mode = self.quick and "quick" or "full",
     params = self.params, kernels = kernel_provenance(self),
   }

@@ -4,6 +4,8 @@
 -- Each function takes a spec table and returns the SVG text; svg.write(path, text) saves it.
 -- Values that cannot be drawn (NaN, ±inf, non-positive on a log axis) are skipped, and every
 -- label is escaped, so any measured data gives a well-formed file.
+local output = require("gpulab.output")
+
 local svg = {}
 
 local palette = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
@@ -11,21 +13,7 @@ local palette = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564
 
 local FONT = 'font-family="sans-serif"'
 
--- s with every byte that does not start a valid UTF-8 sequence replaced by U+FFFD: an XML file
--- must be well-formed UTF-8, and a label cut with string.sub can end inside a character ("µs").
-local function valid_utf8(s)
-  local out, from = {}, 1
-  while true do
-    local _, bad = utf8.len(s, from)
-    if not bad then break end
-    out[#out + 1] = s:sub(from, bad - 1)
-    out[#out + 1] = "\u{FFFD}"
-    from = bad + 1
-  end
-  if from == 1 then return s end
-  out[#out + 1] = s:sub(from)
-  return table.concat(out)
-end
+local valid_utf8 = output.valid_utf8
 
 function svg.escape(s)
   s = valid_utf8(tostring(s))
@@ -146,6 +134,17 @@ local function check_spec(spec, fn, list_field)
   end
 end
 
+-- spec.width or spec.height in whole pixels (the header writes them with %d), or the default.
+local function size(spec, fn, field, default)
+  local v = spec[field]
+  if v == nil then return default end
+  if not finite(v) or v < 100 or v > 100000 then
+    error(string.format("svg.%s: field '%s' must be a number of pixels from 100 to 100000, got %s", fn, field,
+      tostring(v)), 3)
+  end
+  return math.floor(v + 0.5)
+end
+
 local function header(out, w, h, title)
   out[#out + 1] = string.format('<?xml version="1.0" encoding="UTF-8"?>\n' ..
     '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">', w, h, w, h)
@@ -257,8 +256,8 @@ end
 -- series' intervals draw a shaded band along the line instead.
 function svg.lines(spec)
   check_spec(spec, "lines", "series")
-  local w = spec.width or 760
-  local h = spec.height or math.max(440, 40 + 18 * #spec.series + 70)
+  local w = size(spec, "lines", "width", 760)
+  local h = size(spec, "lines", "height", math.max(440, 40 + 18 * #spec.series + 70))
   local box = { x0 = 70, x1 = w - 170, y1 = 40, y0 = h - 55 }
   local xs, ys, series = {}, {}, {}
   for si, s in ipairs(spec.series) do
@@ -332,7 +331,7 @@ end
 function svg.bars(spec)
   check_spec(spec, "bars", "bars")
   local n = #spec.bars
-  local w = spec.width or math.max(420, 110 + 70 * n)
+  local w = size(spec, "bars", "width", math.max(420, 110 + 70 * n))
   local slot_guess = (w - 90) / math.max(n, 1)
   -- category labels wider than their slot are turned 40 degrees; the picture grows to hold them
   local widest = 0
@@ -341,7 +340,7 @@ function svg.bars(spec)
   end
   local turn = widest > slot_guess * 0.9
   local below = turn and math.floor(math.min(200, widest * 0.65 + 30)) or 0
-  local h = spec.height or (420 + below)
+  local h = size(spec, "bars", "height", 420 + below)
   local box = { x0 = 70, x1 = w - 20, y1 = 40, y0 = h - 70 - below }
   local values = {}
   for i, b in ipairs(spec.bars) do
@@ -418,7 +417,7 @@ function svg.timeline(spec)
   check_spec(spec, "timeline", "rows")
   local nrows = #spec.rows
   local lane = nrows > 60 and 6 or (nrows > 24 and 10 or 18)
-  local w = spec.width or 900
+  local w = size(spec, "timeline", "width", 900)
   local box = { x0 = 90, x1 = w - 20, y1 = 40 }
   box.y0 = box.y1 + math.max(nrows, 1) * lane
   local h = box.y0 + 55
@@ -507,7 +506,7 @@ function svg.ratio(spec)
   local t = finite(spec.threshold) and spec.threshold or 1
   local m = finite(spec.margin) and spec.margin >= 0 and spec.margin or 0.01
   local n = #spec.items
-  local w = spec.width or 640
+  local w = size(spec, "ratio", "width", 640)
   local lane = 26
   local widest = 0
   for i, it in ipairs(spec.items) do
@@ -575,12 +574,8 @@ end
 
 -- Writes text to path; raises "svg.write: <path>: <reason>" on failure.
 function svg.write(path, text)
-  local f, err = io.open(path, "w")
-  if not f then error("svg.write: " .. tostring(err), 2) end
-  local ok, werr = f:write(text)
-  -- a full disk can show only when the buffer is flushed at the close
-  local closed, cerr = f:close()
-  if not (ok and closed) then error("svg.write: " .. path .. ": " .. tostring(werr or cerr), 2) end
+  local ok, why = output.write(path, text) -- a failure puts the earlier picture back
+  if not ok then error("svg.write: " .. path .. ": " .. tostring(why), 2) end
   return path
 end
 

@@ -25,15 +25,18 @@ T.test("floats read back to the same double", function()
   end
 end)
 
-T.test("strings: quotes, backslashes, control characters; UTF-8 untouched", function()
+T.test("strings: quotes, backslashes, control characters; UTF-8 untouched, other bytes U+FFFD", function()
   T.eq(json.encode('a"b\\c/d'), '"a\\"b\\\\c/d"')
   T.eq(json.encode("\n\r\t\b\f"), '"\\n\\r\\t\\b\\f"')
   T.eq(json.encode("\0\1\31\127"), '"\\u0000\\u0001\\u001f\\u007f"')
   T.eq(json.encode("µs → §1"), '"µs → §1"')
   local all = {}
-  for i = 0, 255 do all[#all + 1] = string.char(i) end
+  for i = 0, 127 do all[#all + 1] = string.char(i) end
   local s = table.concat(all)
   T.eq(json.decode(json.encode(s)), s)
+  -- JSON is UTF-8: a byte that starts no character (binary data, a label cut inside "µ") is U+FFFD
+  for i = 128, 255 do T.eq(json.decode(json.encode(string.char(i))), "\u{FFFD}", "byte " .. i) end
+  T.eq(json.decode(json.encode(("µs"):sub(1, 1) .. "s")), "\u{FFFD}s")
 end)
 
 T.test("arrays and objects; keys sorted; empty tables", function()
