@@ -794,7 +794,8 @@ waited) and returns `false`.
 | `gl_dsmem_st_release_u32`, `gl_dsmem_ld_acquire_u32`, `gl_dsmem_atomic_add_u32` | `st.release.cluster`, `ld.acquire.cluster`, `atom.relaxed.cluster` | flags and counters across the cluster |
 | `gl_dsmem_wait_u32(addr, want, deadline_ns, status, code)` | acquire loads | waits for a value, bounded by the deadline |
 | `gl_smem_ld_u32`, `gl_smem_ld_v4` | `ld.shared` | local loads in the same loop shape (for comparisons) |
-| `gl_mbar_arrive_remote(cluster_addr)` | `mbarrier.arrive.release.cluster.shared::cluster` | one arrival on another CTA's mbarrier |
+| `gl_mbar_arrive_remote(cluster_addr)` | `mbarrier.arrive.release.cluster.shared::cluster` | one arrival on another CTA's mbarrier; its owner reads what the arriving thread wrote only after `gl_mbar_wait_cluster` |
+| `gl_mbar_wait_cluster(bar, parity, deadline_ns, status, code)`, `gl_mbar_try_wait_cluster(bar, parity)` | `mbarrier.try_wait.parity.acquire.cluster.shared::cta` | waits for a phase of this CTA's mbarrier with acquire at cluster scope, bounded by the deadline as `gl_mbar_wait`: the wait for data that other CTAs publish by arriving on the barrier (`gl_mbar_wait` acquires at CTA scope, which does not synchronise with another CTA's release) |
 | `gl_tma_load_2d_multicast(dst, &map, x, y, bar, cta_mask)` | `cp.async.bulk.tensor.2d…multicast::cluster` | one box into every CTA whose bit is set in `cta_mask` (`gl_cluster_mask_first(n)`) |
 
 Multicast accounting: the box lands at `dst`'s offset in each destination CTA and completes its bytes

@@ -38,9 +38,10 @@ extern "C" __global__ void every_helper(unsigned *out, const __grid_constant__ g
         gl_mbar_arrive_remote(gl_dsmem_map(&bar, 0));
     }
     gl_mbar_wait(&bar, 0, deadline, status, 2);
+    const bool seen = gl_mbar_wait_cluster(&bar, 1, deadline, status, 3) && gl_mbar_try_wait_cluster(&bar, 1);
     gl_cluster_sync();
     out[threadIdx.x] = v + w + ok + q.x + l.y + id.x + count.y + pos.z + gl_cluster_linear_id() + gl_smid() +
-                       gl_cluster_is_explicit();
+                       gl_cluster_is_explicit() + seen;
 }
 ]]
 
@@ -67,6 +68,7 @@ local EXPECT = {
   gl_dsmem_ld_acquire_u32 = "ld.acquire.cluster.shared::cluster.u32",
   gl_dsmem_atomic_add_u32 = "atom.relaxed.cluster.shared::cluster.add.u32",
   gl_mbar_arrive_remote = "mbarrier.arrive.release.cluster.shared::cluster.b64",
+  gl_mbar_wait_cluster = "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64",
   gl_tma_load_2d_multicast =
     "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
 }

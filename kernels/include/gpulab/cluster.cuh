@@ -228,9 +228,46 @@ __device__ __forceinline__ bool gl_dsmem_wait_u32(gl_u32 cluster_addr, gl_u32 wa
 
 // One arrival on the mbarrier at a shared::cluster address (another CTA's barrier, from
 // gl_dsmem_map), release at cluster scope: this thread's earlier writes, remote ones included,
-// are seen by whoever waits on that barrier's phase (gl_mbar_wait in the owning CTA).
+// are seen by whoever waits on that barrier's phase at cluster scope in the owning CTA
+// (gl_mbar_wait_cluster). gl_mbar_wait acquires at CTA scope only (the default of
+// mbarrier.try_wait), which does not synchronise with a release by a thread of another CTA:
+// the phase is seen complete, but the arriving CTA's data need not be.
 __device__ __forceinline__ void gl_mbar_arrive_remote(gl_u32 cluster_bar) {
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
+}
+
+// True once the phase with parity `parity` of this CTA's mbarrier completed, with acquire
+// semantics at cluster scope (PTX ISA 8.0, sm_90): the writes that other CTAs of the cluster
+// released by their arrivals on this phase (gl_mbar_arrive_remote) are visible afterwards.
+__device__ __forceinline__ bool gl_mbar_try_wait_cluster(gl_u64 *bar, gl_u32 parity) {
+    gl_u32 done;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(gl_smem_addr(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+
+// gl_mbar_wait at cluster scope: waits for the phase of `parity` of this CTA's mbarrier until the
+// %globaltimer passes `deadline_ns` (0: for ever). Use it where other CTAs arrive on the barrier
+// (gl_mbar_arrive_remote) to publish data the waiter then reads. On time-out it records `code` in
+// status as gl_mbar_wait does (status[0] code, [1] block, [2] thread, [3] ns waited) and returns false.
+__device__ __forceinline__ bool gl_mbar_wait_cluster(gl_u64 *bar, gl_u32 parity, gl_u64 deadline_ns,
+                                                     int *status, int code) {
+    if (gl_mbar_try_wait_cluster(bar, parity)) return true;
+    const gl_u64 start = gl_globaltimer_ns();
+    for (;;) {
+        // try_wait itself suspends for a hardware-chosen time, so polling the timer per round is cheap
+        if (gl_mbar_try_wait_cluster(bar, parity)) return true;
+        const gl_u64 now = gl_globaltimer_ns();
+        if (deadline_ns != 0 && now > deadline_ns) {
+            gl_record_timeout(status, code, now - start);
+            return false;
+        }
+    }
 }
 
 // ---- TMA multicast ------------------------------------------------------------------------------

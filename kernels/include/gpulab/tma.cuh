@@ -74,7 +74,9 @@ __device__ __forceinline__ void gl_mbar_arrive(gl_u64 *bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(gl_smem_addr(bar)) : "memory");
 }
 
-// True once the phase with parity `parity` completed (acquire semantics).
+// True once the phase with parity `parity` completed (acquire semantics at CTA scope, the default
+// of mbarrier.try_wait: arrivals of this CTA's threads and TMA completions; for data that other
+// CTAs publish by arriving on this barrier, wait with cluster.cuh's gl_mbar_wait_cluster).
 __device__ __forceinline__ bool gl_mbar_try_wait(gl_u64 *bar, gl_u32 parity) {
     gl_u32 done;
     asm volatile(
