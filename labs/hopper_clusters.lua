@@ -44,6 +44,9 @@ local lab = harness.new {
   },
 }
 local P = lab.params
+-- the rules some verdicts are decided by (labs/lib/lab_rules.lua; tests/lua/test_lab_rules.lua runs them)
+package.path = lab.dir .. "/lib/?.lua;" .. package.path
+local rules = require("lab_rules")
 
 lab:claim { id = "residency", seed = "§1", text = "how many blocks are resident is set by the resources and " ..
   "the architecture and is to be queried: for clusters of 1, 2, 4, 8 and 16 CTAs, k:max_active_clusters equals " ..
@@ -145,12 +148,6 @@ local function all_faster(decisions)
   if against then return false end
   if unclear or #decisions == 0 then return nil end
   return true
-end
-
-local function verdict_of_compare(decision)
-  if decision == "faster" then return true end
-  if decision == "slower" or decision == "same" then return false end
-  return nil
 end
 
 -- Most intervals open at once; an end and a start at the same nanosecond do not overlap.
@@ -528,8 +525,9 @@ part("4. PDL: a chain of dependent kernels", { "pdl_correct", "pdl_gap", "pdl_ti
     fmt(out[true].gap, 2), fmt(out[false].gap, 2), P.chain_runs, K),
     judged(all_correct and stamps_ok, out[true].gap < out[false].gap))
   local decision, _, _, detail = lab:compare(results[true], results[false], { margin = 0.01 })
-  lab:verdict("pdl_time", "the chain's time with PDL against without", all_correct and
-    verdict_of_compare(decision) or nil, detail)
+  -- wrong output: unclear; else faster holds, slower or the same refutes (rules.faster_verdict)
+  lab:verdict("pdl_time", "the chain's time with PDL against without", rules.faster_verdict(all_correct, decision),
+    detail)
   stream:free()
   for _, x in ipairs { d, d_starts, d_ends } do x:free() end
 end)
@@ -574,8 +572,8 @@ part("5. Cooperative launch: grid.sync() against kernel boundaries", { "coop_cor
     lab:verdict("coop_correct", string.format("%d steps over %d values: %d wrong (grid.sync), %d wrong (launches)", S,
       n, wrong_coop, wrong_multi), correct)
     local decision, _, _, detail = lab:compare(rc, rm, { margin = 0.02 })
-    lab:verdict("coop_step", "per-step time of grid.sync() against a kernel boundary", correct and
-      verdict_of_compare(decision) or nil, detail)
+    lab:verdict("coop_step", "per-step time of grid.sync() against a kernel boundary",
+      rules.faster_verdict(correct, decision), detail)
 
     -- one block more than can be co-resident: gpulab must refuse it itself
     local over = per_sm * dev.sm_count + 1

@@ -2,6 +2,8 @@
 # and option errors work, JSON results are written. On a device each lab runs --quick and its
 # key claims must hold (label gpu; skipped without a device).
 gl_add_lua_test(labs_nogpu tests/lua/test_labs_nogpu.lua ENV GPULAB_LIBCUDA=/nonexistent/libcuda.so)
+# The rules labs/lib/lab_rules.lua decides some verdicts by, on hand-made inputs (pure Lua).
+gl_add_lua_test(lab_rules tests/lua/test_lab_rules.lua ENV GPULAB_LIBCUDA=/nonexistent/libcuda.so)
 
 gl_deadline(deadline 600)
 foreach(lab launch_anatomy warp_states compile_pipeline illegal_access)
