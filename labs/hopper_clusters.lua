@@ -293,7 +293,7 @@ part("2. Distributed shared memory: latency and bandwidth", { "dsm_latency", "ds
       for _, remote in ipairs { 0, 1 } do
         local prep = k:prepare({ grid = grid, block = STREAM_BLOCK, smem = smem, cluster = cs, stream = stream },
           d_sums, STREAM_WORDS, P.stream_reps, remote)
-        d_sums:fill(0)
+        d_sums:fill(0, stream) -- on the kernel's stream: a non-blocking stream does not wait for the legacy one
         prep()
         stream:sync { timeout = 30 }
         local h = fetch(d_sums)
@@ -334,16 +334,18 @@ end)
 part("3. TMA multicast: one load for N CTAs against N loads", { "mc_bytes", "mc_time" }, function()
   local k = mod:kernel("tma_multicast_tiles")
   need(k, "max_active_clusters")
+  -- the kernels run on a non-blocking stream, which does not wait for the legacy default stream:
+  -- every copy and fill they depend on goes to that stream too
+  local stream = cuda.stream { nonblocking = true }
   local h = cuda.host("u32", MAT * MAT)
   h:iota()
   local d = cuda.array("u32", MAT * MAT)
-  d:copy_from(h)
+  d:copy_from(h, stream)
   local tm = cuda.tensormap { array = d, dtype = "u32", dims = { MAT, MAT }, box = { BOX, BOX } }
   local tiles_x, ntiles = MAT // BOX, (MAT // BOX) * (MAT // BOX)
   local smem = tm.box_bytes + 128
   local d_status = cuda.array("i32", 4)
-  d_status:fill(0)
-  local stream = cuda.stream { nonblocking = true }
+  d_status:fill(0, stream)
   -- sum of every value (row * MAT + col) of tile t, mod 2^32
   local function tile_sum(t)
     local x0, y0 = (t % tiles_x) * BOX, (t // tiles_x) * BOX
@@ -381,7 +383,7 @@ part("3. TMA multicast: one load for N CTAs against N loads", { "mc_bytes", "mc_
     for _, mc in ipairs { 1, 0 } do
       local prep = k:prepare({ grid = grid, block = 256, smem = smem, cluster = n, stream = stream },
         tm, d_sums, ntiles, P.tiles, tiles_x, BOX, BOX, mc, TIMEOUT_NS, d_status)
-      d_sums:fill(0)
+      d_sums:fill(0, stream)
       prep()
       stream:sync { timeout = 30 }
       local st = fetch(d_status)
@@ -389,7 +391,7 @@ part("3. TMA multicast: one load for N CTAs against N loads", { "mc_bytes", "mc_
         valid = false
         lab:fail(string.format("multicast=%d cluster %d: a tile wait timed out (code 0x%x, block %d)", mc, n, st[1],
           st[2]))
-        d_status:fill(0)
+        d_status:fill(0, stream)
       end
       local sums, bad = fetch(d_sums), 0
       for b = 1, grid do
@@ -478,9 +480,10 @@ part("4. PDL: a chain of dependent kernels", { "pdl_correct", "pdl_gap", "pdl_ti
     local run = chain(pdl)
     local gaps, wrong, bad_stamps = {}, 0, 0
     for _ = 1, P.chain_runs do
-      d:copy_from(h)
-      d_starts:fill(0)
-      d_ends:fill(0)
+      -- on the chain's non-blocking stream, which does not wait for the legacy default stream
+      d:copy_from(h, stream)
+      d_starts:fill(0, stream)
+      d_ends:fill(0, stream)
       run()
       stream:sync { timeout = 30 }
       local last = fetch(d, K * n + 1, n)
@@ -552,8 +555,9 @@ part("5. Cooperative launch: grid.sync() against kernel boundaries", { "coop_cor
     end
     local function multi() for s = 1, S do steps[s]() end end
     local function check(run, label)
-      a:copy_from(h)
-      b:fill(POISON)
+      -- on the kernels' non-blocking stream, which does not wait for the legacy default stream
+      a:copy_from(h, stream)
+      b:fill(POISON, stream)
       run()
       stream:sync { timeout = 30 }
       local r, wrong = fetch(S % 2 == 1 and b or a), 0

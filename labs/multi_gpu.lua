@@ -82,6 +82,12 @@ for g = 0, n - 1 do
   src[g], dst[g], streams[g] = cuda.array("f32", count), cuda.array("f32", count), cuda.stream { nonblocking = true }
   src[g]:fill(g + 1)
 end
+-- the fills ran on each device's legacy default stream, which the non-blocking streams the copies
+-- are measured on do not wait for (and a -> b runs on b's stream): every device finishes first
+for g = 0, n - 1 do
+  cuda.device(g)
+  cuda.sync { timeout = 60 }
+end
 cuda.device(0)
 
 -- a -> b ordered on b's stream (b current)
@@ -242,6 +248,11 @@ for g = 0, n - 1 do
   send[g + 1], recv[g + 1] = cuda.array("f32", big), cuda.array("f32", big)
   send[g + 1]:fill(1)
   cstreams[g + 1] = streams[g]
+end
+-- as above: the all-reduce runs on the non-blocking streams, which do not wait for the fills
+for g = 0, n - 1 do
+  cuda.device(g)
+  cuda.sync { timeout = 60 }
 end
 cuda.device(0)
 local factor = 2 * (n - 1) / n
