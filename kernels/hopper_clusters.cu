@@ -164,17 +164,40 @@ extern "C" __global__ void tma_multicast_tiles(const __grid_constant__ gl_tensor
 // ---- PDL chain -----------------------------------------------------------------------------------
 
 // Link j of the chain: buf[(j + 1) * n + i] = buf[j * n + i] + 1. Thread 0 of each block stamps
-// when the block started (before gl_pdl_wait: with pdl=true that may be before link j - 1 ended)
-// and when it ended, at starts/ends[j * gridDim.x + blockIdx.x].
-extern "C" __global__ void pdl_step(u32 *buf, int n, int j, u64 *starts, u64 *ends) {
+// when the block started (before gl_pdl_wait: with pdl=true that may be before link j - 1 ended),
+// when its gl_pdl_wait returned (from then on it may read link j - 1's output; without pdl=true
+// the wait returns at once) and when it ended, at starts/waited/ends[j * gridDim.x + blockIdx.x].
+extern "C" __global__ void pdl_step(u32 *buf, int n, int j, u64 *starts, u64 *ends, u64 *waited) {
     if (threadIdx.x == 0) starts[j * gridDim.x + blockIdx.x] = gl_globaltimer_ns();
     gl_pdl_wait(); // link j - 1's output is complete and visible from here on
+    if (threadIdx.x == 0) waited[j * gridDim.x + blockIdx.x] = gl_globaltimer_ns();
     gl_pdl_launch_dependents();
     const u32 *in = buf + (size_t)j * n;
     u32 *out = buf + (size_t)(j + 1) * n;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i] + 1;
     __syncthreads();
     if (threadIdx.x == 0) ends[j * gridDim.x + blockIdx.x] = gl_globaltimer_ns();
+}
+
+// The %globaltimer's resolution: one thread reads the timer up to `max_reads` times and records
+// out[0] = the smallest non-zero step between two consecutive reads (0: it never moved),
+// out[1] = how many times it moved, out[2] = the nanoseconds from the first read to the last.
+extern "C" __global__ void globaltimer_tick(u64 *out, int max_reads) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const u64 first = gl_globaltimer_ns();
+    u64 prev = first, smallest = 0, moves = 0;
+    for (int i = 0; i < max_reads; i++) {
+        const u64 now = gl_globaltimer_ns();
+        if (now != prev) {
+            const u64 step = now - prev;
+            if (smallest == 0 || step < smallest) smallest = step;
+            moves++;
+            prev = now;
+        }
+    }
+    out[0] = smallest;
+    out[1] = moves;
+    out[2] = prev - first;
 }
 
 // ---- cooperative grid ----------------------------------------------------------------------------

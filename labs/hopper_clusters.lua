@@ -15,7 +15,9 @@
 -- 4-8% faster for N = 2, 4, but L2 serves 0.81x and 0.62x the sectors (not 1/N: each-CTA loads of
 -- one tile at the same moment already cost L2 less than the bytes they ask for); PDL median gap
 -- 2.4-2.8 µs against 3.1-4.6, chain of 32 0.67-0.84x the time; grid.sync 1.35 µs a step against
--- 3.8-5.3 µs per launch.
+-- 3.8-5.3 µs per launch. (Those runs took the gap to the next kernel's first block start, before
+-- griddepcontrol.wait, and timed the chain and the launches with the host enqueueing as they ran;
+-- the lab now decides pdl_gap on the gap past griddepcontrol.wait and times queued samples.)
 --
 --   gpulab labs/hopper_clusters.lua [--quick] [--json FILE] [--svg PREFIX]
 local harness = require("gpulab.lab")
@@ -35,10 +37,12 @@ local lab = harness.new {
     { name = "stream_reps", default = 64, quick = 16, min = 1, max = 100000,
       help = "passes over the neighbour's 64 KB buffer in the DSM bandwidth kernel" },
     { name = "tiles", default = 256, quick = 64, min = 1, max = 100000, help = "tiles per cluster (TMA multicast)" },
-    { name = "chain", default = 32, min = 2, max = 1000, help = "kernels in the PDL chain" },
+    { name = "chain", default = 32, min = 2, max = 256,
+      help = "kernels in the PDL chain (at most 256: a measured sample is queued whole behind a spin kernel)" },
     { name = "chain_runs", default = 7, quick = 3, min = 1, max = 100, help = "recorded runs of the PDL chain" },
-    { name = "coop_steps", default = 64, quick = 32, min = 2, max = 100000,
-      help = "steps of the cooperative kernel (grid.sync() between them)" },
+    { name = "coop_steps", default = 64, quick = 32, min = 2, max = 256,
+      help = "steps of the cooperative kernel (grid.sync() between them; at most 256: one launch per step is " ..
+        "queued whole behind a spin kernel)" },
     { name = "min_time", default = 0.3, quick = 0.08, min = 0.01, max = 60,
       help = "cuda.measure's measuring time per configuration (s)" },
   },
@@ -62,13 +66,15 @@ lab:claim { id = "mc_time", seed = "§3", text = "TMA pays off only where setup 
   "same tile (measured, not assumed: multicast has made real kernels slower on the H200)" }
 lab:claim { id = "pdl_correct", own = true, text = "a chain of dependent kernels reading the previous output after " ..
   "griddepcontrol.wait computes the same values with and without PDL" }
-lab:claim { id = "pdl_gap", own = true, text = "PDL shrinks the gap between one kernel's end and the next one's " ..
-  "start (median over the chain)" }
-lab:claim { id = "pdl_time", own = true, text = "a chain of short dependent kernels takes less time with PDL" }
+lab:claim { id = "pdl_gap", own = true, text = "PDL shrinks the gap between one kernel's end and the moment the " ..
+  "next one may read its output (its griddepcontrol.wait returned): the mean over the chain's pairs, 95% intervals " ..
+  "apart by more than the %globaltimer's tick" }
+lab:claim { id = "pdl_time", own = true, text = "a chain of short dependent kernels takes less GPU time with PDL " ..
+  "(each sample queued whole before it starts, so host launch overhead is not in it)" }
 lab:claim { id = "coop_correct", own = true, text = "a cooperative kernel with grid.sync() between steps computes " ..
   "what one launch per step computes" }
 lab:claim { id = "coop_step", own = true, text = "a grid.sync() step costs less than a kernel boundary (one launch " ..
-  "per step)" }
+  "per step; GPU time, each sample queued whole before it starts)" }
 lab:claim { id = "coop_refused", own = true, text = "a cooperative grid one block larger than occupancy x SMs is " ..
   "refused by gpulab before the driver, with a message naming the blocks per SM and the SM count" }
 
@@ -92,7 +98,7 @@ local function first_line(e) return (tostring(e):match("^[^\n]*")) end
 -- ---------------------------------------------------------------------------------------------
 lab:section("Kernels")
 local prog = lab:compile("kernels/hopper_clusters.cu", { arch = "sm_90a", what = "cluster_residency, dsmem_chase, " ..
-  "dsmem_stream, tma_multicast_tiles, pdl_step, coop_steps, coop_one_step" })
+  "dsmem_stream, tma_multicast_tiles, pdl_step, globaltimer_tick, coop_steps, coop_one_step" })
 lab:note(string.format("cubin %d B; helpers from kernels/include/gpulab/cluster.cuh", #(prog.cubin or "")))
 
 lab:require_gpu("there is no device: the kernels were compiled; nothing measured")
@@ -129,6 +135,17 @@ end
 local function measure(fn, stream)
   return harness.measure(fn, { regime = "hot", min_time = P.min_time, max_noise = lab.quick and 0.01 or 0.005,
     timeout = lab.quick and 3 or 15, stream = stream })
+end
+
+-- For work made of short launches (the PDL chain, one launch per cooperative step: 1-5 µs each),
+-- where measure()'s samples would contain the host's enqueueing: blocking=true holds the stream
+-- behind a spin kernel until the whole sample is enqueued, so a sample is the GPU's time from the
+-- first launch to the last. `launches` per call of fn; a sample stays within the 256 launches
+-- that fit behind the spin (cuda.measure's cap for blocking=true).
+local QUEUED_LAUNCHES = 256
+local function measure_queued(fn, stream, launches)
+  return harness.measure(fn, { regime = "hot", blocking = true, batch = math.max(1, QUEUED_LAUNCHES // launches),
+    min_time = P.min_time, max_noise = lab.quick and 0.01 or 0.005, timeout = lab.quick and 3 or 15, stream = stream })
 end
 
 -- A verdict from evidence: nil (unclear) when the evidence is not valid or not decided.
@@ -467,39 +484,64 @@ part("4. PDL: a chain of dependent kernels", { "pdl_correct", "pdl_gap", "pdl_ti
   h:view(1, n):iota()
   local d = cuda.array("u32", (K + 1) * n)
   local d_starts, d_ends = cuda.array("u64", K * G), cuda.array("u64", K * G)
+  local d_waited = cuda.array("u64", K * G)
   local stream = cuda.stream { nonblocking = true }
+
+  -- The %globaltimer's tick: gaps are differences of its stamps, so two gaps closer than one tick
+  -- cannot be told apart whatever the intervals say.
+  local d_tick = cuda.array("u64", 3)
+  d_tick:fill(0, stream)
+  mod:kernel("globaltimer_tick"):launch({ grid = 1, block = 32, stream = stream }, d_tick, 200000)
+  stream:sync { timeout = 30 }
+  local ht = fetch(d_tick)
+  d_tick:free()
+  local tick_ns = ht[2] > 0 and ht[1] or nil
+  lab:note(string.format("%%globaltimer: smallest step %s ns (%d steps seen over %.1f µs of reads)",
+    tostring(tick_ns), ht[2], ht[3] / 1e3))
+  lab:record("globaltimer_tick", { tick_ns = tick_ns, steps = ht[2], span_ns = ht[3] })
+
   local function chain(pdl)
     local preps = {}
     for j = 0, K - 1 do
-      preps[j + 1] = k:prepare({ grid = G, block = B, pdl = pdl, stream = stream }, d, n, j, d_starts, d_ends)
+      preps[j + 1] = k:prepare({ grid = G, block = B, pdl = pdl, stream = stream }, d, n, j, d_starts, d_ends,
+        d_waited)
     end
     return function() for j = 1, K do preps[j]() end end
   end
-  local out, results, all_correct, stamps_ok = {}, {}, true, true
+  -- per pair (j - 1, j) of every run: start_gaps from the last block end of link j - 1 to the first
+  -- block start of link j (before its griddepcontrol.wait), wait_gaps to the first block whose
+  -- griddepcontrol.wait returned (from then on link j may read link j - 1's output), in µs
+  local out, results, host, all_correct, stamps_ok = {}, {}, {}, true, true
   for _, pdl in ipairs { false, true } do
     local run = chain(pdl)
-    local gaps, wrong, bad_stamps = {}, 0, 0
+    local start_gaps, wait_gaps, wrong, bad_stamps = {}, {}, 0, 0
     for _ = 1, P.chain_runs do
       -- on the chain's non-blocking stream, which does not wait for the legacy default stream
       d:copy_from(h, stream)
       d_starts:fill(0, stream)
       d_ends:fill(0, stream)
+      d_waited:fill(0, stream)
       run()
       stream:sync { timeout = 30 }
       local last = fetch(d, K * n + 1, n)
       for i = 1, n do if last[i] ~= i - 1 + K then wrong = wrong + 1 end end
-      local s, e = fetch(d_starts), fetch(d_ends)
-      local first, final = {}, {}
+      local s, e, w = fetch(d_starts), fetch(d_ends), fetch(d_waited)
+      local first, final, released = {}, {}, {}
       for j = 0, K - 1 do
-        local lo, hi = math.huge, 0
+        local lo, hi, rel = math.huge, 0, math.huge
         for b = 1, G do
-          if s[j * G + b] == 0 or e[j * G + b] < s[j * G + b] then bad_stamps = bad_stamps + 1 end
-          lo = math.min(lo, s[j * G + b])
-          hi = math.max(hi, e[j * G + b])
+          local i = j * G + b
+          if s[i] == 0 or w[i] < s[i] or e[i] < w[i] then bad_stamps = bad_stamps + 1 end
+          lo = math.min(lo, s[i])
+          hi = math.max(hi, e[i])
+          rel = math.min(rel, w[i])
         end
-        first[j], final[j] = lo, hi
+        first[j], final[j], released[j] = lo, hi, rel
       end
-      for j = 1, K - 1 do gaps[#gaps + 1] = (first[j] - final[j - 1]) / 1e3 end
+      for j = 1, K - 1 do
+        start_gaps[#start_gaps + 1] = (first[j] - final[j - 1]) / 1e3
+        wait_gaps[#wait_gaps + 1] = (released[j] - final[j - 1]) / 1e3
+      end
     end
     if wrong > 0 then
       all_correct = false
@@ -509,30 +551,51 @@ part("4. PDL: a chain of dependent kernels", { "pdl_correct", "pdl_gap", "pdl_ti
       stamps_ok = false
       lab:fail(string.format("PDL chain (pdl=%s): %d block stamps missing or out of order", tostring(pdl), bad_stamps))
     end
-    results[pdl] = measure(run, stream)
+    -- the verdict's time: the GPU's, the whole sample queued first; beside it, the time with the
+    -- host enqueueing while the chain runs (what a program that launches the chain as it goes sees)
+    results[pdl] = measure_queued(run, stream, K)
     results[pdl].label = pdl and "pdl=true" or "plain"
-    out[pdl] = { gap = median(gaps), wrong = wrong, min_gap = math.min(table.unpack(gaps)) }
+    host[pdl] = measure(run, stream)
+    out[pdl] = { gap = median(start_gaps), wrong = wrong, min_gap = math.min(table.unpack(start_gaps)),
+      start_gaps = start_gaps, wait_gaps = wait_gaps, start = rules.interval(start_gaps),
+      wait = rules.interval(wait_gaps) }
   end
-  lab:table({ "launch", "median gap end->next start (µs)", "smallest gap (µs)", "chain time", "wrong values" }, {
-    { "plain", fmt(out[false].gap, 2), fmt(out[false].min_gap, 2), harness.format_result(results[false], "µs", 1e3),
-      out[false].wrong },
-    { "pdl=true", fmt(out[true].gap, 2), fmt(out[true].min_gap, 2), harness.format_result(results[true], "µs", 1e3),
-      out[true].wrong } })
-  lab:note("a negative gap: the next kernel's blocks started (and waited in griddepcontrol.wait) before the " ..
-    "previous kernel's last block ended")
+  local function gap_text(iv)
+    if iv == nil then return "-" end
+    return string.format("%s [%s, %s], median %s", fmt(iv.mean, 2), fmt(iv.lo, 2), fmt(iv.hi, 2), fmt(iv.median, 2))
+  end
+  local rows = {}
+  for _, pdl in ipairs { false, true } do
+    rows[#rows + 1] = { pdl and "pdl=true" or "plain", gap_text(out[pdl].start), gap_text(out[pdl].wait),
+      fmt(out[pdl].min_gap, 2), harness.format_result(results[pdl], "µs", 1e3),
+      harness.format_result(host[pdl], "µs", 1e3), out[pdl].wrong }
+  end
+  lab:table({ "launch", "gap end->next start (µs, mean [95% CI])", "gap end->next past griddepcontrol.wait (µs)",
+    "smallest start gap (µs)", "chain time (GPU, queued)", "chain time (host enqueueing)", "wrong values" }, rows)
+  lab:note("a negative start gap: the next kernel's blocks started (and waited in griddepcontrol.wait) before the " ..
+    "previous kernel's last block ended; the gap past griddepcontrol.wait is when the next kernel may read the " ..
+    "previous one's output, and decides pdl_gap")
+  local tick_us = tick_ns and tick_ns / 1e3 or nil
+  local gap_holds, gap_ev = rules.gap_verdict(out[true].wait_gaps, out[false].wait_gaps, tick_us,
+    all_correct and stamps_ok)
   lab:record("pdl", { chain = K, grid = G, gap_plain_us = out[false].gap, gap_pdl_us = out[true].gap,
-    plain_ms = results[false].mean, pdl_ms = results[true].mean })
+    start_gap_plain = out[false].start, start_gap_pdl = out[true].start,
+    wait_gap_plain = out[false].wait, wait_gap_pdl = out[true].wait, tick_ns = tick_ns,
+    gap_decision = gap_holds == true and "smaller" or gap_holds == false and "larger" or "unclear",
+    gap_reason = gap_ev.reason,
+    plain_ms = results[false].mean, pdl_ms = results[true].mean, measured = "GPU time, each sample queued whole",
+    plain_host_ms = host[false].mean, pdl_host_ms = host[true].mean })
   lab:verdict("pdl_correct", string.format("%d links over %d values: %d wrong without PDL, %d with", K, n,
     out[false].wrong, out[true].wrong), all_correct)
-  lab:verdict("pdl_gap", string.format("median gap %s µs with PDL vs %s µs without (%d runs of %d links)",
-    fmt(out[true].gap, 2), fmt(out[false].gap, 2), P.chain_runs, K),
-    judged(all_correct and stamps_ok, out[true].gap < out[false].gap))
+  lab:verdict("pdl_gap", string.format("gap end->next past griddepcontrol.wait %s µs with PDL vs %s µs without " ..
+    "(%d runs of %d links; %%globaltimer tick %s ns)%s", gap_text(out[true].wait), gap_text(out[false].wait),
+    P.chain_runs, K, tostring(tick_ns), gap_ev.reason and ("; unclear: " .. gap_ev.reason) or ""), gap_holds)
   local decision, _, _, detail = lab:compare(results[true], results[false], { margin = 0.01 })
   -- wrong output: unclear; else faster holds, slower or the same refutes (rules.faster_verdict)
-  lab:verdict("pdl_time", "the chain's time with PDL against without", rules.faster_verdict(all_correct, decision),
-    detail)
+  lab:verdict("pdl_time", "the chain's GPU time (each sample queued whole) with PDL against without",
+    rules.faster_verdict(all_correct, decision), detail)
   stream:free()
-  for _, x in ipairs { d, d_starts, d_ends } do x:free() end
+  for _, x in ipairs { d, d_starts, d_ends, d_waited } do x:free() end
 end)
 
 -- ---------------------------------------------------------------------------------------------
@@ -566,12 +629,18 @@ part("5. Cooperative launch: grid.sync() against kernel boundaries", { "coop_cor
       return wrong
     end
     local wrong_coop, wrong_multi = check(coop, "cooperative"), check(multi, "one launch per step")
-    local rc, rm = measure(coop, stream), measure(multi, stream)
+    -- the verdict's times: the GPU's, each sample queued whole before it starts (one launch per
+    -- step takes a few µs, so with the host enqueueing as it runs the samples would time the
+    -- host's launch path); the host-enqueued time of the launches beside it
+    local rc, rm = measure_queued(coop, stream, 1), measure_queued(multi, stream, S)
     rc.label, rm.label = "grid.sync()", "one launch per step"
-    lab:table({ "form", "launches", "per step (µs)", "whole run" }, {
-      { "cooperative, grid.sync()", 1, fmt(rc.mean * 1e3 / S, 3), harness.format_result(rc, "µs", 1e3) },
-      { "one launch per step", S, fmt(rm.mean * 1e3 / S, 3), harness.format_result(rm, "µs", 1e3) } })
-    lab:record("cooperative", { steps = S, grid = G, coop_ms = rc.mean, multi_ms = rm.mean })
+    local rm_host = measure(multi, stream)
+    lab:table({ "form", "launches", "per step (µs)", "whole run (GPU, queued)", "whole run (host enqueueing)" }, {
+      { "cooperative, grid.sync()", 1, fmt(rc.mean * 1e3 / S, 3), harness.format_result(rc, "µs", 1e3), "-" },
+      { "one launch per step", S, fmt(rm.mean * 1e3 / S, 3), harness.format_result(rm, "µs", 1e3),
+        harness.format_result(rm_host, "µs", 1e3) } })
+    lab:record("cooperative", { steps = S, grid = G, coop_ms = rc.mean, multi_ms = rm.mean,
+      measured = "GPU time, each sample queued whole", multi_host_ms = rm_host.mean })
     local correct = wrong_coop == 0 and wrong_multi == 0
     lab:verdict("coop_correct", string.format("%d steps over %d values: %d wrong (grid.sync), %d wrong (launches)", S,
       n, wrong_coop, wrong_multi), correct)

@@ -103,7 +103,7 @@ T.test("the hopper_clusters lab's kernels compile for sm_90a", function()
   local prog = cuda.compile_file(cuda.home .. "/kernels/hopper_clusters.cu", { arch = "sm_90a" })
   T.ok(prog.cubin ~= nil, "cubin")
   for _, name in ipairs { "cluster_residency", "dsmem_chase", "dsmem_stream", "tma_multicast_tiles", "pdl_step",
-    "coop_steps", "coop_one_step" } do
+    "globaltimer_tick", "coop_steps", "coop_one_step" } do
     T.ok(prog.ptx:find(".entry " .. name, 1, true) ~= nil, name .. " is in the PTX")
   end
 end)
