@@ -37,9 +37,9 @@ lab:claim { id = "l2_scales", own = true, text = string.format(
   "L2 bandwidth keeps growing past the HBM knee: the whole device re-reads an L2-resident set at least %.1fx " ..
   "faster than a %d-SM partition", L2_GAIN, KNEE_SMS) }
 lab:claim { id = "littles_law", own = true, text =
-  "Little's law binds the few-SM copies: the bytes in flight per SM that the 8-SM bandwidth and the measured " ..
-  "HBM latency imply (bandwidth x latency / SMs) do not exceed what the copy kernel's resident threads can " ..
-  "have in flight (4 loads of 16 B each)" }
+  "Little's law binds the few-SM copies: the bytes in flight per SM that the 8-SM read bandwidth (half the " ..
+  "copy's, which reads as many bytes as it writes) and the measured HBM latency imply (read bandwidth x latency / " ..
+  "SMs) do not exceed what the copy kernel's resident threads can have in flight (4 loads of 16 B each)" }
 lab:claim { id = "persist_time", own = true, text =
   "a hot working set re-read after streaming traffic is faster with a persisting L2 access-policy window than " ..
   "without (cuda.measure, cold regime without the persisting-line reset)" }
@@ -449,21 +449,26 @@ local capacity = copy_per_sm * BLOCK * 4 * 16 -- bytes the resident threads can 
 if #bw > 0 then
   local rows = {}
   for _, r in ipairs(bw) do
-    local in_flight = r.hbm_gbps * hbm_ns / r.sms -- GB/s = bytes/ns
+    -- copy16 reads N16 and writes N16 16-byte elements, and hbm_gbps counts both (hbm_bytes =
+    -- 2 x N16 x 16); the capacity counts loads only, so the bytes in flight are the read half of
+    -- the bandwidth times the latency (stores do not wait for the data to come back)
+    r.read_gbps = r.hbm_gbps / 2
+    local in_flight = r.read_gbps * hbm_ns / r.sms -- GB/s = bytes/ns
     r.in_flight = in_flight
-    rows[#rows + 1] = { r.sms, string.format("%.0f", r.hbm_gbps), string.format("%.0f", hbm_ns),
-      string.format("%.1f KiB", in_flight / 1024), string.format("%.0f%%", 100 * in_flight / capacity) }
+    rows[#rows + 1] = { r.sms, string.format("%.0f", r.hbm_gbps), string.format("%.0f", r.read_gbps),
+      string.format("%.0f", hbm_ns), string.format("%.1f KiB", in_flight / 1024),
+      string.format("%.0f%%", 100 * in_flight / capacity) }
   end
-  lab:table({ "SMs", "HBM GB/s", "HBM latency (ns, idle)", "bytes in flight per SM", "of the kernel's capacity" },
-    rows)
+  lab:table({ "SMs", "HBM copy GB/s (read + write)", "HBM read GB/s", "HBM latency (ns, idle)",
+    "bytes in flight per SM (loads)", "of the kernel's capacity" }, rows)
   lab:note(string.format("capacity: %d blocks x %d threads x 4 loads x 16 B = %.0f KiB per SM; the latency is the " ..
     "idle pointer chase's, so under load (queues) the true figure is larger", copy_per_sm, BLOCK, capacity / 1024))
   local few = bw[1]
   local holds
   if valid.bandwidth then holds = few.in_flight <= capacity end
-  lab:verdict("littles_law", string.format("%d SMs: %.0f GB/s x %.0f ns / %d = %.1f KiB in flight per SM, " ..
-    "capacity %.0f KiB", few.sms, few.hbm_gbps, hbm_ns, few.sms, few.in_flight / 1024, capacity / 1024),
-    holds)
+  lab:verdict("littles_law", string.format("%d SMs: %.0f GB/s read (half of the %.0f GB/s copy) x %.0f ns / %d = " ..
+    "%.1f KiB of loads in flight per SM, capacity %.0f KiB", few.sms, few.read_gbps, few.hbm_gbps, hbm_ns, few.sms,
+    few.in_flight / 1024, capacity / 1024), holds)
 else
   lab:verdict("littles_law", "no bandwidth per SM count: " .. tostring(partitions_why), nil)
 end
