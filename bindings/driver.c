@@ -302,6 +302,9 @@ static void make_current(lua_State *L, int ordinal, const char *fn) {
 }
 
 void gl_require_gpu(lua_State *L, const char *fn) {
+    /* every launch comes here: the usable context, which the checks below would all pass, is
+       three tests and no call (drv.ok is set once, when the driver opened) */
+    if (drv.ok && ctx.created && ctx.poisoned[0] == '\0') return;
     gl_require_driver(L, fn);
     if (ctx.poisoned[0]) {
         luaL_where(L, 1); /* where luaL_error put it: this error is raised on every later call */

@@ -187,7 +187,7 @@ int gl_getmetatable(lua_State *L, const char *tname) {
 
 /* ---- Type tags ----------------------------------------------------------------------------- */
 
-#define TAG_BYTES 8
+#define TAG_BYTES GL_TAG_BYTES /* identity.h's inline tag test reads it too */
 #define TAG_FRESH UINT64_C(0)    /* allocated here, no class metatable set yet: no type's tag */
 #define TAG_REPLACED UINT64_C(1) /* a script put another metatable on the object */
 #define REPLACED_KEY "gpulab.replaced_metatables" /* private, weak keys: object -> its guardian */
@@ -220,17 +220,14 @@ static uint64_t tag_of(const char *tname) {
 }
 
 /* The tag at the end of the userdata at idx (NULL when it is no full userdata or too small to
- * hold one); *block, when given, gets the userdata's memory. */
-static unsigned char *tag_slot_of(lua_State *L, int idx, unsigned char **block) {
+ * hold one). */
+static unsigned char *tag_slot(lua_State *L, int idx) {
     unsigned char *p = lua_touserdata(L, idx); /* NULL unless a full or light userdata */
     if (p == NULL) return NULL;
     size_t len = lua_rawlen(L, idx); /* 0 for a light userdata */
     if (len < TAG_BYTES) return NULL;
-    if (block) *block = p;
     return p + len - TAG_BYTES;
 }
-
-static unsigned char *tag_slot(lua_State *L, int idx) { return tag_slot_of(L, idx, NULL); }
 
 static uint64_t read_tag(const unsigned char *slot) {
     uint64_t t;
@@ -300,12 +297,6 @@ static uint64_t cached_tag(const char *tname) {
         tag_cached++;
     }
     return tag;
-}
-
-void *gl_testudata_tag(lua_State *L, int idx, uint64_t tag) {
-    unsigned char *block = NULL;
-    const unsigned char *slot = tag_slot_of(L, idx, &block);
-    return slot && read_tag(slot) == tag ? block : NULL;
 }
 
 uint64_t gl_type_tag(const char *tname) { return tag_of(tname); }

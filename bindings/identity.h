@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -34,7 +35,23 @@ void *gl_testudata(lua_State *L, int idx, const char *tname);
  * array argument) keep the tag in a static through gl_testudata_fast and skip the tag cache's
  * probe (about 25 instructions each). */
 uint64_t gl_type_tag(const char *tname);
-void *gl_testudata_tag(lua_State *L, int idx, uint64_t tag);
+/* The tag is the block's last GL_TAG_BYTES bytes (identity.c). */
+#define GL_TAG_BYTES 8
+/* gl_testudata_tag for a value the caller has already read with lua_touserdata: p, not NULL (so
+ * a full or a light userdata). The block's length, which only a full userdata has (a light one's
+ * is 0), proves the tag lies inside it. Inline, as the tag test is, because k:launch makes it for
+ * its kernel and every array argument: a call to identity.c cost each about 20 instructions. */
+static inline void *gl_testudata_block(lua_State *L, int idx, void *p, uint64_t tag) {
+    size_t len = lua_rawlen(L, idx);
+    if (len < GL_TAG_BYTES) return NULL;
+    uint64_t t;
+    memcpy(&t, (const unsigned char *)p + len - GL_TAG_BYTES, sizeof t);
+    return t == tag ? p : NULL;
+}
+static inline void *gl_testudata_tag(lua_State *L, int idx, uint64_t tag) {
+    void *p = lua_touserdata(L, idx); /* NULL unless a full or light userdata */
+    return p ? gl_testudata_block(L, idx, p, tag) : NULL;
+}
 static inline void *gl_testudata_fast(lua_State *L, int idx, const char *tname, uint64_t *tag) {
     if (*tag == 0) *tag = gl_type_tag(tname);
     return gl_testudata_tag(L, idx, *tag);

@@ -26,6 +26,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -209,6 +210,11 @@ enum {
     ARG_PRED,
     ARG_BLOB      /* aggregates (b8[N], structs, tensor maps): string or tensor map */
 };
+/* A hint kept with an 8-byte integer parameter's class: its last argument was a userdata (an
+ * array, for a pointer), so pack_common asks lua_touserdata first, whose answer is also the type
+ * check (one API call fewer per array). It orders reads only: no answer depends on it. */
+#define ARG_UDATA_FIRST 0x80
+#define ARG_CLASS(c) ((unsigned)(c) & ~(unsigned)ARG_UDATA_FIRST)
 
 static unsigned char classify(const gl_param *p) {
     unsigned e = elem_bytes(p);
@@ -278,24 +284,53 @@ static void pack_arg(lua_State *L, int idx, const gl_param *p, unsigned cls, uns
     }
 }
 
+/* A live device array of device dev at idx, whose lua_touserdata is u (not NULL), for an
+ * 8-byte integer parameter; false for any other userdata (pack_arg names what is wrong). */
+static inline bool pack_common_array(lua_State *L, int idx, void *u, unsigned char *dst, arg_ref *ref,
+                                     int dev) {
+    static uint64_t array_tag;
+    if (array_tag == 0) array_tag = gl_type_tag(GL_ARRAY_T);
+    gl_array *a = gl_testudata_block(L, idx, u, array_tag);
+    if (a == NULL || a->ptr == 0 || a->device != dev) return false;
+    uint64_t ptr = (uint64_t)a->ptr;
+    memcpy(dst, &ptr, 8);
+    ref->kind = REF_ARRAY;
+    ref->obj = a;
+    return true;
+}
+
 /* The commonest arguments, packed without pack_arg's general rules: an integer in range for an
  * integer parameter, a number in range for an f32 or f64, a live device array of
- * the current device for an 8-byte integer parameter. Returns false for anything else (errors
- * included): pack_arg then packs it or names what is wrong. A launch with 4 arguments spends a
- * fifth of gpulab's own instructions here, so this reads each value with as few API calls as
- * the check needs. */
-static inline bool pack_common(lua_State *L, int idx, const gl_param *p, unsigned cls, unsigned char *dst,
-                               arg_ref *ref) {
-    int t = lua_type(L, idx);
+ * the current device (dev) for an 8-byte integer parameter. Returns false for anything else
+ * (errors included): pack_arg then packs it or names what is wrong. A launch with 4 arguments
+ * spends a fifth of gpulab's own instructions here, so this reads each value with as few API
+ * calls as the check needs. *cls: the parameter's class, with the ARG_UDATA_FIRST hint. */
+static inline bool pack_common(lua_State *L, int idx, const gl_param *p, unsigned char *cls_hint,
+                               unsigned char *dst, arg_ref *ref, int dev) {
+    unsigned cls = *cls_hint;
     ref->kind = REF_NONE;
+    if (cls & ARG_UDATA_FIRST) { /* set only for 8-byte integer parameters */
+        void *u = lua_touserdata(L, idx); /* NULL unless a full or light userdata */
+        if (u != NULL) return pack_common_array(L, idx, u, dst, ref, dev);
+        cls = ARG_CLASS(cls);
+        *cls_hint = (unsigned char)cls; /* a number now, perhaps: lua_type first next time */
+    }
+    int t = lua_type(L, idx);
     if (t == LUA_TNUMBER && cls <= ARG_BITS) { /* ARG_UINT, ARG_SINT, ARG_BITS */
         int isint = 0;
         lua_Integer v = lua_tointegerx(L, idx, &isint);
-        if (!isint || !int_fits(v, p->size, cls == ARG_SINT)) return false;
+        if (!isint) return false;
         uint64_t u = (uint64_t)v; /* little-endian: the low bytes are the value */
-        if (p->size == 8) memcpy(dst, &u, 8); /* fixed sizes: a store, not a call */
-        else if (p->size == 4) memcpy(dst, &u, 4);
-        else memcpy(dst, &u, p->size);
+        if (p->size == 4) { /* int_fits's range for 4 bytes, without its shifts */
+            if (v < INT32_MIN || v > (cls == ARG_SINT ? (lua_Integer)INT32_MAX : (lua_Integer)UINT32_MAX))
+                return false;
+            memcpy(dst, &u, 4); /* fixed sizes: a store, not a call */
+        } else if (p->size == 8) {
+            memcpy(dst, &u, 8); /* every lua_Integer fits */
+        } else {
+            if (!int_fits(v, p->size, cls == ARG_SINT)) return false;
+            memcpy(dst, &u, p->size);
+        }
         return true;
     }
     if (t == LUA_TNUMBER && cls == ARG_FLOAT) {
@@ -310,14 +345,8 @@ static inline bool pack_common(lua_State *L, int idx, const gl_param *p, unsigne
         return true;
     }
     if (t == LUA_TUSERDATA && cls <= ARG_BITS && p->size == 8) {
-        static uint64_t array_tag;
-        gl_array *a = gl_testudata_fast(L, idx, GL_ARRAY_T, &array_tag);
-        if (a == NULL || a->ptr == 0 || a->device != gl_current_device()) return false;
-        uint64_t ptr = (uint64_t)a->ptr;
-        memcpy(dst, &ptr, 8);
-        ref->kind = REF_ARRAY;
-        ref->obj = a;
-        return true;
+        *cls_hint = (unsigned char)(cls | ARG_UDATA_FIRST);
+        return pack_common_array(L, idx, lua_touserdata(L, idx), dst, ref, dev);
     }
     return false;
 }
@@ -327,13 +356,17 @@ static inline bool pack_common(lua_State *L, int idx, const gl_param *p, unsigne
  * no Lua code but an error's. */
 static void pack_all(lua_State *L, gl_kernel *k, int first, unsigned char *buf,
                      arg_ref *refs, int nrefs, const char *fn) {
-    if (k->nparams && k->arg_class[0] == 0) classify_params(k);
+    const int n = k->nparams;
+    if (n && k->arg_class[0] == 0) classify_params(k);
+    const int dev = gl_current_device(); /* nothing here changes it */
     arg_ref scratch;
-    for (int i = 0; i < k->nparams; i++) {
-        const gl_param *p = &k->params[i];
+    const gl_param *p = k->params;
+    unsigned char *cls = k->arg_class;
+    for (int i = 0; i < n; i++, p++, cls++) {
         arg_ref *ref = i < nrefs ? &refs[i] : &scratch;
-        if (!pack_common(L, first + i, p, k->arg_class[i], buf + p->offset, ref))
-            pack_arg(L, first + i, p, k->arg_class[i], buf + p->offset, ref, fn, i + 1);
+        unsigned char *dst = buf + p->offset;
+        if (!pack_common(L, first + i, p, cls, dst, ref, dev))
+            pack_arg(L, first + i, p, ARG_CLASS(*cls), dst, ref, fn, i + 1);
     }
 }
 
@@ -500,6 +533,7 @@ typedef struct cfg_entry {
     uint64_t epoch;      /* cfg_epoch when the check passed */
     int device;          /* the current device then */
     int nkeys;
+    int stream_pos;      /* the stream's place among the keys, -1 when there is none */
     unsigned char key[CFG_KEYS]; /* the keys the table had, and their values as read_cfg took them: */
     unsigned char type[CFG_KEYS]; /* LUA_TNUMBER, LUA_TBOOLEAN, or LUA_TUSERDATA (a stream) */
     lua_Integer value[CFG_KEYS]; /* an integer, 0/1, or the stream's address */
@@ -591,12 +625,13 @@ static void remember_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, con
     bool marked = lua_topointer(L, -1) == c->mark;
     lua_pop(L, 1);
     if (!marked) return;
-    cfg_entry e = {.table = NULL};
+    cfg_entry e = {.table = NULL, .stream_pos = -1};
     int n = 0;
     for (int i = 0; i < CFG_KEYS; i++) {
         if (at[i] == 0) continue;
         int type = lua_type(L, at[i]);
         if (!remembered_value(L, at[i], type, i, &e.value[n])) return;
+        if (i == CFG_STREAM) e.stream_pos = n;
         e.key[n] = (unsigned char)i;
         e.type[n] = (unsigned char)type;
         n++;
@@ -617,9 +652,15 @@ static bool same_stream(lua_State *L, int idx, const launch_cfg *cfg) {
     return s == cfg->stream && s->track == cfg->track && s->device == gl_current_device();
 }
 
-/* *to = *from, but only the attributes in use (a launch copies it) */
+/* *to = *from, but only the attributes in use (a launch copies it). Fixed sizes, which the
+ * compiler copies with a few moves: a memcpy of the variable length was a call, about 30
+ * instructions a launch. */
 static void copy_cfg(launch_cfg *to, const launch_cfg *from) {
-    memcpy(to, from, offsetof(launch_cfg, attrs) + from->nattrs * sizeof from->attrs[0]);
+    memcpy(to, from, offsetof(launch_cfg, attrs));
+    if (from->nattrs) {
+        to->attrs[0] = from->attrs[0];
+        for (unsigned i = 1; i < from->nattrs; i++) to->attrs[i] = from->attrs[i];
+    }
     to->window_array = from->window_array;
     to->window_at = from->window_at;
 }
@@ -638,18 +679,25 @@ static bool reuse_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, launch
         lua_settop(L, top);
         return false;
     }
-    int stream_at = 0; /* the mark and the values stay on the stack (at most 1 + CFG_KEYS slots)
-                          until keep_objects */
+    /* the mark and the values stay on the stack (at most 1 + CFG_KEYS slots) until keep_objects */
     for (int i = 0; i < e->nkeys; i++) {
         lua_pushvalue(L, KEY_UPVALUE(e->key[i]));
         int type = lua_rawget(L, idx);
-        lua_Integer v;
-        if (type != e->type[i] || !remembered_value(L, -1, type, e->key[i], &v) || v != e->value[i]) {
+        if (type != e->type[i]) {
             lua_settop(L, top);
             return false;
         }
-        if (e->key[i] == CFG_STREAM) stream_at = top + 2 + i;
+        /* remembered_value, for a type the entry holds: a userdata only for the stream */
+        int isint = 1;
+        lua_Integer v = type == LUA_TNUMBER    ? lua_tointegerx(L, -1, &isint)
+                        : type == LUA_TBOOLEAN ? lua_toboolean(L, -1)
+                                               : (lua_Integer)(uintptr_t)lua_topointer(L, -1);
+        if (!isint || v != e->value[i]) {
+            lua_settop(L, top);
+            return false;
+        }
     }
+    int stream_at = e->stream_pos < 0 ? 0 : top + 2 + e->stream_pos;
     if (stream_at && !same_stream(L, stream_at, &e->cfg)) {
         lua_settop(L, top);
         return false;
@@ -660,12 +708,11 @@ static bool reuse_cfg(lua_State *L, int idx, const void *t, gl_kernel *k, launch
 }
 
 /* Reads and checks the configuration table at idx (the kernel k is at index 1). The stream and the
- * window's array stay on the stack above its old top (cfg->stream_at, cfg->window_at): a caller
- * counts its arguments first. */
-static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, const char *fn) {
+ * window's array stay on the stack above its old top, `top` (cfg->stream_at, cfg->window_at): a
+ * caller counts its arguments first, and passes the top it read for that. */
+static void read_cfg(lua_State *L, int idx, gl_kernel *k, launch_cfg *cfg, int top, const char *fn) {
     if (lua_type(L, idx) != LUA_TTABLE)
         gl_argerror(L, idx, fn, "launch configuration {grid=, block=, ...} expected, got %s", gl_typename(L, idx));
-    int top = lua_gettop(L);
     const void *t = lua_topointer(L, idx);
     if (reuse_cfg(L, idx, t, k, cfg, top)) return;
     bool again = mark_if_checked_before(L, idx, t, k);
@@ -1090,12 +1137,13 @@ static void note_for_capture(lua_State *L, const gl_kernel *k, const launch_cfg 
 static int l_launch(lua_State *L) {
     TIMING_START(t0);
     const char *fn = "k:launch";
-    gl_kernel *k = gl_check_kernel(L, 1, fn);
+    gl_kernel *k = gl_check_kernel_inline(L, 1, fn);
     gl_require_gpu(L, fn);
     check_module_usable(L, k, fn);
-    int given = lua_gettop(L) - 2; /* read_cfg leaves objects above the arguments */
+    int top = lua_gettop(L);
+    int given = top - 2; /* read_cfg leaves objects above the arguments */
     launch_cfg cfg;
-    read_cfg(L, 2, k, &cfg, fn);
+    read_cfg(L, 2, k, &cfg, top, fn);
     check_arg_count(L, k, given, fn);
     if (k->launch_args == NULL)
         luaL_error(L, "%s: kernel '%s' takes %d bytes of parameters; the driver allows %d", fn,
@@ -1148,12 +1196,13 @@ static prepared *check_prepared(lua_State *L, int idx, const char *fn) {
 
 static int l_prepare(lua_State *L) {
     const char *fn = "k:prepare";
-    gl_kernel *k = gl_check_kernel(L, 1, fn);
+    gl_kernel *k = gl_check_kernel_inline(L, 1, fn);
     gl_require_gpu(L, fn);
     check_module_usable(L, k, fn);
-    int nargs = lua_gettop(L) - 2; /* read_cfg leaves objects above the arguments */
+    int top = lua_gettop(L);
+    int nargs = top - 2; /* read_cfg leaves objects above the arguments */
     launch_cfg cfg;
-    read_cfg(L, 2, k, &cfg, fn);
+    read_cfg(L, 2, k, &cfg, top, fn);
     check_arg_count(L, k, nargs, fn);
     if (k->argbytes > GL_MAX_ARG_BYTES)
         luaL_error(L, "%s: kernel '%s' takes %d bytes of parameters; the driver allows %d", fn,
@@ -1304,7 +1353,7 @@ static int l_prepared_set(lua_State *L) {
     unsigned char tmp[GL_MAX_ARG_BYTES];
     memset(tmp, 0, p->size);
     arg_ref ref;
-    pack_arg(L, 3, p, P->k->arg_class[i - 1], tmp, &ref, fn, (int)i);
+    pack_arg(L, 3, p, ARG_CLASS(P->k->arg_class[i - 1]), tmp, &ref, fn, (int)i);
     memcpy(P->buf + p->offset, tmp, p->size);
     P->refs[i - 1] = ref;
     if (ref.kind != REF_NONE) lua_pushvalue(L, 3); else lua_pushnil(L);

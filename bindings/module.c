@@ -491,12 +491,14 @@ gl_kernel *gl_test_kernel(lua_State *L, int idx) {
     return gl_testudata_fast(L, idx, GL_KERNEL_T, &tag);
 }
 
-gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn) {
-    gl_kernel *k = gl_test_kernel(L, idx);
+void gl_kernel_check_failed(lua_State *L, int idx, const char *fn, const gl_kernel *k) {
     if (k == NULL)
         gl_typeerror(L, idx, fn, "cuda.kernel");
-    if (k->module->handle == NULL) gl_freederror(L, idx, fn, "the module of kernel '%s' was freed", k->name);
-    return k;
+    gl_freederror(L, idx, fn, "the module of kernel '%s' was freed", k->name);
+}
+
+gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn) {
+    return gl_check_kernel_inline(L, idx, fn);
 }
 
 /* Writes the entry names found in PTX text as ", "-separated list into b (for "not found"). */

@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <lua.h>
 
+#include "identity.h"
 #include "launchlog.h"
 #include "lifetime.h"
 #include "ptx.h"
@@ -141,5 +142,15 @@ bool gl_is_name_expression(const char *name);
 gl_kernel *gl_check_kernel(lua_State *L, int idx, const char *fn);
 /* The kernel at idx, or NULL (also under a metatable other than its own: identity.c). */
 gl_kernel *gl_test_kernel(lua_State *L, int idx);
+/* gl_check_kernel inline, for k:launch and k:prepare, where the call cost a launch about 20
+ * instructions: the same test, and gl_kernel_check_failed raises the same errors. */
+__attribute__((noreturn))
+void gl_kernel_check_failed(lua_State *L, int idx, const char *fn, const gl_kernel *k);
+static inline gl_kernel *gl_check_kernel_inline(lua_State *L, int idx, const char *fn) {
+    static uint64_t tag; /* this file's copy of GL_KERNEL_T's tag */
+    gl_kernel *k = gl_testudata_fast(L, idx, GL_KERNEL_T, &tag);
+    if (k == NULL || k->module->handle == NULL) gl_kernel_check_failed(L, idx, fn, k);
+    return k;
+}
 
 #endif
