@@ -11,7 +11,11 @@
 //   tma_multicast_tiles  every CTA of a cluster needs the same tiles: rank 0 loads each once with
 //                        .multicast::cluster, or every CTA loads it itself
 //   pdl_step             one link of a chain of dependent kernels (reads the previous link's
-//                        output after gl_pdl_wait), stamping when each block started and ended
+//                        output after gl_pdl_wait), stamping when each block started, passed
+//                        gl_pdl_wait and ended
+//   globaltimer_tick     the %globaltimer's smallest step
+//   hold_stream          one thread spins for ns: the launches queued behind it on its stream
+//                        then run back to back, whatever the host's pace of enqueueing them
 //   coop_steps           `steps` neighbour-shift steps in one cooperative kernel, grid.sync()
 //                        between them; coop_one_step is the same step as a kernel of its own
 //
@@ -198,6 +202,15 @@ extern "C" __global__ void globaltimer_tick(u64 *out, int max_reads) {
     out[0] = smallest;
     out[1] = moves;
     out[2] = prev - first;
+}
+
+// Holds its stream for `ns` nanoseconds of %globaltimer: the host enqueues a chain behind it, and
+// the chain's gaps are then the GPU's own, not the time the host took between two launches.
+extern "C" __global__ void hold_stream(u64 ns) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const u64 t0 = gl_globaltimer_ns();
+    while (gl_globaltimer_ns() - t0 < ns) {
+    }
 }
 
 // ---- cooperative grid ----------------------------------------------------------------------------

@@ -571,8 +571,9 @@ local MEASURE_OPTS = { "regime", "min_samples", "max_samples", "min_time", "max_
 local MEASURE_KNOWN = { label = true }
 for _, k in ipairs(MEASURE_OPTS) do MEASURE_KNOWN[k] = true end
 function harness.measure(fn, opts)
-  if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
-    arg_error("harness.measure", 1, "function that enqueues the work expected, got " .. type(fn))
+  local t = type(fn)
+  if t == "nil" or t == "boolean" or t == "number" or t == "string" then -- callables: cuda.measure checks
+    arg_error("harness.measure", 1, "function that enqueues the work expected, got " .. t)
   end
   opts = opts or {}
   if type(opts) ~= "table" then arg_error("harness.measure", 2, "options table expected") end

@@ -207,13 +207,13 @@ T.test("a PDL chain computes the same values as a plain one", function()
   local n = G * B
   local h = cuda.host("u32", (K + 1) * n)
   local d = cuda.array("u32", (K + 1) * n)
-  local s, e = cuda.array("u64", K * G), cuda.array("u64", K * G)
+  local s, e, w = cuda.array("u64", K * G), cuda.array("u64", K * G), cuda.array("u64", K * G)
   local stream = cuda.stream { nonblocking = true }
   for _, pdl in ipairs { true, false } do
     h:fill(0xdeadbeef)
     h:view(1, n):iota(7)
-    d:copy_from(h)
-    for j = 0, K - 1 do k:launch({ grid = G, block = B, pdl = pdl, stream = stream }, d, n, j, s, e) end
+    d:copy_from(h, stream) -- on the chain's stream: a non-blocking stream does not wait for the default one
+    for j = 0, K - 1 do k:launch({ grid = G, block = B, pdl = pdl, stream = stream }, d, n, j, s, e, w) end
     stream:sync { timeout = 10 }
     local out = fetch(d)
     for j = 1, K do
@@ -224,7 +224,7 @@ T.test("a PDL chain computes the same values as a plain one", function()
     for i = 1, n do T.eq(out[K * n + i], 7 + (i - 1) + K, "pdl=" .. tostring(pdl) .. " final value " .. i) end
   end
   stream:free()
-  for _, x in ipairs { d, s, e } do x:free() end
+  for _, x in ipairs { d, s, e, w } do x:free() end
 end)
 
 T.test("a cooperative kernel's grid.sync() steps give the values of one launch per step", function()
