@@ -15,9 +15,11 @@
 -- 4-8% faster for N = 2, 4, but L2 serves 0.81x and 0.62x the sectors (not 1/N: each-CTA loads of
 -- one tile at the same moment already cost L2 less than the bytes they ask for); PDL median gap
 -- 2.4-2.8 µs against 3.1-4.6, chain of 32 0.67-0.84x the time; grid.sync 1.35 µs a step against
--- 3.8-5.3 µs per launch. (Those runs took the gap to the next kernel's first block start, before
--- griddepcontrol.wait, and timed the chain and the launches with the host enqueueing as they ran;
--- the lab now decides pdl_gap on the gap past griddepcontrol.wait and times queued samples.)
+-- 3.8-5.3 µs per launch. Those runs took the gap to the next kernel's first block start, before
+-- griddepcontrol.wait, and timed the chain and the launches with the host enqueueing as they ran.
+-- Now (docs/RESULTS.md §45, two leases): the chain queued whole behind a hold kernel, the gap past
+-- griddepcontrol.wait is 0.58-0.64 µs with PDL against 1.60 µs without (32 ns timer ticks); the
+-- chain's GPU time 0.59-0.63x, a grid.sync() step 0.64-0.68x of a queued launch per step.
 --
 --   gpulab labs/hopper_clusters.lua [--quick] [--json FILE] [--svg PREFIX]
 local harness = require("gpulab.lab")
