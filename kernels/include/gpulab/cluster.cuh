@@ -257,17 +257,7 @@ __device__ __forceinline__ bool gl_mbar_try_wait_cluster(gl_u64 *bar, gl_u32 par
 // status as gl_mbar_wait does (status[0] code, [1] block, [2] thread, [3] ns waited) and returns false.
 __device__ __forceinline__ bool gl_mbar_wait_cluster(gl_u64 *bar, gl_u32 parity, gl_u64 deadline_ns,
                                                      int *status, int code) {
-    if (gl_mbar_try_wait_cluster(bar, parity)) return true;
-    const gl_u64 start = gl_globaltimer_ns();
-    for (;;) {
-        // try_wait itself suspends for a hardware-chosen time, so polling the timer per round is cheap
-        if (gl_mbar_try_wait_cluster(bar, parity)) return true;
-        const gl_u64 now = gl_globaltimer_ns();
-        if (deadline_ns != 0 && now > deadline_ns) {
-            gl_record_timeout(status, code, now - start);
-            return false;
-        }
-    }
+    return gl_mbar_wait_until<gl_mbar_try_wait_cluster>(bar, parity, deadline_ns, status, code);
 }
 
 // ---- TMA multicast ------------------------------------------------------------------------------

@@ -110,22 +110,31 @@ __device__ __forceinline__ void gl_record_timeout(int *status, int code, gl_u64 
     }
 }
 
-// Waits for the phase of `parity` until the %globaltimer passes `deadline_ns`. On time-out it
-// records `code` in status (if non-null) and returns false: the caller returns instead of
-// trapping, because a trap poisons the whole context. deadline_ns == 0 waits for ever.
-__device__ __forceinline__ bool gl_mbar_wait(gl_u64 *bar, gl_u32 parity, gl_u64 deadline_ns,
-                                             int *status, int code) {
-    if (gl_mbar_try_wait(bar, parity)) return true;
+// The deadline loop of every timed mbarrier wait: TryWait (gl_mbar_try_wait here, cluster.cuh's
+// gl_mbar_try_wait_cluster there) until the phase of `parity` completed or the %globaltimer passes
+// `deadline_ns`. On time-out it records `code` in status (if non-null) and returns false: the
+// caller returns instead of trapping, because a trap poisons the whole context. deadline_ns == 0
+// waits for ever.
+template <bool (*TryWait)(gl_u64 *, gl_u32)>
+__device__ __forceinline__ bool gl_mbar_wait_until(gl_u64 *bar, gl_u32 parity, gl_u64 deadline_ns, int *status,
+                                                   int code) {
+    if (TryWait(bar, parity)) return true;
     gl_u64 start = gl_globaltimer_ns();
     for (;;) {
         // try_wait itself suspends for a hardware-chosen time, so polling the timer per round is cheap
-        if (gl_mbar_try_wait(bar, parity)) return true;
+        if (TryWait(bar, parity)) return true;
         gl_u64 now = gl_globaltimer_ns();
         if (deadline_ns != 0 && now > deadline_ns) {
             gl_record_timeout(status, code, now - start);
             return false;
         }
     }
+}
+
+// Waits for the phase of `parity` of this CTA's barrier (CTA-scope acquire), as gl_mbar_wait_until.
+__device__ __forceinline__ bool gl_mbar_wait(gl_u64 *bar, gl_u32 parity, gl_u64 deadline_ns,
+                                             int *status, int code) {
+    return gl_mbar_wait_until<gl_mbar_try_wait>(bar, parity, deadline_ns, status, code);
 }
 
 // Another thread timed out: lets the rest of a kernel stop early without waiting again.
