@@ -250,12 +250,7 @@ end
 
 -- ---- outputs, checked before any work ----------------------------------------------------
 
-local function is_dir(path)
-  -- "path/." opens only when path is a folder
-  local f = io.open(path .. "/.", "r")
-  if f then f:close() end
-  return f ~= nil
-end
+local is_dir = output.is_dir
 
 local OutputError = { __tostring = function(e) return e.message end }
 

@@ -2,6 +2,7 @@
 -- before a lab measures anything and never left half-written after it.
 --
 --   output.valid_utf8(s)        --> s, every byte that starts no valid UTF-8 sequence as U+FFFD
+--   output.is_dir(path)         --> whether path is a folder
 --   output.probe(path)          --> true | false, why   (can path take an output? content kept)
 --   output.write(path, text)    --> true | false, why   (on failure the earlier file is put back)
 local output = {}
@@ -24,7 +25,7 @@ function output.valid_utf8(s)
   return table.concat(out)
 end
 
-local function is_dir(path)
+function output.is_dir(path)
   local f = io.open(path .. "/.", "r") -- "path/." opens only when path is a folder
   if f then f:close() end
   return f ~= nil
@@ -46,7 +47,7 @@ function output.probe(path)
   if OWN_STREAMS[path] then
     return false, path .. ": is the lab's own standard output or error, where its report goes; give a file name"
   end
-  if is_dir(path) then return false, path .. ": is a folder" end
+  if output.is_dir(path) then return false, path .. ": is a folder" end
   local f, err, code = io.open(path, "r+")
   local existed = f ~= nil
   if not f then

@@ -54,6 +54,21 @@ function T.write(path, text)
   f:close()
 end
 
+-- A new empty folder under the temporary directory (its path has no quote: os.tmpname's).
+function T.tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p '" .. d .. "'"))
+  return d
+end
+
+-- Runs a shell command with stderr joined to stdout: whether it exited 0, and its output.
+function T.shell(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1"))
+  local text = p:read("a")
+  return p:close(), text
+end
+
 -- The driver stand-in's log (the file GPULAB_FAKE_LOG names): its text ("" before the first
 -- entry), its lines (those that start with `prefix`, when given), whether it holds `text`, what
 -- was appended to it while fn ran, emptied, and the last line that starts with a prefix (nil

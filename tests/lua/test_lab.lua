@@ -6,13 +6,6 @@ local harness = require("gpulab.lab")
 local json = require("gpulab.json")
 local DEMO = "tests/lab_fixtures/demo_lab.lua"
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p '" .. d .. "'"))
-  return d
-end
-
 local function read(path)
   local f = assert(io.open(path, "rb"))
   local s = f:read("a")
@@ -48,7 +41,7 @@ T.test("defaults, typed from each parameter's default", function()
 end)
 
 T.test("every option form", function()
-  local out = tmpdir()
+  local out = T.tmpdir()
   local lab = parse({ "--quick", "--rows=64", "--scale", "2.25",
     "--fast-path", "--label", "x y", "--json", out .. "/r.json",
     "--svg=" .. out .. "/" })
@@ -201,7 +194,7 @@ T.test("lab:table, lab:verdict and lab:record check their arguments", function()
 end)
 
 T.test("--json FILE: well-formed results with everything the lab produced", function()
-  local dir = tmpdir()
+  local dir = T.tmpdir()
   local path = dir .. "/demo.json"
   local r = run(DEMO, { "--quick", "--json", path, "--scale=3" })
   T.eq(r.status, "ok", r.stderr)
@@ -249,7 +242,7 @@ T.test("--json FILE: well-formed results with everything the lab produced", func
 end)
 
 T.test("JSON path from gpulab --json FILE (before the script) and from GPULAB_JSON", function()
-  local dir = tmpdir()
+  local dir = T.tmpdir()
   local host_opt = dir .. "/host.json"
   local f = assert(io.open(dir .. "/run.sh", "w"))
   f:write('exec "$1" --json "$2" tests/lab_fixtures/demo_lab.lua --quick\n')
@@ -287,7 +280,7 @@ T.test("an unwritable JSON path fails the lab before any work (exit 1)", functio
 end)
 
 T.test("results that cannot be encoded fail the lab and leave an earlier JSON file as it was", function()
-  local dir = tmpdir()
+  local dir = T.tmpdir()
   local script, out = dir .. "/unencodable.lua", dir .. "/out.json"
   local f = assert(io.open(script, "w"))
   f:write([[
@@ -311,7 +304,7 @@ os.exit(L:finish())
 end)
 
 T.test("lab:fail makes finish() return 1 and is listed in the JSON", function()
-  local dir = tmpdir()
+  local dir = T.tmpdir()
   local r = run(DEMO, { "--fail", "--json", dir .. "/f.json" })
   T.eq(r.status, "error")
   T.eq(r.code, 1)
@@ -349,7 +342,7 @@ T.test("progress bar: forced on by GPULAB_PROGRESS=1, off by =0 and on a pipe", 
 end)
 
 T.test("--svg PREFIX and --svg FOLDER/ place the pictures", function()
-  local dir = tmpdir()
+  local dir = T.tmpdir()
   local r = run(DEMO, { "--svg", dir .. "/demo" })
   T.eq(r.status, "ok", r.stderr)
   for _, f in ipairs({ "demo-sweep.svg", "demo-bars.svg", "demo-timeline.svg" }) do

@@ -5,13 +5,6 @@ local T = dofile("tests/lua/t.lua")
 local harness = require("gpulab.lab")
 local json = require("gpulab.json")
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p '" .. d .. "'"))
-  return d
-end
-
 local function run(script, args)
   return cuda.run_isolated(script, { args = args, env = { GPULAB_LIBCUDA = "/nonexistent/libcuda.so" },
     timeout = 120 })
@@ -23,7 +16,7 @@ local KERNEL = [[extern "C" __global__ void twice(float *x, unsigned n) {
 
 -- A lab file in its own folder (outside the repository) with its kernel beside it.
 local function outside_lab(body)
-  local d = tmpdir()
+  local d = T.tmpdir()
   assert(os.execute("mkdir -p '" .. d .. "/sub'"))
   T.write(d .. "/k.cu", KERNEL)
   T.write(d .. "/sub/inner.cu", KERNEL:gsub("twice", "inner"))
@@ -51,7 +44,7 @@ os.exit(lab:finish())
 end)
 
 T.test("lab:compile takes an absolute path as is, and still finds kernels under the gpulab home", function()
-  local other = tmpdir()
+  local other = T.tmpdir()
   T.write(other .. "/abs.cu", (KERNEL:gsub("twice", "absolute")))
   local d = outside_lab(string.format([[
 local p = lab:compile(%q, { arch = "compute_90" })
@@ -109,7 +102,7 @@ T.test("lab:claim cites any source; seed= and own= stay; exactly one of the thre
 end)
 
 T.test("the printed verdict and the JSON carry the source; a never-judged claim says judged=false", function()
-  local d = tmpdir()
+  local d = T.tmpdir()
   T.write(d .. "/lab.lua", [[
 local harness = require("gpulab.lab")
 local lab = harness.new{ name = "cited", title = "claims with sources" }
@@ -151,7 +144,7 @@ T.test("a verdict for an undeclared id raises, naming the declared ids and the n
 end)
 
 T.test("a lab with a typo in a verdict id exits non-zero instead of printing [HOLDS]", function()
-  local d = tmpdir()
+  local d = T.tmpdir()
   T.write(d .. "/lab.lua", [[
 local harness = require("gpulab.lab")
 local lab = harness.new{ name = "typo" }
@@ -166,7 +159,7 @@ os.exit(lab:finish())
 end)
 
 T.test("lab:require_gpu ends a lab without a GPU: claims never judged, outputs written, exit 0", function()
-  local d = tmpdir()
+  local d = T.tmpdir()
   T.write(d .. "/lab.lua", [[
 local harness = require("gpulab.lab")
 local lab = harness.new{ name = "needs_gpu" }
@@ -214,7 +207,7 @@ T.test("lab timings come from a fine monotonic clock", function()
 end)
 
 T.test("a picture that cannot be written fails the run but never loses the JSON", function()
-  local d = tmpdir()
+  local d = T.tmpdir()
   assert(os.execute("mkdir -p '" .. d .. "/pics'"))
   T.write(d .. "/lab.lua", string.format([[
 local harness = require("gpulab.lab")

@@ -10,19 +10,6 @@ local html = require("gpulab.html")
 
 local BIN = os.getenv("GPULAB_BIN")
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p '" .. d .. "'"))
-  return d
-end
-
-local function shell(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local text = p:read("a")
-  return p:close(), text
-end
-
 local function exists(path)
   local f = io.open(path, "r")
   if f then f:close() end
@@ -30,7 +17,7 @@ local function exists(path)
 end
 
 T.test("output.probe keeps what is there and leaves nothing behind", function()
-  local dir = tmpdir()
+  local dir = T.tmpdir()
   T.eq(output.probe(dir .. "/new.json"), true)
   T.ok(not exists(dir .. "/new.json"), "the probe file was removed")
   T.write(dir .. "/old.json", "earlier results")
@@ -60,7 +47,7 @@ T.test("output.probe keeps what is there and leaves nothing behind", function()
 end)
 
 T.test("output.probe of a FIFO without a reader neither blocks nor writes into it", function()
-  local dir = tmpdir()
+  local dir = T.tmpdir()
   if not os.execute("mkfifo '" .. dir .. "/pipe' 2>/dev/null") then
     print("  (no mkfifo here: skipped)")
     return
@@ -74,17 +61,17 @@ T.test("a write that fails part way puts the earlier file back; a new one is rem
     print("  (GPULAB_BIN not set: skipped)")
     return
   end
-  local dir = tmpdir()
+  local dir = T.tmpdir()
   local script = dir .. "/write.lua"
   T.write(script, 'local ok, why = require("gpulab.output").write(arg[1], string.rep("y", 300000))\n' ..
     'print(ok, why)\n')
   T.write(dir .. "/prev.json", "earlier results\n")
   -- a file size limit of 64 blocks stands in for a disk that fills up during the write
-  local ok, text = shell(string.format("trap '' XFSZ; ulimit -f 64 && %s %s %s/prev.json", BIN, script, dir))
+  local ok, text = T.shell(string.format("trap '' XFSZ; ulimit -f 64 && %s %s %s/prev.json", BIN, script, dir))
   T.ok(ok, text)
   T.ok(text:find("false", 1, true) and text:find("the earlier file was put back", 1, true), text)
   T.eq(T.read(dir .. "/prev.json"), "earlier results\n")
-  ok, text = shell(string.format("trap '' XFSZ; ulimit -f 64 && %s %s %s/fresh.json", BIN, script, dir))
+  ok, text = T.shell(string.format("trap '' XFSZ; ulimit -f 64 && %s %s %s/fresh.json", BIN, script, dir))
   T.ok(ok and text:find("false", 1, true), text)
   T.ok(not exists(dir .. "/fresh.json"), "no half file is left")
   os.execute("rm -rf '" .. dir .. "'")
@@ -103,7 +90,7 @@ end)
 
 T.test("--json naming the lab's own standard output is refused before any work", function()
   if not BIN then return end
-  local ok, text = shell(string.format("%s tests/lab_fixtures/demo_lab.lua --quick --json /dev/stdout", BIN))
+  local ok, text = T.shell(string.format("%s tests/lab_fixtures/demo_lab.lua --quick --json /dev/stdout", BIN))
   T.ok(not ok, text)
   T.ok(text:find("the lab's own standard output", 1, true), text)
   T.ok(text:find("nothing was run", 1, true), text)
@@ -161,10 +148,10 @@ end)
 
 T.test("provenance.cwd is the folder the lab runs in, whatever $PWD says", function()
   if not BIN then return end
-  local dir = tmpdir()
-  local ok, text = shell(string.format("PWD=/ %s tests/lab_fixtures/demo_lab.lua --quick --json %s/r.json", BIN, dir))
+  local dir = T.tmpdir()
+  local ok, text = T.shell(string.format("PWD=/ %s tests/lab_fixtures/demo_lab.lua --quick --json %s/r.json", BIN, dir))
   T.ok(ok, text)
-  local _, here = shell("pwd -P")
+  local _, here = T.shell("pwd -P")
   T.eq(json.decode(T.read(dir .. "/r.json")).provenance.cwd, (here:gsub("\n$", "")))
   os.execute("rm -rf '" .. dir .. "'")
 end)

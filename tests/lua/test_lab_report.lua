@@ -8,13 +8,6 @@ local json = require("gpulab.json")
 local svg = require("gpulab.svg")
 local html = require("gpulab.html")
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p '" .. d .. "'"))
-  return d
-end
-
 local function run(script, args)
   return cuda.run_isolated(script, { args = args, env = { GPULAB_LIBCUDA = "/nonexistent/libcuda.so" },
     timeout = 120 })
@@ -29,7 +22,7 @@ local function count(text, pat)
 end
 
 T.test("--html writes one self-contained page with every claim, verdict, source and picture", function()
-  local d = tmpdir()
+  local d = T.tmpdir()
   local r = run(FIXTURE, { "--html", d .. "/r.html", "--json", d .. "/r.json" })
   T.eq(r.code, 0, r.stderr)
   T.ok(r.stdout:find("report: " .. d .. "/r.html", 1, true), r.stdout)
@@ -69,7 +62,7 @@ T.test("--html writes one self-contained page with every claim, verdict, source 
 end)
 
 T.test("--html is checked before any work; a failing JSON never loses the report", function()
-  local d = tmpdir()
+  local d = T.tmpdir()
   local r = run(FIXTURE, { "--html", d .. "/missing/r.html" })
   T.eq(r.code, 1)
   T.ok(r.stderr:find("cannot write the HTML report to " .. d .. "/missing/r.html (--html)", 1, true), r.stderr)
@@ -97,7 +90,7 @@ os.exit(lab:finish())
 end)
 
 T.test("a lab that ends at require_gpu gets a report with its claims never judged", function()
-  local d = tmpdir()
+  local d = T.tmpdir()
   T.write(d .. "/lab.lua", [[
 local harness = require("gpulab.lab")
 local lab = harness.new{ name = "gpu_only", title = "needs a device" }

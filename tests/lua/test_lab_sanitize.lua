@@ -8,13 +8,6 @@ local SYSTEM_TOOL = "/usr/local/cuda/bin/compute-sanitizer"
 
 local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. q(d)))
-  return d
-end
-
 local read = T.read
 
 local function lines(s)
@@ -31,7 +24,7 @@ end
 
 -- A folder holding the stand-in as `compute-sanitizer`.
 local function fake_tool_dir()
-  local d = tmpdir()
+  local d = T.tmpdir()
   local tool = q(d .. "/compute-sanitizer")
   assert(os.execute("cp tests/lab_fixtures/fake-compute-sanitizer " .. tool .. " && chmod 755 " .. tool))
   return d
@@ -126,12 +119,12 @@ T.test("search order: PATH, then $CUDA_HOME/bin; non-executables skipped; missin
     print("skipped: " .. SYSTEM_TOOL .. " exists, so the tool cannot be missing here")
     return
   end
-  local empty = tmpdir()
-  local decoy = tmpdir() -- a compute-sanitizer that is not executable: not a candidate
+  local empty = T.tmpdir()
+  local decoy = T.tmpdir() -- a compute-sanitizer that is not executable: not a candidate
   local f = assert(io.open(decoy .. "/compute-sanitizer", "w"))
   f:write("#!/bin/sh\nexit 0\n")
   f:close()
-  local home = tmpdir()
+  local home = T.tmpdir()
   assert(os.execute("mkdir -p " .. q(home .. "/bin")))
   local tooldir = fake_tool_dir()
   assert(os.execute(string.format("cp %s/compute-sanitizer %s/bin/", q(tooldir), q(home))))

@@ -32,13 +32,6 @@ local function lua54(env, args)
   return sh(string.format("%s %s -e %s %s", env or "", q(LUA), q('require "cuda"'), args))
 end
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. q(d)))
-  return d
-end
-
 local function lines(text)
   local t = {}
   for l in (text .. "\n"):gmatch("(.-)\n") do t[#t + 1] = l end
@@ -103,11 +96,11 @@ end)
 
 T.test("cuda.home: the source folder from the build folder, GPULAB_HOME, the data folder beside an install", function()
   T.eq(cuda.home, assert(os.getenv("GL_SOURCE_DIR")), "a module in the build folder reads the source folder")
-  local home = tmpdir()
+  local home = T.tmpdir()
   local out = lua54("GPULAB_HOME=" .. q(home), "-e 'print(cuda.home)'")
   T.eq(out, home .. "\n")
   -- an installed layout: <prefix>/<cmod dir>/cuda.so and <prefix>/<data dir>/gpulab
-  local prefix = tmpdir()
+  local prefix = T.tmpdir()
   local cmod = prefix .. "/lib/lua/5.4"
   local data = cmod .. "/" .. assert(os.getenv("GL_MODULE_TO_HOME"), "GL_MODULE_TO_HOME")
   assert(os.execute(string.format("mkdir -p %s %s && cp %s %s/", q(cmod), q(data), q(MODULE_DIR .. "/cuda.so"),
@@ -150,7 +143,7 @@ T.test("a lab through the harness: the same notebook and results as under gpulab
     return unplaced((out:gsub("\ndemo_lab: [%d.]+ ms\n$", "\n"))),
       json.decode(unplaced(assert(T.read(dir .. "/r.json")))), T.read(dir .. "/p-sweep.svg")
   end
-  local da, db = tmpdir(), tmpdir()
+  local da, db = T.tmpdir(), T.tmpdir()
   local theirs, a, svg_a = run(da, function(args) return sh(q(GPULAB) .. " " .. args) end)
   local ours, b, svg_b = run(db, function(args) return lua54(nil, args) end)
   T.ok(ours:find("[HOLDS]   bigger n takes longer", 1, true) and ours:find("picture: OUT/p-sweep.svg", 1, true), ours)
@@ -197,7 +190,7 @@ T.test("cuda.run_isolated raises naming itself; the harness starts its children 
     ours)
   T.eq(first_difference(theirs, ours), nil)
   -- --gpus's children: L:sweep over the stand-in's three devices, as `gpulab --gpus=all` spreads it
-  local dir = tmpdir()
+  local dir = T.tmpdir()
   theirs, c1 = sh(string.format("GPULAB_FAKE_DEVICES=3 %s --gpus=all tests/lab_fixtures/sweep_lab.lua --json %s/a.json",
     q(GPULAB), q(dir)))
   ours, c2 = lua54("GPULAB_FAKE_DEVICES=3 GPULAB_GPUS=all",
@@ -220,7 +213,7 @@ T.test("help() is reachable by require: gpulab.help reads the description under 
 end)
 
 T.test("the state closes cleanly; os.exit leaves through the module's exit handlers (a trace is written)", function()
-  local dir = tmpdir()
+  local dir = T.tmpdir()
   local out, code = lua54(nil, "-e " .. q(string.format([[
     cuda.trace(%q)
     local k = cuda.load(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry e() { ret; }"):kernel("e")

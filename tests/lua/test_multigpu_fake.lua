@@ -14,6 +14,17 @@ os.remove(NCCL_LOG); os.remove(BUSY); T.clear_log()
 local function busy(on) if on then assert(io.open(BUSY, "w")):close() else os.remove(BUSY) end end
 local function nccl_log() return T.read(NCCL_LOG) or "" end
 
+-- While the stand-in holds device 1's work: the free logged as `freed` has not happened and waits
+-- as the one deferred release. Device 1 is let go whatever the checks find (else later syncs wait).
+local function not_freed_while_held(freed, what)
+  local held_ok, why = pcall(function()
+    T.ok(not T.log_text():find(freed, 1, true), "device 1's memory freed while its kernel ran")
+    T.eq(cuda.stats().deferred, 1, what)
+  end)
+  busy(false)
+  if not held_ok then error(why, 0) end
+end
+
 local PTX = [[
 .version 8.0
 .target sm_90
@@ -84,13 +95,7 @@ T.test("a sync of one device proves nothing about another device's work", functi
   cuda.device(1)
   a:free()
   local freed = string.format("free 0x%x", ptr)
-  -- checked while device 1 is held, which is let go whatever they find (else later syncs wait)
-  local held_ok, why = pcall(function()
-    T.ok(not T.log_text():find(freed, 1, true), "device 1's memory freed while its kernel ran")
-    T.eq(cuda.stats().deferred, 1, "the free waits for device 1")
-  end)
-  busy(false)
-  if not held_ok then error(why, 0) end
+  not_freed_while_held(freed, "the free waits for device 1")
   cuda.sync { timeout = 5 }
   T.ok(T.log_text():find(freed, 1, true), "freed once device 1 is done")
   T.eq(cuda.stats().deferred, 0)
@@ -107,12 +112,7 @@ T.test("memory used on another device's default stream is not freed under its ru
   mod1:kernel("touch"):launch({ grid = 1, block = 1 }, a) -- device 1's default stream
   cuda.device(0)
   a:free() -- an event on device 0's default stream would prove nothing of device 1's work
-  local held_ok, why = pcall(function()
-    T.ok(not T.log_text():find(freed, 1, true), "device 1's memory freed while its kernel ran")
-    T.eq(cuda.stats().deferred, 1, "the free waits")
-  end)
-  busy(false)
-  if not held_ok then error(why, 0) end
+  not_freed_while_held(freed, "the free waits")
   cuda.device(1)
   cuda.sync { timeout = 5 }
   cuda.device(0)

@@ -89,15 +89,9 @@ T.done()
 
 local VALUES = "tests/lab_fixtures/sweep_values_lab.lua"
 
-local function shell(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1"))
-  local text = p:read("a")
-  return p:close(), text
-end
-
 T.test("results cross from the children as fn returned them: NaN, inf, integer subtypes, any keys", function()
   for _, opts in ipairs({ "", "--gpus=all" }) do
-    local ok, text = shell(string.format("%s %s %s", BIN, opts, VALUES))
+    local ok, text = T.shell(string.format("%s %s %s", BIN, opts, VALUES))
     T.ok(ok, text)
     local n = 0
     for verdict in text:gmatch("result %d: ([%a ]+)") do
@@ -111,7 +105,7 @@ end)
 T.test("a configuration list that differs in a child is refused, naming the configuration", function()
   -- six configurations in a random order in each of 3 processes: the chance that every child
   -- draws the parent's order is 3 * (1/720)^2 per run
-  local ok, text = shell(string.format("%s --gpus=all %s --shuffle", BIN, VALUES))
+  local ok, text = T.shell(string.format("%s --gpus=all %s --shuffle", BIN, VALUES))
   T.ok(not ok, text)
   T.ok(text:find("L:sweep: configuration %d on GPU %d failed: the child's configuration differs"), text)
 end)
@@ -121,7 +115,7 @@ T.test("children write no pictures: the parent's own reach the file, whole", fun
   os.remove(dir)
   assert(os.execute("mkdir -p '" .. dir .. "'"))
   for round = 1, 3 do
-    local ok, text = shell(string.format("SWEEP_VALUES_COPY=%s/parent.svg %s --gpus=all %s --svg %s/",
+    local ok, text = T.shell(string.format("SWEEP_VALUES_COPY=%s/parent.svg %s --gpus=all %s --svg %s/",
       dir, BIN, VALUES, dir))
     T.ok(ok, text)
     T.eq(T.read(dir .. "/before.svg"), T.read(dir .. "/parent.svg"), "round " .. round)
